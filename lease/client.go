@@ -1,0 +1,337 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed fence.lua
+	fenceSrc string
+	//go:embed extend.lua
+	extendSrc string
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed complete.lua
+	completeSrc string
+	//go:embed note.lua
+	noteSrc string
+	//go:embed inspect.lua
+	inspectSrc string
+
+	// The scripts are immutable after init; each is loaded on every new
+	// connection and called by EVALSHA.
+	acquireScript  = redis.NewScript(acquireSrc)
+	fenceScript    = redis.NewScript(fenceSrc)
+	extendScript   = redis.NewScript(extendSrc)
+	releaseScript  = redis.NewScript(releaseSrc)
+	completeScript = redis.NewScript(completeSrc)
+	noteScript     = redis.NewScript(noteSrc)
+	inspectScript  = redis.NewScript(inspectSrc)
+
+	allScriptSources = []string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc}
+)
+
+// Client takes leases on N independent Redis nodes with the Redlock
+// algorithm. It is safe for concurrent use. Create it with New and Close it
+// when done.
+type Client struct {
+	opts   options
+	nodes  []*node
+	quorum int
+	maxTTL atomic.Int64 // longest TTL requested, for the default restart guard
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+// New connects to the nodes given as URLs (see the package documentation
+// for the forms). The quorum is len(urls)/2+1. New does not contact the
+// nodes; it fails only on malformed URLs or options, naming the node.
+func New(urls []string, opts ...Option) (*Client, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if len(urls) == 0 {
+		return nil, errors.New("lease: no nodes")
+	}
+	if o.timeout <= 0 {
+		return nil, fmt.Errorf("lease: timeout must be positive, got %s", o.timeout)
+	}
+	if o.drift < 0 || o.drift >= 1 {
+		return nil, fmt.Errorf("lease: drift must be in [0,1), got %v", o.drift)
+	}
+	if o.retry == nil {
+		o.retry = NoRetry()
+	}
+	c := &Client{opts: o, quorum: len(urls)/2 + 1}
+	seen := map[string]bool{}
+	for i, raw := range urls {
+		n := newNode(Redact(raw), nil, &c.opts.observer, c.guard)
+		name, rdb, err := parseNode(raw, o.tls, o.connTimeout, n.onConnect)
+		if err == nil && seen[raw] {
+			err = fmt.Errorf("node %s: listed twice", name)
+		}
+		if err != nil {
+			for _, prev := range c.nodes {
+				_ = prev.rdb.Close()
+			}
+			return nil, fmt.Errorf("lease: node %d: %w", i+1, err)
+		}
+		seen[raw] = true
+		n.rdb = rdb
+		c.nodes = append(c.nodes, n)
+	}
+	for _, n := range c.nodes {
+		go n.runLane()
+	}
+	return c, nil
+}
+
+// Close stops the client. Requests already queued (such as releases) are
+// still sent; Close waits for them and closes the connections. Leases
+// still held are not released.
+func (c *Client) Close() error {
+	var errs []error
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		for _, n := range c.nodes {
+			n.close()
+		}
+		for _, n := range c.nodes {
+			<-n.laneDone
+			if err := n.rdb.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close %s: %w", n.name, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Quorum returns how many nodes must agree: N/2+1.
+func (c *Client) Quorum() int { return c.quorum }
+
+// Nodes returns the nodes' URLs with passwords redacted, in the order given.
+func (c *Client) Nodes() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.name
+	}
+	return out
+}
+
+// guard is the current restart guard.
+func (c *Client) guard() time.Duration {
+	if c.opts.restartGuard > 0 {
+		return c.opts.restartGuard
+	}
+	return time.Duration(c.maxTTL.Load())
+}
+
+func (c *Client) voting(n *node, now time.Time) bool {
+	return !c.opts.detect || n.voting(now, c.guard())
+}
+
+func (c *Client) noteTTL(ttl time.Duration) {
+	for {
+		cur := c.maxTTL.Load()
+		if int64(ttl) <= cur || c.maxTTL.CompareAndSwap(cur, int64(ttl)) {
+			return
+		}
+	}
+}
+
+func (c *Client) vote(n *node, op string, v Vote, lat time.Duration) {
+	if f := c.opts.observer.OnVote; f != nil {
+		f(VoteEvent{Node: n.name, Op: op, Vote: v, Latency: lat})
+	}
+}
+
+// validity applies the Redlock formula to a round that started at start.
+func (c *Client) validity(ttl time.Duration, start time.Time) time.Duration {
+	return ttl - time.Since(start) - (time.Duration(float64(ttl)*c.opts.drift) + 2*time.Millisecond)
+}
+
+// keys of one lease; they share the hash tag {key} so scripts work on a
+// Redis Cluster.
+type keys struct{ lock, fence, epoch, note string }
+
+func keysOf(key string) keys {
+	t := "{" + key + "}"
+	return keys{lock: t + ":lock", fence: t + ":fence", epoch: t + ":epoch", note: t + ":note"}
+}
+
+func checkKey(key string) error {
+	if key == "" {
+		return errors.New("lease: empty key")
+	}
+	if strings.ContainsAny(key, "{}") {
+		return fmt.Errorf("lease: key %q must not contain braces (they form the hash tag)", key)
+	}
+	return nil
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// answer is one node's reply to one op.
+type answer struct {
+	node int
+	cmds []*redis.Cmd
+	err  error
+	at   time.Duration // since the round started
+}
+
+// fanout submits one op per node, built by calls, and returns the channel
+// on which the answers arrive (buffered: the lanes never block on it).
+func (c *Client) fanout(start time.Time, calls func(i int) []call, abandoned <-chan struct{}) (<-chan answer, int) {
+	ch := make(chan answer, len(c.nodes))
+	sent := 0
+	for i, n := range c.nodes {
+		i := i
+		ok := n.submit(&op{
+			calls:     calls(i),
+			abandoned: abandoned,
+			reply: func(res []*redis.Cmd, err error) {
+				ch <- answer{node: i, cmds: res, err: err, at: time.Since(start)}
+			},
+		})
+		if ok {
+			sent++
+		} else {
+			ch <- answer{node: i, err: ErrClosed, at: 0}
+			sent++
+		}
+	}
+	return ch, sent
+}
+
+// callErr returns the error of one call of an answer.
+func (a answer) callErr(j int) error {
+	if a.err != nil {
+		return a.err
+	}
+	if j >= len(a.cmds) {
+		return errors.New("no reply")
+	}
+	return a.cmds[j].Err()
+}
+
+func toInt64(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	case []byte:
+		n, _ := strconv.ParseInt(string(x), 10, 64)
+		return n
+	}
+	return 0
+}
+
+func toString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return ""
+}
+
+// timeoutErr is the per-node error for a node that did not answer in time.
+type timeoutErr time.Duration
+
+func (t timeoutErr) Error() string {
+	return fmt.Sprintf("no answer within %s", time.Duration(t))
+}
+func (t timeoutErr) Timeout() bool { return true }
+
+// simpleRound sends one call to every node and waits until `need` nodes
+// answered with ok(result) == true, or that became impossible, or the
+// per-node timeout (or ctx) ended the wait. When waitAll is set it keeps
+// waiting for the remaining nodes until the timeout even after success.
+// It returns the number of ok answers and the joined node errors.
+func (c *Client) simpleRound(ctx context.Context, opName string, mk func(i int) call, need int, ok func(any) bool, abandonable, waitAll bool) (int, time.Time, error) {
+	start := time.Now()
+	var abandon chan struct{}
+	if abandonable {
+		abandon = make(chan struct{})
+		defer close(abandon)
+	}
+	ch, total := c.fanout(start, func(i int) []call { return []call{mk(i)} }, abandon)
+	timer := time.NewTimer(c.opts.timeout)
+	defer timer.Stop()
+	good, bad := 0, 0
+	answered := make([]bool, len(c.nodes))
+	var errs []error
+	for good+bad < total {
+		if !waitAll && (good >= need || bad > total-need) {
+			break
+		}
+		select {
+		case a := <-ch:
+			answered[a.node] = true
+			n := c.nodes[a.node]
+			if err := a.callErr(0); err != nil {
+				bad++
+				errs = append(errs, &NodeError{Node: n.name, Err: err})
+				c.vote(n, opName, VoteFailed, a.at)
+				continue
+			}
+			if !ok(a.cmds[0].Val()) {
+				bad++
+				c.vote(n, opName, VoteRefused, a.at)
+				continue
+			}
+			if !c.voting(n, time.Now()) {
+				bad++
+				errs = append(errs, &NodeError{Node: n.name, Err: ErrRestarted})
+				c.vote(n, opName, VoteNotVoting, a.at)
+				continue
+			}
+			good++
+			c.vote(n, opName, VoteGranted, a.at)
+		case <-timer.C:
+			return good, start, errors.Join(append(errs, c.missing(opName, answered, timeoutErr(c.opts.timeout))...)...)
+		case <-ctx.Done():
+			return good, start, errors.Join(append(errs, c.missing(opName, answered, ctx.Err())...)...)
+		}
+	}
+	return good, start, errors.Join(errs...)
+}
+
+// missing reports the nodes that did not answer.
+func (c *Client) missing(opName string, answered []bool, err error) []error {
+	var errs []error
+	for i, ok := range answered {
+		if !ok {
+			errs = append(errs, &NodeError{Node: c.nodes[i].name, Err: err})
+			c.vote(c.nodes[i], opName, VoteFailed, c.opts.timeout)
+		}
+	}
+	return errs
+}
+
+func isOne(v any) bool { return toInt64(v) == 1 }

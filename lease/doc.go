@@ -1,0 +1,80 @@
+// Package lease is a Redlock client: it takes a lease (a lock with a
+// time limit) on N independent Redis masters, as described on redis.io
+// ("Distributed Locks with Redis"), and adds what a job scheduler needs on
+// top: renewal (Hold), fencing tokens, run-once epochs, refusal detail,
+// restart detection and batching. It is like github.com/go-redsync/redsync
+// except that every round is decided at quorum instead of waiting for the
+// slowest node, and a release can never be overtaken by the request it
+// cleans up after.
+//
+// # The algorithm
+//
+// Acquire records the start time, sends one Lua script (EVALSHA) to all N
+// nodes in parallel and counts answers as they arrive. The lease is held
+// when at least N/2+1 nodes granted it and
+//
+//	validity = ttl - elapsed - (ttl*drift + 2ms)
+//
+// is positive; it returns the moment that is decided (a quorum granted, or
+// so many refused or failed that a quorum is impossible, or the per-node
+// timeout, default 50 ms, ran out). On failure it releases on all nodes.
+//
+// Requests to one node travel through one ordered lane: a pipelined round
+// at a time, in submission order. Answers that come too late are ignored,
+// but the request itself is still applied before anything queued after it,
+// so the release that follows a failed or late acquisition is applied after
+// it and no key is left behind (go-redsync's fail-fast mode leaves keys
+// behind in that case). Concurrent callers share rounds (auto-pipelining).
+//
+// # Node URLs
+//
+//	redis://[user:password@]host:port[/db]
+//	rediss://...                                       TLS (see WithTLSConfig)
+//	redis+sentinel://[user:password@]host:port[/db]?master_name=NAME[&addr=host2:port]
+//	redis+cluster://[user:password@]host:port[?addr=host2:port&addr=host3:port]
+//
+// A Sentinel or Cluster URL is one Redlock node: one vote. All keys of a
+// lease share the hash tag {key}, so the scripts work on a Cluster. A node
+// that reports role:slave is refused with a clear error. Passwords never
+// appear in errors (see Redact).
+//
+// # Guarantees and their preconditions
+//
+// Mutual exclusion: while a Lease's ValidUntil has not passed, no other
+// Acquire of the same key succeeds, provided that (1) the clocks of the
+// Redis hosts and of the client advance at rates that differ by less than
+// the drift factor, (2) a node that lost its data (restarted without
+// fsync-always persistence, or failed over to a replica) does not vote until
+// the restart guard (the longest TTL in use) has passed since it came back —
+// the client enforces this itself by watching each node's run_id and
+// uptime on every new connection (WithoutRestartDetection turns it off, for
+// tests only), and (3) the holder stops its work before ValidUntil: Hold
+// closes Done before validity ends when renewals fail.
+//
+// Fencing tokens: every successful acquisition gets Fence() strictly
+// greater than the Fence of every earlier acquisition of the key whose
+// fencing round completed, as long as at most N-(N/2+1) nodes lost their data
+// since that acquisition. Each node keeps a counter per key; the acquire
+// round returns it, the client picks max(max+1, unix microseconds) and
+// writes it to a quorum (only where it holds the lock) before the lease is
+// handed out; any two quorums share a node. When more nodes lost their data,
+// tokens still increase as long as the hosts' wall clocks differ by less
+// than the restart guard, because of the time floor.
+//
+// Epochs: an acquisition with Epoch e is refused by a node whose completed
+// epoch for the key is >= e. Lease.Complete marks e completed and returns
+// once a quorum stored the mark; after that no acquisition of e or older
+// can gain a quorum, as long as fewer than (nodes holding the mark) - (N/2)
+// of them lose their data. Complete waits for every node up to the timeout
+// to make that margin as large as possible.
+//
+// Reentrancy: acquiring again with the same token (a retry inside one
+// Acquire call) acts as an extend. Every Acquire call uses a fresh token, so
+// a second Acquire of a key the caller already holds is refused.
+//
+// The package logs nothing. It reports through return values (errors match
+// the sentinels with errors.Is; *RefusedError and *NodeError carry detail)
+// and an optional Observer for metrics. All calls are bounded by their
+// context and the per-node timeout; Client and Lease are safe for
+// concurrent use.
+package lease

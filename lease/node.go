@@ -1,0 +1,359 @@
+package lease
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// laneReadTimeout bounds one pipelined round on a node's lane. It is long on
+// purpose: per-request timeouts are enforced by the caller's decision timer,
+// not by closing the connection, so that a cleanup queued behind a slow
+// request travels on the same connection and is applied after it.
+const laneReadTimeout = 10 * time.Second
+
+// node is one independent Redis master (a plain server, a Sentinel-managed
+// master or a whole Redis Cluster) with its ordered request lane.
+type node struct {
+	name string // redacted URL, safe to log
+	rdb  redis.UniversalClient
+	obs  *Observer
+
+	mu            sync.Mutex
+	runIDs        map[string]string // connection address -> run_id last seen
+	votingFrom    time.Time         // base instant; the node votes from votingFrom+guard
+	restartedAt   time.Time         // last restart/failover detected (zero: none)
+	onConnectErr  error
+	queue         []*op
+	closed        bool
+	wake          chan struct{}
+	laneDone      chan struct{}
+	guardAtDetect func() time.Duration
+}
+
+// call is one script invocation inside an op.
+type call struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// op is a group of calls sent together in one pipeline. reply is called
+// exactly once, from the lane goroutine.
+type op struct {
+	calls []call
+	// abandoned, when non-nil and closed before the op is sent, makes the
+	// lane skip it (only for requests whose effect nobody waits for any more
+	// and that leave nothing behind if never sent).
+	abandoned <-chan struct{}
+	reply     func(res []*redis.Cmd, err error)
+}
+
+var errAbandoned = errors.New("abandoned before send")
+
+// parseNode builds a node from its URL. Supported forms:
+//
+//	redis://[user:pass@]host:port[/db]             plain server
+//	rediss://...                                   TLS
+//	redis+sentinel://[user:pass@]sentinel:port[/db]?master_name=M[&addr=s2:port...]
+//	redis+cluster://[user:pass@]seed:port[?addr=seed2:port...]
+//
+// Errors name the node by its redacted URL.
+func parseNode(raw string, tlsConf *tls.Config, connTimeout time.Duration, onConnect func(context.Context, *redis.Conn) error) (string, redis.UniversalClient, error) {
+	name := Redact(raw)
+	u, err := url.Parse(raw)
+	if err != nil {
+		return name, nil, fmt.Errorf("node %s: not a URL", name)
+	}
+	if u.Host == "" {
+		return name, nil, fmt.Errorf("node %s: missing host:port", name)
+	}
+	if _, port, err := net.SplitHostPort(u.Host); err == nil {
+		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+			return name, nil, fmt.Errorf("node %s: bad port %q", name, port)
+		}
+	}
+	base, kind, _ := strings.Cut(u.Scheme, "+")
+	if base != "redis" && base != "rediss" {
+		return name, nil, fmt.Errorf("node %s: unsupported scheme %q (use redis, rediss, redis+sentinel, redis+cluster)", name, u.Scheme)
+	}
+	plain := *u
+	plain.Scheme = base
+	setTLS := func(c **tls.Config) {
+		if base == "rediss" && tlsConf != nil {
+			*c = tlsConf.Clone()
+		}
+	}
+	switch kind {
+	case "":
+		o, err := redis.ParseURL(plain.String())
+		if err != nil {
+			return name, nil, fmt.Errorf("node %s: %s", name, scrub(err, raw))
+		}
+		setTLS(&o.TLSConfig)
+		tuneOptions(&o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.Protocol, &o.DisableIdentity, connTimeout, &o.DialTimeout)
+		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+		o.OnConnect = onConnect
+		return name, redis.NewClient(o), nil
+	case "sentinel":
+		o, err := redis.ParseFailoverURL(plain.String())
+		if err != nil {
+			return name, nil, fmt.Errorf("node %s: %s", name, scrub(err, raw))
+		}
+		if o.MasterName == "" {
+			return name, nil, fmt.Errorf("node %s: sentinel node needs ?master_name=", name)
+		}
+		// The user/password in the URL is for the master; go-redis puts it on
+		// the sentinels. Use it for both.
+		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
+		setTLS(&o.TLSConfig)
+		tuneOptions(&o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.Protocol, &o.DisableIdentity, connTimeout, &o.DialTimeout)
+		o.OnConnect = onConnect
+		return name, redis.NewFailoverClient(o), nil
+	case "cluster":
+		o, err := redis.ParseClusterURL(plain.String())
+		if err != nil {
+			return name, nil, fmt.Errorf("node %s: %s", name, scrub(err, raw))
+		}
+		setTLS(&o.TLSConfig)
+		tuneOptions(&o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.Protocol, &o.DisableIdentity, connTimeout, &o.DialTimeout)
+		o.MaxRedirects = 3
+		o.OnConnect = onConnect
+		return name, redis.NewClusterClient(o), nil
+	}
+	return name, nil, fmt.Errorf("node %s: unsupported scheme %q (use redis, rediss, redis+sentinel, redis+cluster)", name, u.Scheme)
+}
+
+func tuneOptions(read, write *time.Duration, retries, proto *int, noIdent *bool, connTimeout time.Duration, dial *time.Duration) {
+	*read, *write = laneReadTimeout, laneReadTimeout
+	*retries = -1 // never resend: a resent SET could land after our DEL
+	*proto = 2
+	*noIdent = true
+	if *dial == 0 || *dial > connTimeout {
+		*dial = connTimeout
+	}
+}
+
+// Redact returns the URL with its password replaced by "xxxxx", safe to log.
+// Strings that do not parse as URLs lose everything up to the last '@'.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.LastIndex(raw, "@"); i >= 0 {
+			return "xxxxx@" + raw[i+1:]
+		}
+		return raw
+	}
+	return u.Redacted()
+}
+
+// scrub removes a password that a library error might quote.
+func scrub(err error, raw string) string {
+	msg := err.Error()
+	if u, perr := url.Parse(raw); perr == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	return msg
+}
+
+func newNode(name string, rdb redis.UniversalClient, obs *Observer, guard func() time.Duration) *node {
+	n := &node{
+		name:          name,
+		rdb:           rdb,
+		obs:           obs,
+		runIDs:        map[string]string{},
+		wake:          make(chan struct{}, 1),
+		laneDone:      make(chan struct{}),
+		guardAtDetect: guard,
+	}
+	return n
+}
+
+// onConnect runs on every new connection before it is used: it learns the
+// server's run_id and uptime (restart detection), refuses replicas, and loads
+// the scripts so that EVALSHA works inside pipelines.
+func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
+	info, err := cn.Info(ctx, "server", "replication").Result()
+	if err != nil {
+		return fmt.Errorf("INFO: %w", err)
+	}
+	fields := parseInfo(info)
+	if fields["role"] == "slave" {
+		err := fmt.Errorf("node is a replica (role:slave); leasecron needs masters")
+		n.mu.Lock()
+		n.onConnectErr = err
+		n.mu.Unlock()
+		return err
+	}
+	runID := fields["run_id"]
+	uptime, _ := strconv.ParseInt(fields["uptime_in_seconds"], 10, 64)
+	now := time.Now()
+	n.mu.Lock()
+	n.onConnectErr = nil
+	addr := cn.String()
+	prev, seen := n.runIDs[addr]
+	n.runIDs[addr] = runID
+	var base time.Time
+	switch {
+	case !seen:
+		// First sight: the process started about uptime seconds ago
+		// (rounded down by Redis, hence the extra second).
+		base = now.Add(-time.Duration(uptime)*time.Second + time.Second)
+	case prev != runID:
+		// A new process (restart or failover) behind the same address.
+		base = now
+		n.restartedAt = now
+	}
+	restarted := seen && prev != runID
+	if base.After(n.votingFrom) {
+		n.votingFrom = base
+	}
+	votingAt := n.votingFrom.Add(n.guardAtDetect())
+	n.mu.Unlock()
+	if restarted && n.obs != nil && n.obs.OnRestart != nil {
+		n.obs.OnRestart(n.name, votingAt)
+	}
+	pipe := cn.Pipeline()
+	for _, src := range allScriptSources {
+		pipe.ScriptLoad(ctx, src)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("SCRIPT LOAD: %w", err)
+	}
+	return nil
+}
+
+func parseInfo(s string) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// voting reports whether the node's grants count at time now.
+func (n *node) voting(now time.Time, guard time.Duration) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return !now.Before(n.votingFrom.Add(guard))
+}
+
+// status returns the restart bookkeeping for Ping.
+func (n *node) status(guard time.Duration) (votingAt, restartedAt time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.votingFrom.Add(guard), n.restartedAt
+}
+
+// submit queues o behind every earlier request to this node. It reports
+// false when the client is closed (o.reply is then not called).
+func (n *node) submit(o *op) bool {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return false
+	}
+	n.queue = append(n.queue, o)
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// runLane sends queued ops in order, one pipelined round at a time, so
+// requests to this node are applied in the order they were submitted (a
+// release never overtakes the acquire it cleans up after). It returns when
+// the node is closed and its queue is empty.
+func (n *node) runLane() {
+	defer close(n.laneDone)
+	ctx := context.Background()
+	for {
+		n.mu.Lock()
+		batch := n.queue
+		n.queue = nil
+		closed := n.closed
+		n.mu.Unlock()
+		if len(batch) == 0 {
+			if closed {
+				return
+			}
+			<-n.wake
+			continue
+		}
+		n.exec(ctx, batch)
+	}
+}
+
+func (n *node) exec(ctx context.Context, batch []*op) {
+	live := batch[:0]
+	for _, o := range batch {
+		if o.abandoned != nil {
+			select {
+			case <-o.abandoned:
+				o.reply(nil, errAbandoned)
+				continue
+			default:
+			}
+		}
+		live = append(live, o)
+	}
+	if len(live) == 0 {
+		return
+	}
+	pipe := n.rdb.Pipeline()
+	cmds := make([][]*redis.Cmd, len(live))
+	for i, o := range live {
+		cmds[i] = make([]*redis.Cmd, len(o.calls))
+		for j, c := range o.calls {
+			cmds[i][j] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
+		}
+	}
+	_, err := pipe.Exec(ctx)
+	var nodeErr error
+	if err != nil && !isReplyError(err) {
+		nodeErr = err // connection-level failure: every call failed
+	}
+	n.mu.Lock()
+	if cerr := n.onConnectErr; cerr != nil && nodeErr != nil {
+		nodeErr = cerr
+	}
+	n.mu.Unlock()
+	for i, o := range live {
+		o.reply(cmds[i], nodeErr)
+	}
+}
+
+// isReplyError reports whether err is a Redis error reply (one command
+// failed) rather than a connection failure.
+func isReplyError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+// close stops accepting ops; the lane sends what is queued and exits.
+func (n *node) close() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}

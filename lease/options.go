@@ -1,0 +1,122 @@
+package lease
+
+import (
+	"crypto/tls"
+	"time"
+)
+
+// Defaults used by New when the matching option is not given.
+const (
+	DefaultTimeout = 50 * time.Millisecond
+	DefaultDrift   = 0.01
+)
+
+// Option configures a Client.
+type Option func(*options)
+
+type options struct {
+	timeout      time.Duration
+	drift        float64
+	retry        RetryStrategy
+	restartGuard time.Duration // 0: longest TTL requested so far
+	detect       bool
+	fencing      bool
+	observer     Observer
+	tls          *tls.Config
+	connTimeout  time.Duration
+}
+
+func defaultOptions() options {
+	return options{
+		timeout:     DefaultTimeout,
+		drift:       DefaultDrift,
+		retry:       NoRetry(),
+		detect:      true,
+		fencing:     true,
+		connTimeout: 5 * time.Second,
+	}
+}
+
+// WithTimeout sets the per-node timeout of every request (acquire, extend,
+// release, ...). It should be small against the TTL. Default 50 ms.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithDrift sets the clock drift factor subtracted from every validity:
+// validity = ttl - elapsed - (ttl*drift + 2ms). Default 0.01.
+func WithDrift(f float64) Option { return func(o *options) { o.drift = f } }
+
+// WithRetry sets how Acquire retries a failed attempt. Default NoRetry().
+func WithRetry(r RetryStrategy) Option { return func(o *options) { o.retry = r } }
+
+// WithRestartGuard sets how long a node that restarted (or failed over to a
+// new process) is kept from voting: it must be at least the longest TTL any
+// client uses on these keys. Default: the longest TTL this Client has been
+// asked for so far, which is right when every client of a key uses the same
+// TTL.
+func WithRestartGuard(d time.Duration) Option { return func(o *options) { o.restartGuard = d } }
+
+// WithoutRestartDetection makes restarted nodes vote at once. This is unsafe
+// for nodes without fsync-always persistence and exists for tests that must
+// show the double grant it allows.
+func WithoutRestartDetection() Option { return func(o *options) { o.detect = false } }
+
+// WithoutFencing skips the fencing-token round: acquisitions take one round
+// trip instead of two and Lease.Fence returns 0. Use it only when nothing
+// downstream checks tokens.
+func WithoutFencing() Option { return func(o *options) { o.fencing = false } }
+
+// WithObserver installs hooks for metrics. Hooks are called synchronously
+// from the client's goroutines and must be fast and safe for concurrent use.
+func WithObserver(ob Observer) Option { return func(o *options) { o.observer = ob } }
+
+// WithTLSConfig sets the TLS configuration used for rediss:// nodes
+// (default: system roots, server name from the URL).
+func WithTLSConfig(c *tls.Config) Option { return func(o *options) { o.tls = c } }
+
+// Vote is one node's answer to one request.
+type Vote int
+
+// Votes reported to Observer.OnVote.
+const (
+	VoteGranted   Vote = iota // the node granted / applied the request
+	VoteRefused               // the node answered no (held by another, not ours)
+	VoteFailed                // error or timeout
+	VoteNotVoting             // granted, but the node restarted recently and its vote did not count
+)
+
+func (v Vote) String() string {
+	switch v {
+	case VoteGranted:
+		return "granted"
+	case VoteRefused:
+		return "refused"
+	case VoteFailed:
+		return "failed"
+	case VoteNotVoting:
+		return "not_voting"
+	}
+	return "unknown"
+}
+
+// VoteEvent describes one node's answer to one request.
+type VoteEvent struct {
+	Node    string // redacted URL
+	Op      string // "acquire", "fence", "extend", "release", "complete"
+	Vote    Vote
+	Latency time.Duration // time until the answer (or the timeout)
+}
+
+// RenewEvent describes one renewal attempt of a Hold.
+type RenewEvent struct {
+	Key     string
+	OK      bool
+	Latency time.Duration
+	Err     error
+}
+
+// Observer receives events for metrics. Nil fields are skipped.
+type Observer struct {
+	OnVote    func(VoteEvent)
+	OnRenew   func(RenewEvent)
+	OnRestart func(node string, votingAgainAt time.Time) // a node restart or failover was detected
+}
