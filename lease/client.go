@@ -82,6 +82,7 @@ func New(urls []string, opts ...Option) (*Client, error) {
 	seen := map[string]bool{}
 	for i, raw := range urls {
 		n := newNode(Redact(raw), nil, &c.opts.observer, c.guard)
+		n.perShard = strings.Contains(strings.SplitN(raw, "://", 2)[0], "+cluster")
 		name, rdb, err := parseNode(raw, o.tls, o.connTimeout, n.onConnect)
 		if err == nil && seen[raw] {
 			err = fmt.Errorf("node %s: listed twice", name)
@@ -102,9 +103,15 @@ func New(urls []string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
+// closeWait bounds how long Close waits for requests still queued: a node
+// that swallows traffic would otherwise hold each round for the lanes'
+// long read timeout.
+const closeWait = 2 * time.Second
+
 // Close stops the client. Requests already queued (such as releases) are
-// still sent; Close waits for them and closes the connections. Leases
-// still held are not released.
+// still sent; Close waits for them, up to 2 s, and closes the connections
+// (requests still unanswered then fail; their keys expire by their TTL).
+// Leases still held are not released.
 func (c *Client) Close() error {
 	var errs []error
 	c.closeOnce.Do(func() {
@@ -112,11 +119,23 @@ func (c *Client) Close() error {
 		for _, n := range c.nodes {
 			n.close()
 		}
+		timer := time.NewTimer(closeWait)
+		defer timer.Stop()
+		expired := false
 		for _, n := range c.nodes {
-			<-n.laneDone
+			if !expired {
+				select {
+				case <-n.laneDone:
+				case <-timer.C:
+					expired = true
+				}
+			}
+			// Past the deadline, closing the connections makes the lane's
+			// round in flight fail at once and the rest of its queue with it.
 			if err := n.rdb.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close %s: %w", n.name, err))
 			}
+			<-n.laneDone
 		}
 	})
 	return errors.Join(errs...)

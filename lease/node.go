@@ -30,7 +30,8 @@ type node struct {
 	obs  *Observer
 
 	mu            sync.Mutex
-	runIDs        map[string]string // connection address -> run_id last seen
+	runIDs        map[string]string // server (see perShard) -> run_id last seen
+	perShard      bool              // a Redis Cluster: one server per shard address
 	votingFrom    time.Time         // base instant; the node votes from votingFrom+guard
 	restartedAt   time.Time         // last restart/failover detected (zero: none)
 	onConnectErr  error
@@ -202,7 +203,13 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	now := time.Now()
 	n.mu.Lock()
 	n.onConnectErr = nil
-	addr := cn.String()
+	// A plain or Sentinel node is one server at a time: a new run_id behind
+	// it is a restart or a failover, even at a new address (a promoted
+	// replica may lack the latest writes). A Cluster has one per shard.
+	addr := ""
+	if n.perShard {
+		addr = cn.String()
+	}
 	prev, seen := n.runIDs[addr]
 	n.runIDs[addr] = runID
 	var base time.Time

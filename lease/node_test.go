@@ -1,0 +1,285 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/redistest"
+	"github.com/leasecron/leasecron/lease"
+)
+
+const secret = "s3cretPW"
+
+func TestNodeURLErrors(t *testing.T) {
+	t.Parallel()
+	ok := "redis://127.0.0.1:6379"
+	for _, tc := range []struct {
+		name string
+		urls []string
+		opts []lease.Option
+		want []string // substrings of the error
+	}{
+		{"no nodes", nil, nil, []string{"no nodes"}},
+		{"bad scheme", []string{"http://127.0.0.1:6379"}, nil, []string{"node 1", "http://127.0.0.1:6379", "unsupported scheme"}},
+		{"bad sub-scheme", []string{ok, "redis+foo://127.0.0.1:6380"}, nil, []string{"node 2", "redis+foo://127.0.0.1:6380", "unsupported scheme"}},
+		{"missing host", []string{ok, "redis://"}, nil, []string{"node 2", "missing host"}},
+		{"missing host, path only", []string{"redis:///0"}, nil, []string{"node 1", "missing host"}},
+		{"port zero", []string{"redis://127.0.0.1:0"}, nil, []string{"node 1", "127.0.0.1:0", "bad port"}},
+		{"port too big", []string{"redis://127.0.0.1:70000"}, nil, []string{"node 1", "127.0.0.1:70000", "bad port"}},
+		{"port not a number", []string{"redis://127.0.0.1:abc"}, nil, []string{"node 1", "127.0.0.1:abc"}},
+		{"duplicate", []string{ok, "redis://127.0.0.1:6380", ok}, nil, []string{"node 3", ok, "listed twice"}},
+		{"sentinel without master_name", []string{"redis+sentinel://127.0.0.1:26379"}, nil, []string{"node 1", "127.0.0.1:26379", "master_name"}},
+		{"bad db", []string{"redis://127.0.0.1:6379/x"}, nil, []string{"node 1", "127.0.0.1:6379"}},
+		{"password, bad port", []string{"redis://:" + secret + "@127.0.0.1:0"}, nil, []string{"node 1", "127.0.0.1:0", "bad port"}},
+		{"user and password, bad scheme", []string{"ftp://user:" + secret + "@127.0.0.1:1"}, nil, []string{"node 1", "user", "127.0.0.1:1"}},
+		{"password, bad db", []string{ok, "redis://u:" + secret + "@127.0.0.1:6380/x"}, nil, []string{"node 2", "127.0.0.1:6380"}},
+		{"password, bad option", []string{"redis://u:" + secret + "@127.0.0.1:6380/0?bogus=1"}, nil, []string{"node 1", "127.0.0.1:6380"}},
+		{"password, unparsable", []string{"redis://u:" + secret + "%zz@127.0.0.1:6380"}, nil, []string{"node 1", "127.0.0.1:6380"}},
+		{"password, duplicate", []string{"redis://:" + secret + "@127.0.0.1:1", "redis://:" + secret + "@127.0.0.1:1"}, nil, []string{"node 2", "listed twice"}},
+		{"sentinel with password", []string{"redis+sentinel://:" + secret + "@127.0.0.1:26379"}, nil, []string{"node 1", "master_name"}},
+		{"timeout", []string{ok}, []lease.Option{lease.WithTimeout(0)}, []string{"timeout"}},
+		{"drift", []string{ok}, []lease.Option{lease.WithDrift(1)}, []string{"drift"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := lease.New(tc.urls, tc.opts...)
+			if err == nil {
+				c.Close()
+				t.Fatalf("New(%q) succeeded", tc.urls)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error leaks the password: %q", err)
+			}
+		})
+	}
+}
+
+func TestNodeURLForms(t *testing.T) {
+	t.Parallel()
+	urls := []string{
+		"redis://127.0.0.1:1",
+		"redis://:" + secret + "@127.0.0.1:2/3",
+		"rediss://user:" + secret + "@127.0.0.1:3",
+		"redis+sentinel://:" + secret + "@127.0.0.1:4?master_name=m&addr=127.0.0.1:5",
+		"redis+cluster://127.0.0.1:6?addr=127.0.0.1:7",
+		"redis://localhost", // default port
+	}
+	c, err := lease.New(urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i, n := range c.Nodes() {
+		if strings.Contains(n, secret) {
+			t.Errorf("Nodes()[%d] = %q leaks the password", i, n)
+		}
+		if n != lease.Redact(urls[i]) {
+			t.Errorf("Nodes()[%d] = %q, want %q", i, n, lease.Redact(urls[i]))
+		}
+	}
+	if c.Quorum() != 4 {
+		t.Errorf("Quorum() = %d for 6 nodes", c.Quorum())
+	}
+	for in, want := range map[string]string{
+		"redis://h:1":                     "redis://h:1",
+		"redis://:" + secret + "@h:1/2":   "redis://:xxxxx@h:1/2",
+		"redis://u:" + secret + "@h:1":    "redis://u:xxxxx@h:1",
+		"redis://u:" + secret + "%zz@h:1": "xxxxx@h:1",
+		"redis://u:a@b" + secret + "@h:1": "redis://u:xxxxx@h:1",
+	} {
+		if got := lease.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestPasswordNodes(t *testing.T) {
+	t.Parallel()
+	pw := start(t, 1, redistest.WithPassword(secret))
+	acl := start(t, 1, redistest.WithACLUser("leaser", secret))
+	plain := start(t, 1)
+	urls := []string{
+		"redis://:" + secret + "@" + pw.Nodes[0].Addr(),
+		"redis://leaser:" + secret + "@" + acl.Nodes[0].Addr(),
+		plain.URLs()[0],
+	}
+	// Each node alone grants (so each form of credentials works) ...
+	for _, u := range urls {
+		c := votingClient(t, []string{u})
+		l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 5 * time.Second})
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ... and together they make a Redlock.
+	c := votingClient(t, urls)
+	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 5 * time.Second})
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes() {
+		if strings.Contains(n, secret) {
+			t.Errorf("Nodes() leaks the password: %s", n)
+		}
+	}
+
+	// Wrong password / wrong user / no password: acquire fails naming the
+	// node, never showing the password.
+	const wrong = "wr0ngPW"
+	for _, u := range []string{
+		"redis://:" + wrong + "@" + pw.Nodes[0].Addr(),
+		"redis://leaser:" + wrong + "@" + acl.Nodes[0].Addr(),
+		"redis://nobody:" + secret + "@" + acl.Nodes[0].Addr(),
+		"redis://" + pw.Nodes[0].Addr(),
+	} {
+		bad := newClient(t, []string{u}, lease.WithRestartGuard(time.Millisecond), lease.WithTimeout(2*time.Second))
+		_, err := bad.Acquire(context.Background(), lease.Request{Key: key(t), TTL: time.Second})
+		re := refused(t, err, lease.ErrNoQuorum)
+		if names := nodeErrorNames(re.NodeErrs); len(names) != 1 || names[0] != lease.Redact(u) {
+			t.Errorf("%s: node errors name %v", lease.Redact(u), names)
+		}
+		msg := err.Error()
+		if strings.Contains(msg, wrong) || strings.Contains(msg, secret) {
+			t.Errorf("error leaks a password: %s", msg)
+		}
+		if !strings.Contains(msg, pw.Nodes[0].Addr()) && !strings.Contains(msg, acl.Nodes[0].Addr()) {
+			t.Errorf("error does not name the node: %s", msg)
+		}
+		for _, st := range bad.Ping(context.Background()) {
+			if st.Err == nil || st.Voting || strings.Contains(st.Err.Error(), secret) || strings.Contains(st.Err.Error(), wrong) {
+				t.Errorf("Ping: %+v", st)
+			}
+		}
+	}
+}
+
+func TestReplicaRefused(t *testing.T) {
+	t.Parallel()
+	cl := start(t, 3)
+	host, port, _ := net.SplitHostPort(cl.Nodes[0].Addr())
+	if err := cl.Nodes[2].Client().ReplicaOf(context.Background(), host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Only the replica: refused, and the error says why.
+	solo := newClient(t, cl.URLs()[2:], lease.WithRestartGuard(time.Millisecond), lease.WithTimeout(2*time.Second))
+	_, err := solo.Acquire(context.Background(), lease.Request{Key: key(t), TTL: time.Second})
+	refused(t, err, lease.ErrNoQuorum)
+	if !strings.Contains(err.Error(), "replica") || !strings.Contains(err.Error(), cl.Nodes[2].Addr()) {
+		t.Errorf("error does not say the node is a replica: %v", err)
+	}
+	if st := solo.Ping(context.Background())[0]; st.Err == nil || !strings.Contains(st.Err.Error(), "replica") || st.Voting {
+		t.Errorf("Ping of a replica: %+v", st)
+	}
+	// Two masters and the replica: the masters are a quorum; the replica
+	// is reported.
+	c := newClient(t, cl.URLs(), lease.WithRestartGuard(testGuard))
+	waitVoting(t, c, []int{0, 1})
+	l := mustAcquire(t, c, lease.Request{Key: key(t, "3"), TTL: time.Second})
+	_ = l.Release(context.Background())
+	if st := c.Ping(context.Background())[2]; st.Err == nil || !strings.Contains(st.Err.Error(), "replica") {
+		t.Errorf("Ping of the replica: %+v", st)
+	}
+}
+
+// TestClusterNode uses a real 3-master Redis Cluster as one of three
+// Redlock nodes; the lease keys of each lease share a hash tag, so the
+// scripts work although the leases live on different masters. One plain
+// node is killed so that every round needs the cluster's vote.
+func TestClusterNode(t *testing.T) {
+	t.Parallel()
+	rc := redistest.StartRedisCluster(t)
+	addrs := rc.Addrs()
+	if len(addrs) < 3 {
+		t.Fatalf("cluster addrs %v", addrs)
+	}
+	plain := start(t, 2)
+	clusterURL := "redis+cluster://" + addrs[0] + "?addr=" + addrs[1] + "&addr=" + addrs[2]
+	urls := append([]string{clusterURL}, plain.URLs()...)
+	c := votingClient(t, urls, lease.WithTimeout(time.Second))
+	other := votingClient(t, urls, lease.WithTimeout(time.Second))
+	plain.Nodes[1].Kill()
+	ctx := context.Background()
+	cc := rc.Client()
+
+	var leases []*lease.Lease
+	for i := range 12 {
+		k := key(t, fmt.Sprint(i))
+		l := mustAcquire(t, c, lease.Request{Key: k, TTL: 30 * time.Second, Owner: "o"})
+		leases = append(leases, l)
+		// The cluster's vote was needed, so it holds the lease.
+		if v, err := cc.Get(ctx, "{"+k+"}:lock").Result(); err != nil || !strings.HasPrefix(v, l.Token()+" ") {
+			t.Errorf("%s on the cluster: %q, %v", k, v, err)
+		}
+		if v, err := cc.Get(ctx, "{"+k+"}:fence").Int64(); err != nil || v != l.Fence() {
+			t.Errorf("%s fence on the cluster: %d, %v; lease has %d", k, v, err, l.Fence())
+		}
+	}
+	// The leases are spread over the cluster's masters.
+	used := 0
+	for _, n := range rc.Nodes {
+		if len(n.Keys("*:lock")) > 0 {
+			used++
+		}
+	}
+	if used < 2 {
+		t.Errorf("12 leases landed on %d cluster masters", used)
+	}
+	for _, l := range leases {
+		_, err := other.Acquire(ctx, lease.Request{Key: l.Key(), TTL: time.Second})
+		re := refused(t, err, lease.ErrHeld)
+		if re.Holder != "o" {
+			t.Errorf("holder %q", re.Holder)
+		}
+		if err := l.Extend(ctx, time.Minute); err != nil {
+			t.Errorf("Extend %s: %v", l.Key(), err)
+		}
+		if ttl := cc.PTTL(ctx, "{"+l.Key()+"}:lock").Val(); ttl <= 30*time.Second {
+			t.Errorf("%s: PTTL on the cluster after Extend(1m) = %s", l.Key(), ttl)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Errorf("Release %s: %v", l.Key(), err)
+		}
+	}
+	if !waitFor(5*time.Second, func() bool {
+		for _, n := range rc.Nodes {
+			if len(n.Keys("*:lock")) > 0 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Error("lock keys left on the cluster after release")
+	}
+	// Batch and epochs across slots, with all three nodes up again.
+	plain.Nodes[1].Restart()
+	waitVoting(t, c, nil)
+	var reqs []lease.Request
+	for i := range 20 {
+		reqs = append(reqs, lease.Request{Key: key(t, "b", fmt.Sprint(i)), TTL: 5 * time.Second, Epoch: 3})
+	}
+	for _, r := range c.TryAcquireBatch(ctx, reqs) {
+		if r.Err != nil {
+			t.Fatalf("batch on cluster: %v", r.Err)
+		}
+		if err := r.Lease.Complete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := cc.Get(ctx, "{"+r.Lease.Key()+"}:epoch").Int64(); err != nil || v != 3 {
+			t.Errorf("%s: completed epoch on the cluster %d, %v", r.Lease.Key(), v, err)
+		}
+	}
+	for _, r := range other.TryAcquireBatch(ctx, reqs) {
+		if !errors.Is(r.Err, lease.ErrEpochDone) {
+			t.Errorf("after Complete on cluster: %v", r.Err)
+		}
+	}
+}
