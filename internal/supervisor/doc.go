@@ -1,0 +1,57 @@
+// Package supervisor runs one job under a small watchdog process that kills
+// the job when its deadline passes, even when the process that started it
+// (the leasecron daemon) is paused or dead.
+//
+// It is somewhat like exec.CommandContext with cmd.Cancel and cmd.WaitDelay,
+// except that the cancellation is enforced by a separate process: the daemon
+// binary re-executes itself with [Arg] as its first argument, and that copy
+// (the supervisor, see [Main]) starts the job in its own process group, holds
+// an absolute kill deadline, and kills the group when the deadline passes. The
+// daemon moves the deadline forward through a pipe with [Process.Extend]
+// while it keeps renewing the job's lease. If the daemon stops extending —
+// because renewal failed, or because it is stopped by SIGSTOP, stuck in a
+// long pause, or killed — the job is still dead at the deadline.
+//
+// # Deadlines
+//
+// Deadlines are absolute CLOCK_MONOTONIC readings in nanoseconds ([MonoNow]).
+// That clock is shared by every process on the host, so a deadline computed
+// by the daemon means the same instant to the supervisor, and a daemon paused
+// between computing and writing a deadline cannot make it later. [MonoDeadline]
+// converts a time.Time (with its monotonic reading) into such a deadline.
+//
+// At Deadline-KillGrace the supervisor sends SIGTERM to the job's process
+// group; at Deadline it sends SIGKILL. The group is confirmed dead (every
+// process gone and reaped) within [KillSlack] after the SIGKILL on a healthy
+// host, so a caller that must have the job dead by instant V passes a
+// deadline of at most V-KillSlack (leasecron leaves a larger margin).
+//
+// # Daemon gone
+//
+// When the control pipe closes — [Process.Close], or the daemon exited or
+// was killed — the supervisor sends SIGTERM at once and SIGKILL after
+// min(KillGrace, Deadline-now): the job never outlives its deadline and is
+// not left running without anyone to extend it.
+//
+// # What is killed
+//
+// The supervisor is a child subreaper (PR_SET_CHILD_SUBREAPER): every
+// process the job starts and orphans is re-parented to it. When the job
+// leader exits, or when the job is killed, the supervisor SIGKILLs the job's
+// process group and every remaining descendant (also those that left the
+// group with setsid), reaps them, and reports the instant at which none was
+// left ([Exit].DeadTime).
+//
+// # Limits
+//
+// The supervisor itself must run: a SIGSTOP sent to the supervisor (it is
+// in its own process group, so a terminal's Ctrl-Z or a signal to the
+// daemon's group does not reach it) or a host suspend (CLOCK_MONOTONIC does
+// not advance during suspend) delays the kill. If the supervisor is
+// SIGKILLed, the job leader gets SIGKILL through PR_SET_PDEATHSIG and
+// [Process.Wait] SIGKILLs the job's group as a backstop. A process stuck in
+// uninterruptible sleep cannot be killed by anyone; the supervisor then
+// gives up after [ConfirmTimeout] and reports the job as not confirmed dead.
+//
+// The package is Linux-only.
+package supervisor
