@@ -1,0 +1,266 @@
+package scheduler
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/supervisor"
+	"github.com/leasecron/leasecron/lease"
+)
+
+// RunRecord describes one run of a job; the last one of each job is stored
+// beside its lease so `leasecron status` can show it.
+type RunRecord struct {
+	Job    string    `json:"job"`
+	Host   string    `json:"host"`
+	Tick   time.Time `json:"tick"` // zero for a manual trigger
+	Fence  int64     `json:"fence"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	Exit   int       `json:"exit"`
+	Signal string    `json:"signal,omitempty"`
+	// Result is ok, failed (non-zero exit), timeout, aborted (lease lost),
+	// shutdown (stopped by the daemon's shutdown) or error (could not start).
+	Result string `json:"result"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Duration is how long the run took.
+func (r RunRecord) Duration() time.Duration { return r.End.Sub(r.Start) }
+
+// runState is a running job, for status and shutdown.
+type runState struct {
+	tick time.Time
+	proc *supervisor.Process
+}
+
+// killMargin is how long before the lease's validity ends the supervisor
+// must have killed the job: it leaves room for the kill itself and for
+// process scheduling delays of the supervisor.
+func (s *Scheduler) killMargin() time.Duration {
+	return 200*time.Millisecond + 2*s.base.Redis.Timeout
+}
+
+// runLeased runs job j for tick under lease l (already acquired), renewing
+// it while the job runs, and completes the tick (or releases the lease when
+// the run was cut short by a lost lease or shutdown).
+func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick time.Time, l *lease.Lease, log *slog.Logger) RunRecord {
+	manual := l.Epoch() == 0
+	rec := RunRecord{Job: j.Name, Host: s.host, Fence: l.Fence(), Start: time.Now()}
+	if !manual {
+		rec.Tick = tick.UTC()
+	}
+	log = log.With("fence", l.Fence())
+
+	proc, err := s.startJob(j, tick, l, manual)
+	if err != nil {
+		log.Error("job could not be started", "err", err)
+		rec.End, rec.Result, rec.Exit, rec.Error = time.Now(), "error", -1, err.Error()
+		// It did not run: release so another host (or a retry) can try.
+		s.finish(l, nil, rec, false, log)
+		return rec
+	}
+	s.mu.Lock()
+	s.running[j.Name] = &runState{tick: tick, proc: proc}
+	s.mu.Unlock()
+	s.opts.Metrics.Running(j.Name, 1)
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, j.Name)
+		s.mu.Unlock()
+		s.opts.Metrics.Running(j.Name, -1)
+	}()
+	log.Info("job started", "pid", proc.JobPID())
+
+	margin := s.killMargin()
+	holdOpts := []lease.HoldOption{
+		lease.RenewEvery(cfg.Lease.Renew),
+		lease.OnRenew(func(v time.Time) {
+			if err := proc.Extend(supervisor.MonoDeadline(v.Add(-margin))); err != nil {
+				log.Warn("could not extend the supervisor's deadline", "err", err)
+			}
+		}),
+	}
+	if j.Timeout > 0 {
+		// Renewal is not forever: past timeout + kill_grace the lease runs
+		// out even if the job refuses to die (the supervisor kills it).
+		holdOpts = append(holdOpts, lease.MaxLifetime(j.Timeout+j.KillGrace+time.Second))
+	}
+	hold := l.Hold(holdOpts...)
+
+	var outWG sync.WaitGroup
+	outWG.Add(2)
+	go func() { defer outWG.Done(); s.logLines(log, "stdout", proc.Stdout()) }()
+	go func() { defer outWG.Done(); s.logLines(log, "stderr", proc.Stderr()) }()
+	type waited struct {
+		exit supervisor.Exit
+		err  error
+	}
+	exited := make(chan waited, 1)
+	go func() {
+		outWG.Wait() // Wait closes the pipes; read them to the end first
+		e, err := proc.Wait()
+		exited <- waited{e, err}
+	}()
+
+	var timeout <-chan time.Time
+	if j.Timeout > 0 {
+		t := time.NewTimer(j.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	cut := "" // why the run was stopped early
+	var w waited
+wait:
+	for {
+		select {
+		case w = <-exited:
+			break wait
+		case <-hold.Done():
+			if cut == "" {
+				cut = "aborted"
+				log.Error("lease lost; stopping the job before its validity ends", "err", hold.Err())
+				s.opts.Metrics.Abort(j.Name, "lease_lost")
+				_ = proc.Terminate(j.KillGrace)
+			}
+		case <-timeout:
+			timeout = nil
+			if cut == "" {
+				cut = "timeout"
+				log.Warn("job timed out; stopping it", "timeout", j.Timeout)
+				s.opts.Metrics.Abort(j.Name, "timeout")
+				_ = proc.Terminate(j.KillGrace)
+			}
+		case <-hard.Done():
+			hard = context.Background() // fire once
+			if cut == "" {
+				cut = "shutdown"
+				log.Warn("shutting down; stopping the job", "kill_grace", j.KillGrace)
+				s.opts.Metrics.Abort(j.Name, "shutdown")
+				_ = proc.Terminate(j.KillGrace)
+			}
+		}
+	}
+	rec.End = time.Now()
+	rec.Exit, rec.Signal = w.exit.Code, w.exit.Signal
+	switch {
+	case w.err != nil:
+		rec.Result, rec.Error = "error", w.err.Error()
+	case cut != "":
+		rec.Result = cut
+	case w.exit.Reason == "deadline" || w.exit.Reason == "daemon-gone":
+		rec.Result = "aborted"
+	case w.exit.Code == 0 && w.exit.Signal == "":
+		rec.Result = "ok"
+	default:
+		rec.Result = "failed"
+	}
+	// A tick is completed when the job ran to its end (whatever its exit
+	// status) or hit its timeout. A run cut short by a lost lease or by
+	// shutdown is released without completion so another host takes over.
+	complete := rec.Result == "ok" || rec.Result == "failed" || rec.Result == "timeout"
+	s.finish(l, hold, rec, complete && !manual, log)
+	return rec
+}
+
+// finish completes or releases the lease, records the run and logs it.
+func (s *Scheduler) finish(l *lease.Lease, hold *lease.Hold, rec RunRecord, complete bool, log *slog.Logger) {
+	cfg := s.cfg.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), max(cfg.Lease.TTL, 5*time.Second))
+	defer cancel()
+	var err error
+	switch {
+	case complete && hold != nil:
+		err = hold.Complete(ctx)
+	case complete:
+		err = l.Complete(ctx)
+	case hold != nil:
+		err = hold.Release(ctx)
+	default:
+		err = l.Release(ctx)
+	}
+	if err != nil {
+		log.Error("could not complete/release the lease", "complete", complete, "err", err)
+	}
+	s.opts.Metrics.RunFinished(rec.Job, rec.Result, rec.Duration())
+	if b, jerr := json.Marshal(rec); jerr == nil {
+		if err := s.lc.SetNote(ctx, l.Key(), rec.End.UnixMilli(), string(b)); err != nil {
+			log.Warn("could not record the run", "err", err)
+		}
+	}
+	log.Info("job finished", "result", rec.Result, "exit", rec.Exit, "signal", rec.Signal,
+		"duration", rec.Duration().Round(time.Millisecond), "completed", complete)
+}
+
+// startJob starts the job's supervisor with the LEASECRON_* environment.
+func (s *Scheduler) startJob(j *Job, tick time.Time, l *lease.Lease, manual bool) (*supervisor.Process, error) {
+	env := os.Environ()
+	for k, v := range j.Env {
+		env = append(env, k+"="+v)
+	}
+	tickUnix := tick.Unix()
+	env = append(env,
+		"LEASECRON_JOB="+j.Name,
+		"LEASECRON_TICK="+tick.UTC().Format(time.RFC3339),
+		"LEASECRON_TICK_UNIX="+strconv.FormatInt(tickUnix, 10),
+		"LEASECRON_FENCING_TOKEN="+strconv.FormatInt(l.Fence(), 10),
+		"LEASECRON_HOST="+s.host,
+	)
+	if manual {
+		env = append(env, "LEASECRON_MANUAL=1")
+	}
+	// supervisor.Spec.Args are argv[1:] (the program name is not repeated).
+	path, args := "/bin/sh", []string{"-c", j.Shell}
+	if len(j.Command) > 0 {
+		path, args = j.Command[0], j.Command[1:]
+	}
+	deadline := supervisor.MonoDeadline(l.ValidUntil().Add(-s.killMargin()))
+	proc, err := supervisor.Start(context.Background(), s.opts.Self, supervisor.Spec{
+		Path: path, Args: args, Env: env, Dir: j.Dir, KillGrace: j.KillGrace, Deadline: deadline,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", j.Name, err)
+	}
+	return proc, nil
+}
+
+// logLines logs r line by line with the job's name until EOF.
+func (s *Scheduler) logLines(log *slog.Logger, stream string, r io.Reader) {
+	if r == nil {
+		return
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		log.Info(sc.Text(), "stream", stream)
+	}
+}
+
+// Trigger runs job once now, under its lease, and waits for it. It does not
+// mark any tick completed. It fails at once if the lease is held.
+func (s *Scheduler) Trigger(ctx context.Context, name string) (RunRecord, error) {
+	cfg := s.cfg.Load()
+	j := cfg.Job(name)
+	if j == nil {
+		return RunRecord{}, fmt.Errorf("trigger: no job named %q in %s", name, cfg.File)
+	}
+	l, err := s.lc.Acquire(ctx, lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host})
+	if err != nil {
+		return RunRecord{}, fmt.Errorf("trigger %s: %w", name, err)
+	}
+	log := s.log.With("job", j.Name, "tick", "manual")
+	rec := s.runLeased(ctx, cfg, j, s.now(), l, log)
+	if rec.Result == "error" {
+		return rec, errors.New(rec.Error)
+	}
+	return rec, nil
+}

@@ -1,0 +1,501 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasecron/leasecron/lease"
+)
+
+// Options configures a Scheduler beyond its Config.
+type Options struct {
+	// Logger receives the daemon's structured logs; nil discards them.
+	Logger *slog.Logger
+	// Metrics, when set, is updated with runs, lease outcomes and node health.
+	Metrics *Metrics
+	// Self is the executable re-run as the per-job supervisor
+	// ("Self __supervise"); default os.Executable().
+	Self string
+	// ClockOffset skews this scheduler's clock. It exists for tests that
+	// simulate hosts whose clocks disagree; never set it in production.
+	ClockOffset time.Duration
+	// Notify, when set, receives systemd status lines ("STATUS=...").
+	Notify func(state string)
+	// UnsafeNoRestartDetection lets restarted Redis nodes vote at once. It
+	// exists only for the fault suite's negative control, which must show
+	// the double run this allows.
+	UnsafeNoRestartDetection bool
+}
+
+// Scheduler fires the jobs of a Config on every host of a fleet so that
+// each tick of each job runs exactly once, on one host, under a Redlock
+// lease. Create it with New, run it with Run, and Close it afterwards.
+type Scheduler struct {
+	opts Options
+	log  *slog.Logger
+	lc   *lease.Client
+	host string
+	base *Config // redis and lease settings fixed at New
+
+	cfg atomic.Pointer[Config]
+
+	reload chan struct{}
+
+	mu      sync.Mutex
+	running map[string]*runState // by job name
+	health  healthState
+}
+
+type healthState struct {
+	checked time.Time
+	ok      int
+	nodes   int
+	err     error
+}
+
+// New builds a Scheduler for cfg. It does not contact Redis yet.
+func New(cfg *Config, opts Options) (*Scheduler, error) {
+	if cfg == nil {
+		return nil, errors.New("scheduler: nil config")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Self == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: find own executable for the job supervisor: %w", err)
+		}
+		opts.Self = self
+	}
+	if strings.ContainsAny(cfg.Redis.Prefix, "{}") {
+		return nil, fmt.Errorf("scheduler: redis.prefix %q must not contain braces", cfg.Redis.Prefix)
+	}
+	s := &Scheduler{
+		opts:    opts,
+		log:     opts.Logger,
+		host:    cfg.ID,
+		base:    cfg,
+		reload:  make(chan struct{}, 1),
+		running: map[string]*runState{},
+	}
+	m := opts.Metrics
+	lopts := []lease.Option{
+		lease.WithTimeout(cfg.Redis.Timeout),
+		lease.WithDrift(cfg.Lease.Drift),
+		lease.WithRestartGuard(cfg.Lease.TTL),
+		lease.WithObserver(lease.Observer{
+			OnVote: func(e lease.VoteEvent) { m.Vote(e.Node, e.Op, e.Vote.String(), e.Latency) },
+			OnRestart: func(node string, at time.Time) {
+				m.NodeRestart(node)
+				s.log.Warn("redis node restarted or failed over; it does not vote until the restart guard passed",
+					"node", node, "votes_again_in", time.Until(at).Round(time.Second))
+			},
+		}),
+	}
+	if opts.UnsafeNoRestartDetection {
+		lopts = append(lopts, lease.WithoutRestartDetection())
+	}
+	lc, err := lease.New(cfg.Redis.Nodes, lopts...)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	s.lc = lc
+	s.cfg.Store(cfg)
+	return s, nil
+}
+
+// Close releases the Redis connections. Call it after Run returned.
+func (s *Scheduler) Close() error { return s.lc.Close() }
+
+// now is the scheduler's clock (skewed by ClockOffset in tests).
+func (s *Scheduler) now() time.Time { return time.Now().Add(s.opts.ClockOffset) }
+
+// until returns how long until t on the scheduler's clock.
+func (s *Scheduler) until(t time.Time) time.Duration { return t.Sub(s.now()) }
+
+// key is the lease key of a job: one key per job, not per tick.
+func (s *Scheduler) key(job string) string { return s.base.Redis.Prefix + ":" + job }
+
+// Reload swaps in a new schedule. Jobs that are running keep running under
+// their old settings; the next ticks use the new ones. Changes to the redis
+// and lease sections need a restart and are reported as an error (the rest
+// of the new config is still applied).
+func (s *Scheduler) Reload(cfg *Config) error {
+	if cfg == nil {
+		return errors.New("reload: nil config")
+	}
+	var keep []string
+	if !slicesEqual(cfg.Redis.Nodes, s.base.Redis.Nodes) || cfg.Redis.Prefix != s.base.Redis.Prefix ||
+		cfg.Redis.Timeout != s.base.Redis.Timeout {
+		keep = append(keep, "redis")
+	}
+	if cfg.Lease != s.base.Lease {
+		keep = append(keep, "lease")
+	}
+	c := *cfg
+	c.Redis, c.Lease, c.ID = s.base.Redis, s.base.Lease, s.base.ID
+	s.cfg.Store(&c)
+	select {
+	case s.reload <- struct{}{}:
+	default:
+	}
+	if len(keep) > 0 {
+		return fmt.Errorf("reload: changes to %s need a restart; kept the running values", strings.Join(keep, " and "))
+	}
+	return nil
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Healthy returns nil when a quorum of nodes answers and votes.
+func (s *Scheduler) Healthy(ctx context.Context) error {
+	st := s.lc.Ping(ctx)
+	ok := 0
+	var errs []error
+	for _, n := range st {
+		s.opts.Metrics.NodeUp(n.Node, n.Err == nil, n.Latency)
+		switch {
+		case n.Err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", n.Node, n.Err))
+		case !n.Voting:
+			errs = append(errs, fmt.Errorf("%s: restarted recently, votes again in %s", n.Node, time.Until(n.VotingAt).Round(time.Second)))
+		default:
+			ok++
+		}
+	}
+	var err error
+	if ok < s.lc.Quorum() {
+		err = fmt.Errorf("no quorum: %d of %d nodes usable, %d needed: %w", ok, len(st), s.lc.Quorum(), errors.Join(errs...))
+	}
+	s.opts.Metrics.QuorumHealthy(err == nil)
+	s.mu.Lock()
+	s.health = healthState{checked: time.Now(), ok: ok, nodes: len(st), err: err}
+	s.mu.Unlock()
+	return err
+}
+
+// StatusLine summarises the scheduler in one line for systemd's STATUS=.
+func (s *Scheduler) StatusLine() string {
+	cfg := s.cfg.Load()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.running))
+	for n := range s.running {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	q := "quorum unknown"
+	if !s.health.checked.IsZero() {
+		state := "ok"
+		if s.health.err != nil {
+			state = "LOST"
+		}
+		q = fmt.Sprintf("quorum %s (%d/%d nodes)", state, s.health.ok, s.health.nodes)
+	}
+	run := "idle"
+	if len(names) > 0 {
+		run = "running: " + strings.Join(names, ",")
+	}
+	return fmt.Sprintf("%d jobs, %s, %s", len(cfg.Jobs), q, run)
+}
+
+// Run fires ticks until ctx is cancelled. Then no new ticks start; running
+// jobs get ShutdownGrace to finish while their leases keep being renewed,
+// then they are stopped (SIGTERM, SIGKILL after kill_grace), and their
+// leases are released without marking the tick completed, so another host
+// can take it over. Run returns nil after a clean stop.
+func (s *Scheduler) Run(ctx context.Context) error {
+	// Ticks and takeovers stop with ctx; running jobs stop with hard.
+	hard, stopHard := context.WithCancel(context.Background())
+	defer stopHard()
+	var wg sync.WaitGroup
+
+	wg.Add(1)
+	go func() { // health checker: metrics, STATUS= line
+		defer wg.Done()
+		s.healthLoop(ctx)
+	}()
+
+	s.loop(ctx, hard, &wg)
+
+	// Shutdown: wait up to ShutdownGrace for running jobs.
+	grace := s.cfg.Load().ShutdownGrace
+	if n := s.runningCount(); n > 0 {
+		s.log.Info("stopping: waiting for running jobs", "jobs", n, "grace", grace)
+	}
+	graceT := time.NewTimer(grace)
+	defer graceT.Stop()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-graceT.C:
+		s.log.Warn("shutdown grace over; stopping running jobs", "grace", grace)
+		stopHard()
+		<-done
+	}
+	return nil
+}
+
+func (s *Scheduler) runningCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.running)
+}
+
+func (s *Scheduler) healthLoop(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := s.Healthy(pctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("redis quorum unhealthy", "err", err)
+		}
+		if s.opts.Notify != nil {
+			s.opts.Notify("STATUS=" + s.StatusLine())
+		}
+		t.Reset(5 * time.Second)
+	}
+}
+
+// loop computes every job's next tick and fires each batch of jobs that
+// share a tick together. It returns when ctx is done.
+func (s *Scheduler) loop(ctx, hard context.Context, wg *sync.WaitGroup) {
+	cfg := s.cfg.Load()
+	next := map[string]time.Time{}
+	// On start, a tick that is still within its deadline is attempted too:
+	// it may have lost its host (completed ticks are refused by epoch).
+	start := s.now()
+	schedule := func(cfg *Config, catchUp bool) {
+		fresh := map[string]time.Time{}
+		for _, j := range cfg.Jobs {
+			if t, ok := next[j.Name]; ok && !catchUp {
+				// keep the pending tick if it is still what the schedule says
+				if n := j.Next(t.Add(-time.Second)); n.Equal(t) {
+					fresh[j.Name] = t
+					continue
+				}
+			}
+			t := j.Next(s.now())
+			if catchUp {
+				if p := j.Prev(start); !p.IsZero() && s.now().Before(j.DeadlineFor(p)) {
+					t = p
+				}
+			}
+			fresh[j.Name] = t
+		}
+		next = fresh
+	}
+	schedule(cfg, true)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		// Earliest tick.
+		var at time.Time
+		for _, t := range next {
+			if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+				at = t
+			}
+		}
+		wait := time.Hour
+		if !at.IsZero() {
+			wait = max(s.until(at), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.reload:
+			cfg = s.cfg.Load()
+			schedule(cfg, false)
+			s.log.Info("schedule reloaded", "jobs", len(cfg.Jobs))
+			continue
+		case <-timer.C:
+		}
+		if at.IsZero() || s.now().Before(at) {
+			continue
+		}
+		var batch []*Job
+		for _, j := range cfg.Jobs {
+			if t, ok := next[j.Name]; ok && t.Equal(at) {
+				batch = append(batch, j)
+				next[j.Name] = j.Next(at)
+			}
+		}
+		if len(batch) > 0 {
+			s.fire(ctx, hard, wg, at, batch)
+		}
+	}
+}
+
+const (
+	// splitRetries is how many times a loser that saw the tick held by
+	// another host retries after a short random delay instead of waiting
+	// for the holder's TTL (the votes may have split with no winner).
+	splitRetries = 3
+	// splitRetryMin and splitRetryJitter bound that delay.
+	splitRetryMin    = 30 * time.Millisecond
+	splitRetryJitter = 150 * time.Millisecond
+	// lastTryMargin is how long before the tick's deadline the last
+	// acquisition attempt is made.
+	lastTryMargin = 50 * time.Millisecond
+)
+
+// owner is the value stored with a lease: which tick, which host.
+func owner(tick int64, host string) string { return fmt.Sprintf("tick=%d host=%s", tick, host) }
+
+// parseOwner reads what owner wrote; ok is false for other formats (such
+// as a manual trigger, "tick=manual").
+func parseOwner(s string) (tick int64, host string, ok bool) {
+	t, h, found := strings.Cut(s, " host=")
+	if !found || !strings.HasPrefix(t, "tick=") {
+		return 0, "", false
+	}
+	var n int64
+	if _, err := fmt.Sscanf(t, "tick=%d", &n); err != nil {
+		return 0, h, false
+	}
+	return n, h, true
+}
+
+// fire tries to acquire every job of one tick in one batch and starts the
+// winners; losers are followed up per job (overlap, takeover, retry).
+func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick time.Time, jobs []*Job) {
+	cfg := s.cfg.Load()
+	reqs := make([]lease.Request, len(jobs))
+	for i, j := range jobs {
+		reqs[i] = lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)}
+	}
+	delay := s.until(tick)
+	results := s.lc.TryAcquireBatch(ctx, reqs)
+	for i, j := range jobs {
+		j, res := j, results[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.followTick(ctx, hard, cfg, j, tick, res, -delay)
+		}()
+	}
+}
+
+// followTick carries one (job, tick) from its first acquisition attempt to
+// the end: run it if won, else apply the loser rules until the deadline.
+func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, tick time.Time, res lease.Result, lateBy time.Duration) {
+	log := s.log.With("job", j.Name, "tick", tick.UTC().Format(time.RFC3339))
+	deadline := j.DeadlineFor(tick)
+	noQuorumWait := 100 * time.Millisecond
+	lastTry := false
+	for attempt := 0; ; attempt++ {
+		if res.Err == nil {
+			s.opts.Metrics.Acquire(j.Name, "won")
+			if attempt == 0 {
+				s.opts.Metrics.TickDelay(j.Name, lateBy)
+			}
+			s.runLeased(hard, cfg, j, tick, res.Lease, log)
+			return
+		}
+		var wait time.Duration
+		var rerr *lease.RefusedError
+		switch {
+		case errors.Is(res.Err, lease.ErrEpochDone):
+			s.opts.Metrics.Acquire(j.Name, "done")
+			log.Debug("tick already completed")
+			return
+		case errors.As(res.Err, &rerr) && errors.Is(rerr.Reason, lease.ErrHeld):
+			s.opts.Metrics.Acquire(j.Name, "held")
+			ht, hh, ok := parseOwner(rerr.Holder)
+			switch {
+			case ok && ht == tick.Unix():
+				// Another host runs this tick: watch for it to vanish, waking
+				// when its lease would expire.
+				if attempt == 0 {
+					log.Debug("tick running on another host; watching for takeover", "holder", hh, "ttl", rerr.HolderTTL)
+				}
+				wait = rerr.HolderTTL + 5*time.Millisecond
+				if attempt < splitRetries {
+					// When several hosts fire together the votes may split
+					// so that nobody wins; each loser sees another host as
+					// the holder, yet all of them release at once. Retry
+					// after a short random delay (as Redlock advises)
+					// before trusting the holder's TTL.
+					wait = min(wait, splitRetryMin+rand.N(splitRetryJitter))
+				}
+			case ok && ht > tick.Unix():
+				log.Info("a newer tick is already running; skipping this one", "holder_tick", time.Unix(ht, 0).UTC().Format(time.RFC3339), "holder", hh)
+				return
+			default:
+				// An older tick (or a manual run) still holds the job.
+				if j.Overlap != OverlapWait {
+					log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
+					s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+					return
+				}
+				if attempt == 0 {
+					log.Info("previous run still holds the lease; waiting (overlap: wait)", "holder", rerr.Holder)
+				}
+				wait = min(rerr.HolderTTL+5*time.Millisecond, time.Second)
+			}
+		case errors.Is(res.Err, lease.ErrNoQuorum) || errors.Is(res.Err, lease.ErrNotObtained):
+			s.opts.Metrics.Acquire(j.Name, "no_quorum")
+			log.Warn("no quorum for the job's lease; retrying", "err", res.Err, "retry_in", noQuorumWait)
+			wait = noQuorumWait
+			noQuorumWait = min(noQuorumWait*2, 5*time.Second)
+		default:
+			s.opts.Metrics.Acquire(j.Name, "error")
+			log.Error("acquire failed", "err", res.Err)
+			return
+		}
+		if !s.now().Add(wait).Before(deadline) {
+			if left := s.until(deadline) - lastTryMargin; left > 0 && !lastTry {
+				wait, lastTry = left, true // one last try just before the deadline
+			} else {
+				log.Info("tick deadline passed; giving up", "deadline", deadline.UTC().Format(time.RFC3339))
+				return
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if !s.now().Before(deadline) {
+			log.Info("tick deadline passed; giving up")
+			return
+		}
+		l, err := s.lc.Acquire(ctx, lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)})
+		res = lease.Result{Lease: l, Err: err}
+		if err == nil {
+			log.Info("took the tick over")
+		}
+	}
+}
