@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// CheckCommand validates a config file without contacting Redis, the same
+// validation the daemon does at start and on SIGHUP.
+type CheckCommand struct {
+	stdout, stderr io.Writer
+}
+
+// Run loads the config file. It prints every error on its own line (file,
+// line and field first) and returns a config error (exit code 2) if there
+// is any; otherwise it prints the warnings and "ok: N jobs, M nodes".
+func (c *CheckCommand) Run(_ context.Context, args []string) error {
+	fs := newFlagSet("check")
+	config := configFlag(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("unexpected arguments %q (the config file goes after -c)", pos)
+	}
+	cfg, err := loadConfig(*config)
+	if err != nil {
+		for _, line := range errorLines(err) {
+			fmt.Fprintln(c.stderr, line)
+		}
+		return &exitError{code: exitUsage}
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(c.stderr, "warning: %s\n", w)
+	}
+	fmt.Fprintf(c.stdout, "ok: %s, %s\n", plural(len(cfg.Jobs), "job"), plural(len(cfg.Redis.Nodes), "node"))
+	return nil
+}
+
+// Usage prints the command's help.
+func (c *CheckCommand) Usage() {
+	fmt.Fprintf(c.stdout, `Usage: leasecron check [-c FILE]
+
+Validates a config file the way the daemon does at start and on SIGHUP
+(YAML syntax, unknown keys, duplicate job names, cron expressions,
+durations, lease timing) without contacting Redis. Every problem is printed
+on its own line with the file, line and field.
+
+Flags:
+	-c, --config FILE   config file (default %s)
+
+Exit codes: 0 valid (warnings may be printed), 2 invalid or unreadable.
+`, defaultConfig)
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

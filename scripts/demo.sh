@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# make demo: three throwaway redis-server nodes (127.0.0.1:7001-7003, no
+# persistence) and two leasecron daemons (demo-a, demo-b) on
+# jobs.example.yaml, in the foreground with their logs prefixed. Ctrl-C
+# stops the daemons (gracefully), then the Redis nodes this script started,
+# and removes .demo/. A second Ctrl-C during that stops everything at once.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEMO=.demo
+CONFIG=jobs.example.yaml
+PORTS=(7001 7002 7003)
+DAEMONS=(demo-a demo-b)
+METRICS=(127.0.0.1:7101 127.0.0.1:7102)
+
+log() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# --- redis-server ---------------------------------------------------------
+if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+  log "installing redis-server (apt-get); its system service is kept from starting"
+  SUDO=
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || die "redis-server is missing: install it (apt-get install redis-server) or run as root"
+    SUDO=sudo
+  fi
+  policy=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    # invoke-rc.d asks policy-rc.d; exit 101 = "do not start services".
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod +x /usr/sbin/policy-rc.d
+    policy=1
+  fi
+  rc=0
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server redis-tools || rc=$?
+  if [ -n "$policy" ]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
+  [ "$rc" = 0 ] || die "apt-get install redis-server failed"
+fi
+
+# --- processes we start -----------------------------------------------------
+# Every process is started in its own session (setsid), so a Ctrl-C in the
+# terminal reaches only this script, which then stops them in order. PIDs
+# are kept in $DEMO/pids; only processes whose command line still matches
+# are ever signalled.
+
+ours() { # ours PID PATTERN: is PID alive and running PATTERN?
+  [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -q -- "$2"
+}
+
+FORCE=
+stop() { # stop PATTERN TIMEOUT_SECONDS PIDFILE...: SIGTERM, wait, SIGKILL
+  local pattern=$1 timeout=$2 f pid alive i
+  shift 2
+  local pids=()
+  for f in "$@"; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    if ours "$pid" "$pattern"; then
+      kill -TERM "$pid" 2>/dev/null || true
+      kill -CONT "$pid" 2>/dev/null || true # in case it was paused with SIGSTOP
+      pids+=("$pid")
+    fi
+  done
+  for ((i = 0; i < timeout * 10; i++)); do
+    alive=
+    for pid in "${pids[@]}"; do ours "$pid" "$pattern" && alive=1; done
+    [ -z "$alive" ] && return 0
+    [ -n "$FORCE" ] && break
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do
+    if ours "$pid" "$pattern"; then
+      log "killing $pid ($pattern) with SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+}
+
+CLEANED=
+cleanup() {
+  [ -n "$CLEANED" ] && return
+  CLEANED=1
+  trap 'FORCE=1' INT TERM HUP
+  [ -d "$DEMO/pids" ] || { rm -rf "$DEMO"; return; }
+  log "stopping the daemons (running jobs get shutdown_grace; Ctrl-C again to kill them now)"
+  stop "$DEMO/leasecron run" 40 "$DEMO"/pids/demo-*.pid
+  log "stopping the Redis nodes"
+  stop "redis-server" 10 "$DEMO"/pids/redis-*.pid
+  # The log prefixers end when the daemons' output closes.
+  sleep 0.2
+  rm -rf "$DEMO"
+  log "demo stopped and cleaned up"
+}
+
+if [ -d "$DEMO" ]; then
+  log "cleaning up after an earlier demo"
+  cleanup
+  CLEANED=
+fi
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+for p in "${PORTS[@]}"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+    die "port $p is in use; the demo needs 127.0.0.1:${PORTS[0]}-${PORTS[-1]} free"
+  fi
+done
+mkdir -p "$DEMO/pids"
+
+log "building $DEMO/leasecron"
+go build -o "$DEMO/leasecron" ./cmd/leasecron
+"$DEMO/leasecron" check -c "$CONFIG"
+
+log "starting redis-server on ports ${PORTS[*]} (no persistence)"
+for p in "${PORTS[@]}"; do
+  mkdir -p "$DEMO/redis-$p"
+  setsid redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$DEMO/redis-$p" --logfile "$PWD/$DEMO/redis-$p.log" </dev/null &
+  echo $! >"$DEMO/pids/redis-$p.pid"
+done
+for p in "${PORTS[@]}"; do
+  for ((i = 0; i < 100; i++)); do
+    [ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] && break
+    sleep 0.1
+  done
+  [ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] || die "redis-server on port $p did not start; see $DEMO/redis-$p.log"
+done
+
+colors=(36 35)
+export INVENTORY_STORE="$PWD/$DEMO/inventory-store"
+for i in "${!DAEMONS[@]}"; do
+  d=${DAEMONS[$i]}
+  prefix="[$d] "
+  [ -t 1 ] && prefix=$'\033['"${colors[$i]}"'m['"$d"$']\033[0m '
+  # sed ignores the signals meant for this script (SIG_IGN survives exec):
+  # it runs until the daemon's output closes, so the daemon never writes
+  # into a broken pipe while it shuts down.
+  setsid "$DEMO/leasecron" run -c "$CONFIG" --id "$d" --metrics "${METRICS[$i]}" </dev/null \
+    > >(trap '' INT TERM HUP; exec sed -u "s/^/$prefix/") 2>&1 &
+  echo $! >"$DEMO/pids/$d.pid"
+done
+
+log "2 daemons running on $CONFIG with 3 Redis nodes. The nodes are new, so
+   they do not vote for one lease TTL (10s): the first runs start after that.
+   In another terminal:
+     $DEMO/leasecron status -c $CONFIG
+     $DEMO/leasecron trigger -c $CONFIG hello
+     curl -s ${METRICS[0]}/healthz; curl -s ${METRICS[0]}/metrics | grep ^leasecron_
+     kill -STOP \$(cat $DEMO/pids/demo-a.pid)   # pause demo-a; its jobs are killed before its leases expire
+     redis-cli -p ${PORTS[0]} shutdown nosave   # lose a node: 2 of 3 are still a quorum
+   Ctrl-C stops everything."
+
+while :; do
+  for d in "${DAEMONS[@]}"; do
+    ours "$(cat "$DEMO/pids/$d.pid")" "$DEMO/leasecron run" || die "daemon $d exited"
+  done
+  sleep 1
+done
