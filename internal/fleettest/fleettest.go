@@ -1,0 +1,649 @@
+// Package fleettest runs a leasecron fleet as real processes for the
+// integration tests: K redis-server nodes, H `leasecron run` daemons, and
+// between every (daemon, node) pair its own TCP proxy so a single link can
+// be delayed, blackholed or cut. The scheduled job is a small recorder
+// program that appends what it saw (job, tick, host, fencing token, pid,
+// start, heartbeats, end) to a log shared by the whole fleet; the oracle in
+// oracle.go reads that log and checks the invariants leasecron promises.
+//
+// Everything here is bounded in time and kills only the processes it
+// started: daemons by their PID, and leftover recorder jobs only after
+// checking that the PID still runs the recorder with this fleet's log.
+package fleettest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/redistest"
+)
+
+// Binaries are the programs a fleet runs, built once per test binary.
+type Binaries struct {
+	Leasecron string // the daemon, built from ./cmd/leasecron
+	Recorder  string // the job, built from ./internal/fleettest/testdata/recorder
+}
+
+// Build compiles the daemon and the recorder into dir. With race set the
+// daemon is built with the race detector, and a race it reports fails the
+// test that ran it.
+func Build(ctx context.Context, dir string, race bool) (Binaries, error) {
+	b := Binaries{Leasecron: filepath.Join(dir, "leasecron"), Recorder: filepath.Join(dir, "recorder")}
+	args := []string{"build"}
+	if race {
+		args = append(args, "-race")
+	}
+	for _, x := range []struct{ out, pkg string }{
+		{b.Leasecron, "github.com/leasecron/leasecron/cmd/leasecron"},
+		{b.Recorder, "github.com/leasecron/leasecron/internal/fleettest/testdata/recorder"},
+	} {
+		cmd := exec.CommandContext(ctx, "go", append(args, "-o", x.out, x.pkg)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return Binaries{}, fmt.Errorf("go build %s: %w\n%s", x.pkg, err, out)
+		}
+	}
+	return b, nil
+}
+
+// Job is one recorder job in a fleet's schedule.
+type Job struct {
+	Name       string
+	Every      time.Duration // schedule "@every Every"
+	Sleep      time.Duration // how long one run takes
+	Deadline   time.Duration // 0: the daemon's default (the next tick)
+	Timeout    time.Duration // 0: none
+	Overlap    string        // "": default (skip)
+	IgnoreTerm bool          // the job ignores SIGTERM; only SIGKILL stops it
+}
+
+// Config describes a fleet. Zero fields take the defaults of DefaultConfig.
+type Config struct {
+	Nodes   int // redis-server nodes
+	Daemons int // leasecron daemons (hosts h0, h1, ...)
+
+	TTL           time.Duration
+	Renew         time.Duration
+	KillGrace     time.Duration
+	Timeout       time.Duration // per-node request timeout
+	Drift         float64
+	ShutdownGrace time.Duration // 0: not written (the daemon's default, 30s)
+
+	Jobs []Job
+
+	// Args returns extra command-line flags for daemon i (for example
+	// --test-clock-offset); nil for none.
+	Args func(i int) []string
+	// Env is added to every daemon's environment.
+	Env []string
+	// Orphans allows recorder jobs that outlive their daemons (negative
+	// controls that switch the supervisor's kill off); the cleanup kills
+	// them instead of failing the test.
+	Orphans bool
+}
+
+// DefaultConfig is a short-TTL fleet of 3 daemons on 5 nodes. The TTL
+// satisfies the daemon's rule ttl >= renew + kill_grace + 2*timeout +
+// ttl*drift + 2ms + 1s (0.5 + 0.3 + 0.1 + 0.02 + 0.002 + 1 = 1.922s <= 2s).
+func DefaultConfig() Config {
+	return Config{
+		Nodes: 5, Daemons: 3,
+		TTL: 2 * time.Second, Renew: 500 * time.Millisecond, KillGrace: 300 * time.Millisecond,
+		Timeout: 50 * time.Millisecond, Drift: 0.01, ShutdownGrace: time.Second,
+	}
+}
+
+func (c *Config) fill() {
+	d := DefaultConfig()
+	if c.Nodes == 0 {
+		c.Nodes = d.Nodes
+	}
+	if c.Daemons == 0 {
+		c.Daemons = d.Daemons
+	}
+	if c.TTL == 0 {
+		c.TTL = d.TTL
+	}
+	if c.Renew == 0 {
+		c.Renew = d.Renew
+	}
+	if c.KillGrace == 0 {
+		c.KillGrace = d.KillGrace
+	}
+	if c.Timeout == 0 {
+		c.Timeout = d.Timeout
+	}
+	if c.Drift == 0 {
+		c.Drift = d.Drift
+	}
+}
+
+// Fleet is a running test fleet. Create it with New; it is torn down by the
+// test's cleanup.
+type Fleet struct {
+	t    testing.TB
+	bins Binaries
+	cfg  Config
+
+	Dir     string // the fleet's temporary directory
+	LogPath string // the recorder jobs' shared log
+
+	Redis   *redistest.Cluster
+	Daemons []*Daemon
+	proxies [][]*redistest.Proxy // [daemon][node]
+
+	// VotingAt is when the freshly started nodes have been up for a TTL
+	// (plus a margin), so that the daemons' restart detection lets them vote.
+	VotingAt time.Time
+}
+
+// New starts cfg.Nodes redis nodes and one proxy per (daemon, node), and
+// writes every daemon's config file. The daemons are not started: call
+// StartAll (or Daemon.Start).
+func New(t testing.TB, bins Binaries, cfg Config) *Fleet {
+	t.Helper()
+	cfg.fill()
+	dir := t.TempDir()
+	f := &Fleet{t: t, bins: bins, cfg: cfg, Dir: dir, LogPath: filepath.Join(dir, "runs.jsonl")}
+	f.Redis = redistest.Start(t, cfg.Nodes)
+	// A node that came up less than a TTL ago does not vote.
+	f.VotingAt = time.Now().Add(cfg.TTL + time.Second)
+	for i := 0; i < cfg.Daemons; i++ {
+		var ps []*redistest.Proxy
+		for _, n := range f.Redis.Nodes {
+			ps = append(ps, redistest.NewProxy(t, n.Addr()))
+		}
+		f.proxies = append(f.proxies, ps)
+		name := "h" + strconv.Itoa(i)
+		d := &Daemon{
+			f: f, Index: i, Name: name,
+			ConfigPath: filepath.Join(dir, name+".yaml"),
+			LogPath:    filepath.Join(dir, name+".log"),
+		}
+		if cfg.Args != nil {
+			d.Args = cfg.Args(i)
+		}
+		d.WriteConfig(cfg)
+		f.Daemons = append(f.Daemons, d)
+	}
+	t.Cleanup(f.cleanup)
+	return f
+}
+
+// Config returns the fleet's config (with defaults filled in).
+func (f *Fleet) Config() Config { return f.cfg }
+
+// Proxy returns the link from daemon d to node n.
+func (f *Fleet) Proxy(d, n int) *redistest.Proxy { return f.proxies[d][n] }
+
+// StartAll starts every daemon.
+func (f *Fleet) StartAll() {
+	f.t.Helper()
+	for _, d := range f.Daemons {
+		d.Start()
+	}
+}
+
+// Daemon returns the daemon named host, or nil.
+func (f *Fleet) Daemon(host string) *Daemon {
+	for _, d := range f.Daemons {
+		if d.Name == host {
+			return d
+		}
+	}
+	return nil
+}
+
+// WaitVoting sleeps until the nodes vote (see VotingAt).
+func (f *Fleet) WaitVoting() {
+	time.Sleep(time.Until(f.VotingAt))
+}
+
+// History reads the recorder log; it fails the test if it cannot.
+func (f *Fleet) History() *History {
+	f.t.Helper()
+	h, err := ReadHistory(f.LogPath)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return h
+}
+
+// WaitFor polls the history until cond holds and returns it, or fails the
+// test with what after timeout.
+func (f *Fleet) WaitFor(what string, timeout time.Duration, cond func(*History) bool) *History {
+	f.t.Helper()
+	end := time.Now().Add(timeout)
+	for {
+		h := f.History()
+		if cond(h) {
+			return h
+		}
+		if time.Now().After(end) {
+			f.t.Fatalf("timed out after %s waiting for %s; runs so far:\n%s", timeout, what, h)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// WaitRun waits for a run matching match and returns it.
+func (f *Fleet) WaitRun(what string, timeout time.Duration, match func(Run) bool) Run {
+	f.t.Helper()
+	var found Run
+	f.WaitFor(what, timeout, func(h *History) bool {
+		for _, r := range h.Runs {
+			if match(r) {
+				found = r
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// CheckSafety fails the test if the history breaks a safety invariant and
+// returns the history.
+func (f *Fleet) CheckSafety() *History {
+	f.t.Helper()
+	h := f.History()
+	if vs := h.Safety(); len(vs) > 0 {
+		f.t.Errorf("safety violated:\n%sall runs:\n%s", FormatViolations(vs), h)
+	}
+	return h
+}
+
+// StopAll stops every running daemon with SIGTERM, concurrently, and waits.
+func (f *Fleet) StopAll() {
+	f.t.Helper()
+	var wg sync.WaitGroup
+	for _, d := range f.Daemons {
+		if !d.Running() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.stop(f.stopTimeout())
+		}()
+	}
+	wg.Wait()
+}
+
+// stopTimeout bounds a graceful stop: shutdown grace, kill grace, the
+// lease release and a generous margin for a loaded machine.
+func (f *Fleet) stopTimeout() time.Duration {
+	grace := f.cfg.ShutdownGrace
+	if grace == 0 {
+		grace = 30 * time.Second
+	}
+	return grace + f.cfg.KillGrace + f.cfg.TTL + 10*time.Second
+}
+
+// yaml renders the config file of daemon d.
+func (f *Fleet) yaml(d *Daemon, c Config) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# fleet test config for %s\nredis:\n  nodes:\n", d.Name)
+	for _, p := range f.proxies[d.Index] {
+		fmt.Fprintf(&b, "    - %q\n", "redis://"+p.Addr()+"/0")
+	}
+	fmt.Fprintf(&b, "  prefix: leasecron\n  timeout: %s\n", c.Timeout)
+	fmt.Fprintf(&b, "lease:\n  ttl: %s\n  renew: %s\n  drift: %g\n", c.TTL, c.Renew, c.Drift)
+	if c.ShutdownGrace > 0 {
+		fmt.Fprintf(&b, "shutdown_grace: %s\n", c.ShutdownGrace)
+	}
+	fmt.Fprintf(&b, "defaults:\n  timezone: UTC\n  kill_grace: %s\n", c.KillGrace)
+	b.WriteString("jobs:\n")
+	for _, j := range c.Jobs {
+		fmt.Fprintf(&b, "  - name: %s\n    schedule: %q\n", j.Name, "@every "+j.Every.String())
+		cmd := []string{f.bins.Recorder, "--log", f.LogPath, "--sleep", j.Sleep.String()}
+		if j.IgnoreTerm {
+			cmd = append(cmd, "--ignore-term")
+		}
+		quoted := make([]string, len(cmd))
+		for i, a := range cmd {
+			quoted[i] = strconv.Quote(a)
+		}
+		fmt.Fprintf(&b, "    command: [%s]\n", strings.Join(quoted, ", "))
+		if j.Deadline > 0 {
+			fmt.Fprintf(&b, "    deadline: %s\n", j.Deadline)
+		}
+		if j.Timeout > 0 {
+			fmt.Fprintf(&b, "    timeout: %s\n", j.Timeout)
+		}
+		if j.Overlap != "" {
+			fmt.Fprintf(&b, "    overlap: %s\n", j.Overlap)
+		}
+	}
+	return b.Bytes()
+}
+
+// cleanup stops the daemons (gracefully, then by SIGKILL), checks that no
+// job outlived its daemon, scans the daemons' logs for data races and, if
+// the test failed, dumps the logs and the run history.
+func (f *Fleet) cleanup() {
+	t := f.t
+	for _, d := range f.Daemons {
+		d.mu.Lock()
+		if d.paused && d.cmd != nil {
+			_ = d.cmd.Process.Signal(syscall.SIGCONT)
+			d.paused = false
+		}
+		d.mu.Unlock()
+	}
+	f.StopAll()
+	// Jobs die with their daemon (graceful stop) or their supervisor
+	// (daemon gone). Give stragglers a bounded moment, then kill them.
+	h, err := ReadHistory(f.LogPath)
+	if err != nil {
+		t.Error(err)
+		h = &History{}
+	}
+	for _, r := range h.Runs {
+		if _, gone := f.WaitGone(r.PID, 3*time.Second); !gone {
+			if !f.cfg.Orphans {
+				t.Errorf("job process outlived its daemon: %s", r)
+			}
+			f.killRecorder(r.PID)
+		}
+	}
+	for _, d := range f.Daemons {
+		if b, err := os.ReadFile(d.LogPath); err == nil && bytes.Contains(b, []byte("WARNING: DATA RACE")) {
+			t.Errorf("daemon %s reported a data race; see its log below", d.Name)
+		}
+	}
+	if t.Failed() {
+		load, _ := os.ReadFile("/proc/loadavg") // timing failures often mean an overloaded host
+		t.Logf("fleet dir %s; load average %s; runs:\n%s", f.Dir, strings.TrimSpace(string(load)), h)
+		for _, d := range f.Daemons {
+			t.Logf("=== log of daemon %s (%s), last 150 lines:\n%s", d.Name, d.LogPath, tail(d.LogPath, 150))
+		}
+	}
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// isRecorder reports whether pid is alive (not a zombie) and runs this
+// fleet's recorder, so a reused PID is never mistaken for a job.
+func (f *Fleet) isRecorder(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// state is the field after the parenthesised command name.
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	return bytes.Contains(cmdline, []byte(f.bins.Recorder)) && bytes.Contains(cmdline, []byte(f.LogPath))
+}
+
+// JobAlive reports whether the recorder job with pid still runs.
+func (f *Fleet) JobAlive(pid int) bool { return f.isRecorder(pid) }
+
+// WaitGone waits up to timeout for the recorder job pid to be gone and
+// returns how long that took.
+func (f *Fleet) WaitGone(pid int, timeout time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	for {
+		if !f.isRecorder(pid) {
+			return time.Since(start), true
+		}
+		if time.Since(start) > timeout {
+			return time.Since(start), false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (f *Fleet) killRecorder(pid int) {
+	if f.isRecorder(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// Daemon is one `leasecron run` process of a fleet.
+type Daemon struct {
+	f          *Fleet
+	Index      int
+	Name       string   // its --id, and LEASECRON_HOST of its jobs
+	ConfigPath string   // its config file
+	LogPath    string   // its stdout and stderr, appended across restarts
+	Args       []string // extra flags
+	Env        []string // extra environment
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when the process exited
+	state  *os.ProcessState
+	paused bool
+}
+
+// WriteConfig rewrites the daemon's config file from c (use Reload to make
+// a running daemon read it).
+func (d *Daemon) WriteConfig(c Config) {
+	d.f.t.Helper()
+	c.fill()
+	d.WriteRaw(d.f.yaml(d, c))
+}
+
+// WriteRaw writes b as the daemon's config file.
+func (d *Daemon) WriteRaw(b []byte) {
+	d.f.t.Helper()
+	if err := os.WriteFile(d.ConfigPath, b, 0o644); err != nil {
+		d.f.t.Fatalf("write config of %s: %v", d.Name, err)
+	}
+}
+
+// Start starts the daemon; it fails the test if the daemon is running.
+func (d *Daemon) Start() {
+	t := d.f.t
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd != nil && !isClosed(d.done) {
+		t.Fatalf("daemon %s is already running", d.Name)
+	}
+	out, err := os.OpenFile(d.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatalf("daemon %s log: %v", d.Name, err)
+	}
+	defer out.Close() // the child has its own copy
+	fmt.Fprintf(out, "### harness: starting %s at %s\n", d.Name, fmtT(time.Now()))
+	args := append([]string{"run", "-c", d.ConfigPath, "--id", d.Name, "--log-format", "json", "--log-level", "debug"}, d.Args...)
+	cmd := exec.Command(d.f.bins.Leasecron, args...)
+	// A race-enabled binary sleeps 1s at exit by default; the supervisor
+	// (the same binary) would hold the job's lease that much longer.
+	cmd.Env = append(append(append(os.Environ(), "GORACE=atexit_sleep_ms=0"), d.f.cfg.Env...), d.Env...)
+	cmd.Dir = d.f.Dir
+	cmd.Stdout, cmd.Stderr = out, out
+	// Own process group: a terminal's ^C goes to the test, which stops
+	// the daemon itself; Pdeathsig is a backstop if the test dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start daemon %s: %v", d.Name, err)
+	}
+	done := make(chan struct{})
+	d.cmd, d.done, d.state, d.paused = cmd, done, nil, false
+	go func() {
+		_ = cmd.Wait()
+		d.mu.Lock()
+		d.state = cmd.ProcessState
+		d.mu.Unlock()
+		close(done)
+	}()
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// Running reports whether the daemon process is alive (paused counts).
+func (d *Daemon) Running() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cmd != nil && !isClosed(d.done)
+}
+
+// PID is the daemon's process id (0 before Start).
+func (d *Daemon) PID() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil {
+		return 0
+	}
+	return d.cmd.Process.Pid
+}
+
+// Exited returns a channel closed when the current process exits.
+func (d *Daemon) Exited() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.done
+}
+
+// ExitState is the state of the last exited process (nil while running).
+func (d *Daemon) ExitState() *os.ProcessState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.state
+}
+
+func (d *Daemon) signal(sig syscall.Signal) {
+	t := d.f.t
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil || isClosed(d.done) {
+		t.Fatalf("daemon %s: %v: not running", d.Name, sig)
+	}
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("daemon %s: %v: %v", d.Name, sig, err)
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		d.paused = true
+	case syscall.SIGCONT:
+		d.paused = false
+	}
+}
+
+// Stop sends SIGTERM and waits for the daemon to exit; it fails the test
+// if it does not exit in time or exits non-zero. It returns the exit code.
+func (d *Daemon) Stop() int {
+	d.f.t.Helper()
+	return d.stop(d.f.stopTimeout())
+}
+
+func (d *Daemon) stop(timeout time.Duration) int {
+	t := d.f.t
+	t.Helper()
+	if !d.Running() {
+		return d.ExitState().ExitCode()
+	}
+	d.mu.Lock()
+	if d.paused {
+		_ = d.cmd.Process.Signal(syscall.SIGCONT)
+		d.paused = false
+	}
+	d.mu.Unlock()
+	d.signal(syscall.SIGTERM)
+	select {
+	case <-d.Exited():
+	case <-time.After(timeout):
+		t.Errorf("daemon %s did not stop within %s of SIGTERM; killing it", d.Name, timeout)
+		d.Kill()
+	}
+	st := d.ExitState()
+	if st.ExitCode() != 0 {
+		t.Errorf("daemon %s exited with %v after SIGTERM, want 0", d.Name, st)
+	}
+	return st.ExitCode()
+}
+
+// Kill sends SIGKILL to the daemon (not to its jobs) and waits for it.
+func (d *Daemon) Kill() {
+	t := d.f.t
+	t.Helper()
+	d.signal(syscall.SIGKILL)
+	select {
+	case <-d.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("daemon %s did not die of SIGKILL", d.Name)
+	}
+}
+
+// Pause stops the daemon with SIGSTOP (its job supervisors keep running).
+func (d *Daemon) Pause() { d.f.t.Helper(); d.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused daemon with SIGCONT.
+func (d *Daemon) Resume() { d.f.t.Helper(); d.signal(syscall.SIGCONT) }
+
+// Reload sends SIGHUP.
+func (d *Daemon) Reload() { d.f.t.Helper(); d.signal(syscall.SIGHUP) }
+
+// Restart stops the daemon gracefully (if running) and starts it again.
+func (d *Daemon) Restart() {
+	d.f.t.Helper()
+	if d.Running() {
+		d.Stop()
+	}
+	d.Start()
+}
+
+// LogContains reports whether the daemon's log contains s.
+func (d *Daemon) LogContains(s string) bool {
+	b, err := os.ReadFile(d.LogPath)
+	return err == nil && bytes.Contains(b, []byte(s))
+}
+
+// AwaitTicks waits until every tick of the @every job in [from, to] has
+// run (to its end, with exactlyOnce), at most until slack after to, then
+// fails the test for each tick that did not, and returns the history.
+func (f *Fleet) AwaitTicks(job string, every time.Duration, from, to time.Time, exactlyOnce bool, slack time.Duration) *History {
+	f.t.Helper()
+	end := to.Add(slack)
+	for {
+		h := f.History()
+		vs := h.Liveness(job, every, from, to, exactlyOnce)
+		if len(vs) == 0 {
+			return h
+		}
+		if time.Now().After(end) {
+			f.t.Errorf("liveness of %s in [%s, %s]:\n%sall runs:\n%s", job, fmtT(from), fmtT(to), FormatViolations(vs), h)
+			return h
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

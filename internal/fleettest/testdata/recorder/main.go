@@ -1,0 +1,80 @@
+// Command recorder is the job the fleet tests schedule. It appends one JSON
+// line per event to a log file shared by every host of the fleet: "start"
+// (with the LEASECRON_* environment the daemon gave it), a heartbeat "hb"
+// every --hb while it runs, then "end" when it ran to completion, or "term"
+// when it was stopped by SIGTERM. The file is opened with O_APPEND|O_SYNC
+// so the lines of concurrent runs interleave whole and survive a SIGKILL.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+type event struct {
+	Ev    string `json:"ev"`
+	Job   string `json:"job"`
+	Tick  int64  `json:"tick"`
+	Host  string `json:"host"`
+	Token int64  `json:"token"`
+	PID   int    `json:"pid"`
+	T     int64  `json:"t"` // unix nanoseconds
+}
+
+func main() {
+	logPath := flag.String("log", "", "shared log file (required)")
+	sleep := flag.Duration("sleep", time.Second, "how long the job runs")
+	hb := flag.Duration("hb", 20*time.Millisecond, "heartbeat interval")
+	ignoreTerm := flag.Bool("ignore-term", false, "log SIGTERM but keep running (only SIGKILL stops it)")
+	flag.Parse()
+	if *logPath == "" {
+		fmt.Fprintln(os.Stderr, "recorder: --log is required")
+		os.Exit(2)
+	}
+	f, err := os.OpenFile(*logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND|os.O_SYNC, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "recorder:", err)
+		os.Exit(2)
+	}
+	tick, _ := strconv.ParseInt(os.Getenv("LEASECRON_TICK_UNIX"), 10, 64)
+	token, _ := strconv.ParseInt(os.Getenv("LEASECRON_FENCING_TOKEN"), 10, 64)
+	base := event{Job: os.Getenv("LEASECRON_JOB"), Tick: tick, Host: os.Getenv("LEASECRON_HOST"), Token: token, PID: os.Getpid()}
+	write := func(ev string) {
+		e := base
+		e.Ev, e.T = ev, time.Now().UnixNano()
+		b, _ := json.Marshal(e)
+		if _, err := f.Write(append(b, '\n')); err != nil {
+			fmt.Fprintln(os.Stderr, "recorder:", err)
+			os.Exit(2)
+		}
+	}
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	write("start")
+	fmt.Printf("recorder: job %s tick %d token %d started\n", base.Job, tick, token)
+	end := time.NewTimer(*sleep)
+	beat := time.NewTicker(*hb)
+	defer beat.Stop()
+	for {
+		select {
+		case <-beat.C:
+			write("hb")
+		case <-sigs:
+			write("term")
+			if !*ignoreTerm {
+				os.Exit(143)
+			}
+		case <-end.C:
+			write("end")
+			fmt.Printf("recorder: job %s tick %d done\n", base.Job, tick)
+			return
+		}
+	}
+}
