@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasecron/leasecron/bench/internal/delayproxy"
+	"github.com/leasecron/leasecron/bench/internal/redisproc"
+	"github.com/leasecron/leasecron/bench/internal/stats"
+	"github.com/redis/go-redis/v9"
+)
+
+const maxNodes = 5
+
+// bench owns the servers, proxies and results of one run.
+type bench struct {
+	cfg config
+	log io.Writer
+
+	mu      sync.Mutex // guards servers, proxies (killAll runs from the signal goroutine)
+	servers []*redisproc.Server
+	proxies []*delayproxy.Proxy
+	admin   []*redis.Client // direct, for SCAN/INFO/FLUSHALL
+
+	results map[string][]stats.Summary // case id -> one summary per repetition
+	sched   schedResults
+	daemon  daemonResults
+	env     environment
+	total   time.Duration
+}
+
+// startNodes starts maxNodes redis-server processes and one delay proxy in
+// front of each.
+func (b *bench) startNodes(ctx context.Context) error {
+	for i := 0; i < maxNodes; i++ {
+		s, err := redisproc.Start(ctx, b.cfg.redisBin)
+		if err != nil {
+			return err
+		}
+		b.mu.Lock()
+		b.servers = append(b.servers, s)
+		b.mu.Unlock()
+		p, err := delayproxy.New(s.Addr)
+		if err != nil {
+			return err
+		}
+		b.mu.Lock()
+		b.proxies = append(b.proxies, p)
+		b.mu.Unlock()
+		b.admin = append(b.admin, newGoRedis(s.Addr))
+		fmt.Fprintf(b.log, "redis-server pid %d on %s (proxy %s)\n", s.PID(), s.Addr, p.Addr())
+	}
+	return nil
+}
+
+// killAll stops every proxy and kills every server by PID. Safe to call
+// more than once and concurrently.
+func (b *bench) killAll() {
+	b.mu.Lock()
+	servers, proxies := b.servers, b.proxies
+	b.mu.Unlock()
+	for _, p := range proxies {
+		_ = p.Close()
+	}
+	for _, s := range servers {
+		_ = s.Stop()
+	}
+	for _, c := range b.admin {
+		_ = c.Close()
+	}
+}
+
+// addrs returns the addresses of the first k nodes; with delay > 0 the last
+// of them is reached through its proxy, slowed by delay.
+func (b *bench) addrs(k int, delay time.Duration) []string {
+	out := make([]string, k)
+	for i := 0; i < k; i++ {
+		out[i] = b.servers[i].Addr
+	}
+	if delay > 0 {
+		out[k-1] = b.proxies[k-1].Addr()
+	}
+	return out
+}
+
+// setDelay slows node k-1 (through its proxy) by d; 0 resets.
+func (b *bench) setDelay(k int, d time.Duration) {
+	for _, p := range b.proxies {
+		p.SetDelay(0)
+	}
+	if k > 0 {
+		b.proxies[k-1].SetDelay(d)
+	}
+}
+
+// waitVoting waits until every node's uptime is at least 3 s, so that a
+// lease client with a 1 s restart guard counts its votes (the uptime is
+// rounded down to seconds and the guard runs from uptime-1s).
+func (b *bench) waitVoting(ctx context.Context) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ok := true
+		for _, c := range b.admin {
+			up, err := infoInt(ctx, c, "server", "uptime_in_seconds")
+			if err != nil {
+				return err
+			}
+			if up < 3 {
+				ok = false
+			}
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("nodes did not reach 3 s uptime")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// info returns the fields of INFO section.
+func info(ctx context.Context, c *redis.Client, section string) (map[string]string, error) {
+	s, err := c.Info(ctx, section).Result()
+	if err != nil {
+		return nil, fmt.Errorf("INFO %s on %s: %w", section, c.Options().Addr, err)
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			m[k] = v
+		}
+	}
+	return m, nil
+}
+
+func infoInt(ctx context.Context, c *redis.Client, section, field string) (int64, error) {
+	m, err := info(ctx, c, section)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(m[field], 10, 64)
+}
+
+// evalshaCalls returns the number of EVALSHA and EVAL commands node c has
+// executed (INFO commandstats).
+func evalshaCalls(ctx context.Context, c *redis.Client) (int64, error) {
+	m, err := info(ctx, c, "commandstats")
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, k := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
+		v := m[k] // calls=N,usec=...
+		if f, _, ok := strings.Cut(v, ","); ok {
+			n, _ := strconv.ParseInt(strings.TrimPrefix(f, "calls="), 10, 64)
+			total += n
+		}
+	}
+	return total, nil
+}
+
+// redisCPU returns the node's used CPU (user+sys) so far.
+func redisCPU(ctx context.Context, c *redis.Client) (time.Duration, error) {
+	m, err := info(ctx, c, "cpu")
+	if err != nil {
+		return 0, err
+	}
+	u, _ := strconv.ParseFloat(m["used_cpu_user"], 64)
+	s, _ := strconv.ParseFloat(m["used_cpu_sys"], 64)
+	return time.Duration((u + s) * float64(time.Second)), nil
+}
+
+// scanCount counts the keys matching pattern on node c.
+func scanCount(ctx context.Context, c *redis.Client, pattern string, pred func(string) bool) (int, error) {
+	n := 0
+	iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		if pred == nil || pred(iter.Val()) {
+			n++
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return n, fmt.Errorf("SCAN %s: %w", c.Options().Addr, err)
+	}
+	return n, nil
+}
+
+func (b *bench) flushAll(ctx context.Context) error {
+	for _, c := range b.admin {
+		if err := c.FlushAll(ctx).Err(); err != nil {
+			return fmt.Errorf("FLUSHALL %s: %w", c.Options().Addr, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/leasecron/leasecron/bench/internal/stats"
+)
+
+// daemonResults is the tick-to-start measurement with real daemons.
+type daemonResults struct {
+	skipped     string // why it was not measured
+	daemons     int
+	jobs        int
+	runFor      time.Duration
+	ticks       int // (job, tick) pairs started
+	duplicates  int // (job, tick) pairs started more than once (must be 0)
+	missing     int // (job, tick) pairs in the steady window never started
+	p50, p99    time.Duration
+	max         time.Duration
+	rssIdleMiB  float64 // median VmRSS sampled between ticks
+	rssPeakMiB  float64 // max VmHWM
+	rss10kMiB   float64 // idle VmRSS of one daemon with 10,000 jobs loaded (0: not measured)
+	rss10kNote  string
+	perHost     map[string]int
+	floors      []floorRow // spawning the job binary directly, no daemon
+	logExcerpts []string
+}
+
+const (
+	daemonCount   = 3
+	daemonJobs    = 8
+	daemonRunFor  = 32 * time.Second
+	daemonIgnore  = 3  // first ticks after start are not counted (startup)
+	daemonGuardUp = 35 // node uptime (s) needed: the daemon's restart guard is its TTL (30 s)
+)
+
+func (b *bench) runDaemon(ctx context.Context) {
+	d := &b.daemon
+	d.daemons, d.jobs, d.runFor = daemonCount, daemonJobs, daemonRunFor
+	if err := b.daemonBench(ctx); err != nil {
+		d.skipped = err.Error()
+		fmt.Fprintln(b.log, "daemon benchmark not measured:", err)
+	}
+}
+
+func (b *bench) daemonBench(ctx context.Context) error {
+	repo, err := filepath.Abs(b.cfg.repoDir)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(repo, "cmd", "leasecron")); err != nil && b.cfg.daemonBin == "" {
+		return fmt.Errorf("the daemon is not there yet (%s/cmd/leasecron missing)", repo)
+	}
+	dir, err := os.MkdirTemp("", "leasebench-daemon-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "leasecron")
+	stamp := filepath.Join(dir, "tickstamp")
+	bctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if b.cfg.daemonBin != "" {
+		bin = b.cfg.daemonBin
+	} else {
+		build := exec.CommandContext(bctx, "go", "build", "-o", bin, "./cmd/leasecron")
+		build.Dir = repo
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("`go build ./cmd/leasecron` failed: %s", firstLine(string(out), err))
+		}
+	}
+	// Built from the repository root so that it works from any directory.
+	cmd := exec.CommandContext(bctx, "go", "build", "-o", stamp, "./cmd/tickstamp")
+	cmd.Dir = filepath.Join(repo, "bench")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build tickstamp: %s", firstLine(string(out), err))
+	}
+
+	// The daemon's restart guard is its lease TTL: wait until the nodes
+	// have been up that long, or their votes do not count.
+	for {
+		up, err := infoInt(ctx, b.admin[0], "server", "uptime_in_seconds")
+		if err != nil {
+			return err
+		}
+		if up >= daemonGuardUp {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	if err := b.flushAll(ctx); err != nil {
+		return err
+	}
+
+	for _, n := range []int{1, daemonJobs} {
+		if err := b.spawnFloor(ctx, dir, stamp, n); err != nil {
+			return fmt.Errorf("spawn floor: %w", err)
+		}
+	}
+	if err := b.daemonRSS10k(ctx, dir, bin, stamp); err != nil {
+		b.daemon.rss10kNote = err.Error()
+	}
+
+	out := filepath.Join(dir, "starts.txt")
+	conf := filepath.Join(dir, "jobs.yaml")
+	var sb strings.Builder
+	sb.WriteString("redis:\n  nodes:\n")
+	for _, a := range b.addrs(maxNodes, 0) {
+		fmt.Fprintf(&sb, "    - redis://%s/0\n", a)
+	}
+	sb.WriteString("  prefix: leasebench\n  timeout: 50ms\nlease:\n  ttl: 30s\njobs:\n")
+	for j := 0; j < daemonJobs; j++ {
+		fmt.Fprintf(&sb, "  - name: tick-%d\n    schedule: \"@every 1s\"\n    command: [%q, %q]\n", j, stamp, out)
+	}
+	if err := os.WriteFile(conf, []byte(sb.String()), 0o644); err != nil {
+		return err
+	}
+	if outb, err := exec.CommandContext(ctx, bin, "check", "-c", conf).CombinedOutput(); err != nil {
+		return fmt.Errorf("`leasecron check` rejected the benchmark config: %s", firstLine(string(outb), err))
+	}
+
+	procs := make([]*exec.Cmd, daemonCount)
+	defer func() {
+		for _, p := range procs {
+			stopProc(p)
+		}
+	}()
+	started := time.Now()
+	for i := range procs {
+		logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("d%d.log", i)))
+		if err != nil {
+			return err
+		}
+		defer logf.Close()
+		p := exec.Command(bin, "run", "-c", conf, "--id", fmt.Sprintf("d%d", i))
+		p.Stdout, p.Stderr = logf, logf
+		p.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := p.Start(); err != nil {
+			return fmt.Errorf("start daemon: %w", err)
+		}
+		procs[i] = p
+	}
+	// Sample RSS half-way between ticks; stop after runFor.
+	var idle []float64
+	end := started.Add(daemonRunFor)
+	for time.Now().Before(end) {
+		next := time.Now().Truncate(time.Second).Add(1500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(next)):
+		}
+		for _, p := range procs {
+			if p.ProcessState != nil {
+				continue
+			}
+			if v, err := procStatusKiB(p.Process.Pid, "VmRSS"); err == nil {
+				idle = append(idle, float64(v)/1024)
+			}
+		}
+	}
+	stopAt := time.Now()
+	for _, p := range procs {
+		if v, err := procStatusKiB(p.Process.Pid, "VmHWM"); err == nil {
+			b.daemon.rssPeakMiB = max(b.daemon.rssPeakMiB, float64(v)/1024)
+		}
+	}
+	for i, p := range procs {
+		stopProc(p)
+		procs[i] = nil
+	}
+	b.daemon.rssIdleMiB = stats.Median(idle)
+	for i := 0; i < daemonCount; i++ {
+		b.daemon.logExcerpts = append(b.daemon.logExcerpts, tailLines(filepath.Join(dir, fmt.Sprintf("d%d.log", i)), 3)...)
+	}
+	return b.daemon.parseStarts(out, started.Unix()+daemonIgnore, stopAt.Unix()-2)
+}
+
+// parseStarts reads the job start lines and computes the delays of the
+// ticks in [from, to] (Unix seconds).
+func (d *daemonResults) parseStarts(file string, from, to int64) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("no job ever started: %w", err)
+	}
+	defer f.Close()
+	type jt struct {
+		job  string
+		tick int64
+	}
+	seen := map[jt]int{}
+	d.perHost = map[string]int{}
+	var delays []time.Duration
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 4 {
+			continue
+		}
+		tick, err1 := strconv.ParseInt(fs[1], 10, 64)
+		ns, err2 := strconv.ParseInt(fs[3], 10, 64)
+		if err1 != nil || err2 != nil || tick < from || tick > to {
+			continue
+		}
+		k := jt{fs[0], tick}
+		seen[k]++
+		if seen[k] > 1 {
+			d.duplicates++
+			continue
+		}
+		d.perHost[fs[2]]++
+		delays = append(delays, time.Duration(ns-tick*int64(time.Second)))
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	for j := 0; j < daemonJobs; j++ {
+		for t := from; t <= to; t++ {
+			if seen[jt{fmt.Sprintf("tick-%d", j), t}] == 0 {
+				d.missing++
+			}
+		}
+	}
+	if len(delays) == 0 {
+		return errors.New("no job started in the measured window")
+	}
+	slices.Sort(delays)
+	d.ticks = len(delays)
+	d.p50 = stats.Percentile(delays, 50)
+	d.p99 = stats.Percentile(delays, 99)
+	d.max = delays[len(delays)-1]
+	return nil
+}
+
+// floorRow is the delay of starting n job processes at once, no daemon.
+type floorRow struct {
+	procs, n      int
+	p50, p99, max time.Duration
+}
+
+// spawnFloor measures what no scheduler can beat on this machine: at 30
+// instants, start n tickstamp processes at once (one goroutine each, as a
+// daemon would) and record when each began to run.
+func (b *bench) spawnFloor(ctx context.Context, dir, stamp string, n int) error {
+	out := filepath.Join(dir, fmt.Sprintf("floor%d.txt", n))
+	ticks := map[string]int64{}
+	for r := 0; r < 30; r++ {
+		t := time.Now().Truncate(100 * time.Millisecond).Add(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(t)):
+		}
+		var wg sync.WaitGroup
+		for j := 0; j < n; j++ {
+			name := fmt.Sprintf("floor-%d-%d", r, j)
+			ticks[name] = t.UnixNano()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := exec.Command(stamp, out)
+				c.Env = append(os.Environ(), "LEASECRON_JOB="+name, "LEASECRON_TICK_UNIX=0", "LEASECRON_HOST=floor")
+				_ = c.Run()
+			}()
+		}
+		wg.Wait()
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		return err
+	}
+	var delays []time.Duration
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		fs := strings.Fields(line)
+		if len(fs) != 4 {
+			continue
+		}
+		ns, err := strconv.ParseInt(fs[3], 10, 64)
+		if t, ok := ticks[fs[0]]; ok && err == nil {
+			delays = append(delays, time.Duration(ns-t))
+		}
+	}
+	if len(delays) == 0 {
+		return errors.New("no process started")
+	}
+	slices.Sort(delays)
+	b.daemon.floors = append(b.daemon.floors, floorRow{procs: n, n: len(delays),
+		p50: stats.Percentile(delays, 50), p99: stats.Percentile(delays, 99), max: delays[len(delays)-1]})
+	return nil
+}
+
+// daemonRSS10k starts one daemon with 10,000 jobs that fire once a year
+// and reads its RSS after it settled.
+func (b *bench) daemonRSS10k(ctx context.Context, dir, bin, stamp string) error {
+	conf := filepath.Join(dir, "jobs10k.yaml")
+	var sb strings.Builder
+	sb.WriteString("redis:\n  nodes:\n")
+	for _, a := range b.addrs(maxNodes, 0) {
+		fmt.Fprintf(&sb, "    - redis://%s/0\n", a)
+	}
+	sb.WriteString("  prefix: leasebench10k\njobs:\n")
+	for j := 0; j < 10000; j++ {
+		fmt.Fprintf(&sb, "  - name: idle-%05d\n    schedule: \"0 0 1 1 *\"\n    command: [%q, \"/dev/null\"]\n", j, stamp)
+	}
+	if err := os.WriteFile(conf, []byte(sb.String()), 0o644); err != nil {
+		return err
+	}
+	p := exec.Command(bin, "run", "-c", conf, "--id", "rss")
+	p.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.Start(); err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	defer stopProc(p)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(4 * time.Second):
+	}
+	v, err := procStatusKiB(p.Process.Pid, "VmRSS")
+	if err != nil {
+		return fmt.Errorf("daemon with 10,000 jobs: %w", err)
+	}
+	b.daemon.rss10kMiB = float64(v) / 1024
+	return nil
+}
+
+// stopProc sends SIGTERM to a started process by PID, waits up to 10 s,
+// then SIGKILLs it.
+func stopProc(p *exec.Cmd) {
+	if p == nil || p.Process == nil || p.ProcessState != nil {
+		return
+	}
+	_ = syscall.Kill(p.Process.Pid, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(p.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+// procStatusKiB reads a "Name:   N kB" field of /proc/PID/status.
+func procStatusKiB(pid int, field string) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s not in /proc/%d/status", field, pid)
+}
+
+func firstLine(out string, err error) string {
+	out = strings.TrimSpace(out)
+	if out == "" {
+		return err.Error()
+	}
+	lines := strings.Split(out, "\n")
+	if len(lines) > 3 {
+		lines = lines[:3]
+	}
+	return strings.Join(lines, " / ")
+}
+
+func tailLines(file string, n int) []string {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
+}

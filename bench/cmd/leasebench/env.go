@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// environment describes the machine and the versions measured.
+type environment struct {
+	date     time.Time
+	nproc    int
+	cpu      string
+	memory   string
+	kernel   string
+	goVer    string
+	redisVer string
+	libs     map[string]string // module path -> version
+	leaseRev string            // git revision of the local lease package
+}
+
+func (b *bench) collectEnv(ctx context.Context) error {
+	e := &b.env
+	e.date = time.Now().UTC()
+	e.nproc = runtime.NumCPU()
+	e.goVer = runtime.Version()
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				e.cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		line, _, _ := strings.Cut(string(data), "\n")
+		e.memory = strings.Join(strings.Fields(strings.TrimPrefix(line, "MemTotal:")), " ")
+	}
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		e.kernel = strings.TrimSpace(string(data))
+	}
+	m, err := info(ctx, b.admin[0], "server")
+	if err != nil {
+		return err
+	}
+	e.redisVer = m["redis_version"]
+	e.libs = map[string]string{}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			v := d.Version
+			if d.Replace != nil {
+				v = "local (" + d.Replace.Path + ")"
+			}
+			e.libs[d.Path] = v
+		}
+	}
+	if repo, err := filepath.Abs(b.cfg.repoDir); err == nil {
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if out, err := exec.CommandContext(gctx, "git", "-C", repo, "rev-parse", "--short", "HEAD").Output(); err == nil {
+			e.leaseRev = strings.TrimSpace(string(out))
+			if st, err := exec.CommandContext(gctx, "git", "-C", repo, "status", "--porcelain", "--", "lease").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+				e.leaseRev += " + uncommitted changes in lease/"
+			}
+		}
+	}
+	return nil
+}
