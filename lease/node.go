@@ -146,10 +146,14 @@ func tuneOptions(read, write *time.Duration, retries, proto *int, noIdent *bool,
 }
 
 // Redact returns the URL with its password replaced by "xxxxx", safe to log.
-// Strings that do not parse as URLs lose everything up to the last '@'.
+// Strings that are not URLs with a host part (a missing scheme, for
+// example) lose everything up to the last '@'.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
+	if err != nil || u.Opaque != "" || (u.User == nil && strings.Contains(raw, "@")) {
+		// Not a URL with an authority ("user:pw@host:6379" parses as
+		// scheme "user" with an opaque rest): drop everything that could be
+		// a credential.
 		if i := strings.LastIndex(raw, "@"); i >= 0 {
 			return "xxxxx@" + raw[i+1:]
 		}

@@ -95,6 +95,9 @@ func TestNodeURLForms(t *testing.T) {
 		"redis://u:" + secret + "@h:1":    "redis://u:xxxxx@h:1",
 		"redis://u:" + secret + "%zz@h:1": "xxxxx@h:1",
 		"redis://u:a@b" + secret + "@h:1": "redis://u:xxxxx@h:1",
+		"admin:" + secret + "@db:6379":    "xxxxx@db:6379",
+		"//u:" + secret + "@h:1":          "//u:xxxxx@h:1",
+		"h:1":                             "h:1",
 	} {
 		if got := lease.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
