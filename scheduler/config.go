@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 )
@@ -981,8 +982,10 @@ func (v *validator) host() {
 	switch {
 	case c.ID == "":
 		v.errorf("id", 0, "empty, and the hostname is unknown: set id (or run with --id)")
-	case strings.IndexFunc(c.ID, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
-		v.errorf("id", 0, "%q contains spaces or control characters", c.ID)
+	default:
+		if err := ValidateID(c.ID); err != nil {
+			v.errorf("id", 0, "%v", err)
+		}
 	}
 	if c.ShutdownGrace < 0 {
 		v.errorf("shutdown_grace", 0, "shutdown_grace %s is negative", c.ShutdownGrace)
@@ -1309,4 +1312,20 @@ func joinSorted(errs []*ConfigError) error {
 		}
 	}
 	return errors.Join(out...)
+}
+
+// ValidateID reports whether id can name a host in leases, logs and
+// status: not empty, at most 255 bytes, no spaces or control characters.
+// Load checks the config's id with it; callers that override the id (the
+// --id flag) check theirs.
+func ValidateID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("host id is empty")
+	case len(id) > 255:
+		return fmt.Errorf("host id %.20q... is longer than 255 bytes", id)
+	case strings.IndexFunc(id, func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) }) >= 0:
+		return fmt.Errorf("host id %q contains spaces or control characters", id)
+	}
+	return nil
 }

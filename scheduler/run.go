@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -203,10 +204,7 @@ func (s *Scheduler) finish(l *lease.Lease, hold *lease.Hold, rec RunRecord, comp
 
 // startJob starts the job's supervisor with the LEASECRON_* environment.
 func (s *Scheduler) startJob(j *Job, tick time.Time, l *lease.Lease, manual bool) (*supervisor.Process, error) {
-	env := os.Environ()
-	for k, v := range j.Env {
-		env = append(env, k+"="+v)
-	}
+	env := jobEnv(os.Environ(), j.Env)
 	tickUnix := tick.Unix()
 	env = append(env,
 		"LEASECRON_JOB="+j.Name,
@@ -263,4 +261,26 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (RunRecord, error)
 		return rec, errors.New(rec.Error)
 	}
 	return rec, nil
+}
+
+// jobEnv is the environment a job starts with: the daemon's own, minus what
+// belongs to the daemon alone (systemd's notify socket, watchdog and socket
+// activation variables, which would let a job speak for the service, and
+// any LEASECRON_* variable, which the run's own values replace), plus the
+// job's env from the config.
+func jobEnv(daemon []string, extra map[string]string) []string {
+	env := make([]string, 0, len(daemon)+len(extra)+6)
+	for _, kv := range daemon {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "NOTIFY_SOCKET", strings.HasPrefix(name, "WATCHDOG_"),
+			strings.HasPrefix(name, "LISTEN_"), strings.HasPrefix(name, "LEASECRON_"):
+			continue
+		}
+		env = append(env, kv)
+	}
+	for k, v := range extra {
+		env = append(env, k+"="+v)
+	}
+	return env
 }

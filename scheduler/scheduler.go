@@ -96,6 +96,9 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		lease.WithRestartGuard(cfg.Lease.TTL),
 		lease.WithObserver(lease.Observer{
 			OnVote: func(e lease.VoteEvent) { m.Vote(e.Node, e.Op, e.Vote.String(), e.Latency) },
+			OnRenew: func(e lease.RenewEvent) {
+				m.Renew(strings.TrimPrefix(e.Key, cfg.Redis.Prefix+":"), e.OK, e.Latency)
+			},
 			OnRestart: func(node string, at time.Time) {
 				m.NodeRestart(node)
 				s.log.Warn("redis node restarted or failed over; it does not vote until the restart guard passed",
@@ -413,7 +416,19 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 	deadline := j.DeadlineFor(tick)
 	noQuorumWait := 100 * time.Millisecond
 	lastTry := false
+	// givenUp logs that the tick's deadline passed without this host
+	// running it: normal (debug) while another host runs the tick, worth a
+	// warning when it was for want of a quorum.
+	runsElsewhere := false
+	givenUp := func() {
+		if runsElsewhere {
+			log.Debug("tick deadline passed while another host runs the tick; stopped watching", "deadline", deadline.UTC().Format(time.RFC3339))
+			return
+		}
+		log.Warn("tick deadline passed without running the tick; giving up", "deadline", deadline.UTC().Format(time.RFC3339), "last_err", res.Err)
+	}
 	for attempt := 0; ; attempt++ {
+		runsElsewhere = false
 		if res.Err == nil {
 			s.opts.Metrics.Acquire(j.Name, "won")
 			if attempt == 0 {
@@ -436,6 +451,7 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 			case ok && ht == tick.Unix():
 				// Another host runs this tick: watch for it to vanish, waking
 				// when its lease would expire.
+				runsElsewhere = hh != s.host
 				if attempt == 0 {
 					log.Debug("tick running on another host; watching for takeover", "holder", hh, "ttl", rerr.HolderTTL)
 				}
@@ -477,7 +493,7 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 			if left := s.until(deadline) - lastTryMargin; left > 0 && !lastTry {
 				wait, lastTry = left, true // one last try just before the deadline
 			} else {
-				log.Info("tick deadline passed; giving up", "deadline", deadline.UTC().Format(time.RFC3339))
+				givenUp()
 				return
 			}
 		}
@@ -489,7 +505,7 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 		case <-t.C:
 		}
 		if !s.now().Before(deadline) {
-			log.Info("tick deadline passed; giving up")
+			givenUp()
 			return
 		}
 		l, err := s.lc.Acquire(ctx, lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)})

@@ -211,6 +211,17 @@ type usageError struct{ err error }
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
 
+// checkIDFlag validates an --id value; empty means the flag was not given.
+func checkIDFlag(id string) error {
+	if id == "" {
+		return nil
+	}
+	if err := scheduler.ValidateID(id); err != nil {
+		return usageErrorf("--id: %w", err)
+	}
+	return nil
+}
+
 func usageErrorf(format string, a ...any) error {
 	return &usageError{err: fmt.Errorf(format, a...)}
 }

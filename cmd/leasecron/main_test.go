@@ -133,6 +133,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"status", "-c", good, "--timeout", "0"}, "--timeout"},
 		{[]string{"trigger", "-c", good}, "missing the job"},
 		{[]string{"trigger", "-c", good, "a", "b"}, "one job at a time"},
+		{[]string{"run", "-c", good, "--id", "two words"}, `--id: host id "two words" contains spaces`},
+		{[]string{"trigger", "-c", good, "--id", "tab\there", "a"}, "--id: host id"},
 		{[]string{"version", "x"}, "unexpected arguments"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -64,6 +64,9 @@ func (c *RunCommand) parse(args []string) (runFlags, error) {
 	if len(pos) > 0 {
 		return f, usageErrorf("unexpected arguments %q (the config file goes after -c)", pos)
 	}
+	if err := checkIDFlag(f.id); err != nil {
+		return f, err
+	}
 	f.config = *config
 	return f, nil
 }

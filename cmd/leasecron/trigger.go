@@ -41,6 +41,9 @@ func (c *TriggerCommand) Run(ctx context.Context, args []string) error {
 	case len(pos) > 1:
 		return usageErrorf("one job at a time; got %q", pos)
 	}
+	if err := checkIDFlag(*id); err != nil {
+		return err
+	}
 	name := pos[0]
 	log, err := newLogger(c.stderr, *logFormat, *logLevel)
 	if err != nil {
