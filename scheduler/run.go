@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/supervisor"
@@ -80,13 +81,23 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 		s.mu.Unlock()
 		s.opts.Metrics.Running(j.Name, -1)
 	}()
-	log.Info("job started", "pid", proc.JobPID())
+	log.Info("job started", "pid", proc.JobPID(), "valid_until", l.ValidUntil())
 
 	margin := s.killMargin()
 	holdOpts := []lease.HoldOption{
 		lease.RenewEvery(cfg.Lease.Renew),
 		lease.OnRenew(func(v time.Time) {
-			if err := proc.Extend(supervisor.MonoDeadline(v.Add(-margin))); err != nil {
+			// Logged before the supervisor is extended, so the log never
+			// lags the deadline the supervisor enforces (the fault suite
+			// measures abort slack from it).
+			log.Debug("lease renewed", "valid_until", v)
+			switch err := proc.Extend(supervisor.MonoDeadline(v.Add(-margin))); {
+			case err == nil:
+			case errors.Is(err, syscall.EPIPE) || errors.Is(err, supervisor.ErrClosed):
+				// The job just ended and its supervisor with it; Wait
+				// reports how.
+				log.Debug("supervisor already gone; not extended", "err", err)
+			default:
 				log.Warn("could not extend the supervisor's deadline", "err", err)
 			}
 		}),

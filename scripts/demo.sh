@@ -45,7 +45,7 @@ fi
 # are ever signalled.
 
 ours() { # ours PID PATTERN: is PID alive and running PATTERN?
-  [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -q -- "$2"
+  [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -q -- "$2"
 }
 
 FORCE=
