@@ -53,13 +53,17 @@
 //
 // Fencing tokens: every successful acquisition gets Fence() strictly
 // greater than the Fence of every earlier acquisition of the key whose
-// fencing round completed, as long as at most N-(N/2+1) nodes lost their data
-// since that acquisition. Each node keeps a counter per key; the acquire
+// fencing round completed. Each node keeps a counter per key; the acquire
 // round returns it, the client picks max(max+1, unix microseconds) and
 // writes it to a quorum (only where it holds the lock) before the lease is
-// handed out; any two quorums share a node. When more nodes lost their data,
-// tokens still increase as long as the hosts' wall clocks differ by less
-// than the restart guard, because of the time floor.
+// handed out. Say W nodes stored the earlier token (W >= N/2+1): any voting
+// quorum of a later acquisition shares at least W-N/2 nodes with them, so
+// the counters alone guarantee the order while fewer than W-N/2 of those W
+// nodes lost their data (with W = N/2+1: none). A node that lost its data
+// does not vote until the restart guard has passed, so by then the earlier
+// token is at least that old, and the time floor keeps the order as long as
+// the wall clocks of the client hosts differ by less than the restart guard
+// (and a key is not acquired more than once per microsecond on average).
 //
 // Epochs: an acquisition with Epoch e is refused by a node whose completed
 // epoch for the key is >= e. Lease.Complete marks e completed and returns
