@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 10s
 
-.PHONY: test build demo fuzz fmt vet clean
+.PHONY: test build demo fuzz fmt vet clean bench
 
 # go vet, gofmt check, then every test (real redis-server processes, race detector).
 test:
@@ -28,6 +28,25 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
 		done; \
 	done
+
+# Long fault run (internal/fleettest TestSoak): a seeded nemesis against 3
+# daemons and 5 redis-server nodes for SECONDS, then a Markdown report
+# (faults, runs, violations, abort slack) in SOAK_REPORT. The same SEED
+# gives the same fault schedule. RACE=1 builds the daemons with the race
+# detector (slower; `make test` already runs the short fault run with it).
+SECONDS     ?= 1800
+SEED        ?= 1
+SOAK_REPORT ?= soak-report.md
+RACE        ?=
+.PHONY: soak
+soak:
+	LEASECRON_SOAK_SECONDS=$(SECONDS) LEASECRON_SOAK_SEED=$(SEED) LEASECRON_SOAK_REPORT=$(abspath $(SOAK_REPORT)) \
+		$(GO) test $(if $(RACE),-race) -count=1 -v -run '^TestSoak$$' -timeout $$(( $(SECONDS) + 900 ))s ./internal/fleettest
+
+# Every table of BENCHMARKS.md: lease vs redsync/redislock on real redis-server
+# nodes, the scheduler costs and the daemon's tick-to-start (under 10 minutes).
+bench:
+	cd bench && $(GO) run ./cmd/leasebench -out ../BENCHMARKS.md
 
 fmt:
 	gofmt -w .

@@ -2,11 +2,16 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Request names one lease to acquire.
@@ -38,6 +43,13 @@ type Result struct {
 // On failure the error is a *RefusedError (errors.Is ErrNotObtained and one
 // of ErrHeld, ErrEpochDone, ErrNoQuorum); when ctx ends it is joined with
 // ctx.Err(). ErrEpochDone is never retried.
+//
+// After a lost attempt on a key, the next attempt on it from this Client
+// (a retry, or the caller's next Acquire or TryAcquireBatch) first waits
+// until the lost attempt's cleanup was answered by the nodes it went to
+// (at most the per-node timeout) and until a random moment within 4× the
+// lost attempt's duration after it ended (at most the per-node timeout), so
+// that contending clients do not keep each other's nodes forever.
 func (c *Client) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	retry := freshRetry(c.opts.retry)
 	token := newToken()
@@ -69,33 +81,69 @@ func isRefusal(err error) bool {
 }
 
 // TryAcquireBatch makes one attempt at each request, all together: every
-// node gets one pipelined round for all keys (and, with fencing, a second
-// one for the tokens of the winners), not one round per key. Results are in
-// the order of reqs. Keys must be distinct.
+// node gets one pipelined round for all keys, not one round per key (with
+// fencing, a second one only for keys whose nodes' counters disagreed; see
+// the package documentation). Results are in the order of reqs. Keys must be
+// distinct.
+//
+// The decision timeout of the round grows with the batch: the per-node
+// timeout plus 20 µs for every key after the first (about 250 ms for 10,000
+// keys with the default 50 ms), as a node needs time to run every key's
+// script.
 func (c *Client) TryAcquireBatch(ctx context.Context, reqs []Request) []Result {
-	tokens := make([]string, len(reqs))
-	for i := range tokens {
-		tokens[i] = newToken()
+	return c.tryBatch(ctx, reqs, newTokens(len(reqs)))
+}
+
+// perKeyTimeout is what a batch adds to the per-node timeout for each key
+// after the first.
+const perKeyTimeout = 20 * time.Microsecond
+
+// batchTimeout is the decision timeout of a round of n keys.
+func (c *Client) batchTimeout(n int) time.Duration {
+	return c.opts.timeout + time.Duration(max(n-1, 0))*perKeyTimeout
+}
+
+// newTokens returns n fresh random tokens, made from one read of the
+// random source (they share one backing string; a Lease clones its own).
+func newTokens(n int) []string {
+	if n == 1 {
+		return []string{newToken()}
 	}
-	return c.tryBatch(ctx, reqs, tokens)
+	raw := make([]byte, 16*n)
+	_, _ = rand.Read(raw)
+	all := hex.EncodeToString(raw)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = all[32*i : 32*i+32]
+	}
+	return out
+}
+
+// holderCount counts the nodes held by one other owner.
+type holderCount struct {
+	owner string
+	n     int
 }
 
 // tally is the per-key state of one attempt.
 type tally struct {
 	req      Request
-	keys     keys
 	value    string
+	keys     []string // lock, fence, epoch (release uses keys[:1], fence keys[:2])
+	args     []any    // value, ttl ms, epoch, fencing floor (release uses args[:1])
 	granted  int
 	bad      int // refused, failed or not voting
-	fence    int64
 	done     int64
+	fmin     int64 // fence counters returned by voting grants (raised by the script)
+	fmax     int64
+	seen     int64 // highest fence counter in the other answers
+	fence    int64 // the token handed out
 	epochHit bool
-	holders  map[string]int
+	holders  []holderCount
 	freeIn   []time.Duration
 	errs     []error
+	refused  uint64 // bit i: node i refused, nothing to clean up there (nodes 0..63)
 	fenceOK  int
-	won      bool
-	err      error
 }
 
 func (t *tally) decided(q, n int) bool { return t.granted >= q || t.bad > n-q }
@@ -108,7 +156,8 @@ func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) 
 		}
 		return out
 	}
-	tallies := make([]*tally, 0, len(reqs))
+	n, q := len(c.nodes), c.quorum
+	tallies := make([]tally, 0, len(reqs))
 	idx := make([]int, 0, len(reqs)) // tallies[k] answers reqs[idx[k]]
 	for i, r := range reqs {
 		if err := checkKey(r.Key); err != nil {
@@ -120,22 +169,59 @@ func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) 
 			continue
 		}
 		c.noteTTL(r.TTL)
-		tallies = append(tallies, &tally{req: r, keys: keysOf(r.Key), value: tokens[i] + " " + r.Owner, holders: map[string]int{}})
+		tallies = append(tallies, tally{req: r})
 		idx = append(idx, i)
 	}
 	if len(tallies) == 0 {
 		return out
 	}
-	n, q := len(c.nodes), c.quorum
+	c.lost.wait(ctx, func(yield func(string) bool) {
+		for k := range tallies {
+			if !yield(tallies[k].req.Key) {
+				return
+			}
+		}
+	})
+
+	// One backing array each for the keys, arguments and refusal times of
+	// all tallies: a batch of 10,000 keys costs a few allocations per key
+	// (its value and key names), not a dozen.
+	keyArr := make([]string, 3*len(tallies))
+	argArr := make([]any, 4*len(tallies))
+	freeArr := make([]time.Duration, n*len(tallies))
+	floor := any("0")
+	if c.opts.fencing {
+		floor = strconv.FormatInt(time.Now().UnixMicro(), 10)
+	}
+	var lastTTL, lastEpoch int64 = -1, -1
+	var ttlArg, epochArg any
+	for k := range tallies {
+		t := &tallies[k]
+		r := &t.req
+		t.value = tokens[idx[k]] + " " + r.Owner
+		tag := "{" + r.Key + "}"
+		t.keys = keyArr[3*k : 3*k+3 : 3*k+3]
+		t.keys[0], t.keys[1], t.keys[2] = tag+":lock", tag+":fence", tag+":epoch"
+		if ms := r.TTL.Milliseconds(); ms != lastTTL {
+			lastTTL, ttlArg = ms, ms
+		}
+		if r.Epoch != lastEpoch {
+			lastEpoch, epochArg = r.Epoch, r.Epoch
+		}
+		t.args = argArr[4*k : 4*k+4 : 4*k+4]
+		t.args[0], t.args[1], t.args[2], t.args[3] = t.value, ttlArg, epochArg, floor
+		t.freeIn = freeArr[n*k : n*k : n*k+n]
+	}
+
 	start := time.Now()
 	abandon := make(chan struct{})
 	calls := make([]call, len(tallies))
-	for k, t := range tallies {
-		calls[k] = call{script: acquireScript, keys: []string{t.keys.lock, t.keys.fence, t.keys.epoch},
-			args: []any{t.value, t.req.TTL.Milliseconds(), t.req.Epoch}}
+	for k := range tallies {
+		calls[k] = call{script: acquireScript, keys: tallies[k].keys, args: tallies[k].args}
 	}
 	ch, total := c.fanout(start, func(int) []call { return calls }, abandon)
-	timer := time.NewTimer(c.opts.timeout)
+	timeout := c.batchTimeout(len(tallies))
+	timer := time.NewTimer(timeout)
 	answered := make([]bool, n)
 	got := 0
 	undecided := len(tallies)
@@ -148,7 +234,8 @@ collect:
 			answered[a.node] = true
 			nd := c.nodes[a.node]
 			voting := c.voting(nd, time.Now())
-			for k, t := range tallies {
+			for k := range tallies {
+				t := &tallies[k]
 				wasDecided := t.decided(q, n)
 				c.countAcquire(t, nd, a, k, voting)
 				if !wasDecided && t.decided(q, n) {
@@ -156,7 +243,7 @@ collect:
 				}
 			}
 		case <-timer.C:
-			stopErr = timeoutErr(c.opts.timeout)
+			stopErr = timeoutErr(timeout)
 			break collect
 		case <-ctx.Done():
 			stopErr = ctx.Err()
@@ -168,7 +255,8 @@ collect:
 	if stopErr != nil {
 		for i, ok := range answered {
 			if !ok {
-				for _, t := range tallies {
+				for k := range tallies {
+					t := &tallies[k]
 					t.bad++
 					t.errs = append(t.errs, &NodeError{Node: c.nodes[i].name, Err: stopErr})
 				}
@@ -176,52 +264,95 @@ collect:
 			}
 		}
 	}
-	var winners []*tally
-	for _, t := range tallies {
-		if t.granted >= q {
-			winners = append(winners, t)
+	if c.opts.fencing {
+		// Usually the quorum's counters agree (each node raised its counter
+		// to the same time floor) and the token is known; otherwise a
+		// second round stores the highest one on a quorum.
+		var fence []*tally
+		for k := range tallies {
+			t := &tallies[k]
+			if t.granted < q {
+				continue
+			}
+			if t.fmin == t.fmax && t.fmax > t.seen {
+				t.fence, t.fenceOK = t.fmax, t.granted
+				continue
+			}
+			fence = append(fence, t)
+		}
+		if len(fence) > 0 {
+			c.fenceRound(ctx, fence)
 		}
 	}
-	if c.opts.fencing && len(winners) > 0 {
-		c.fenceRound(ctx, start, winners)
-	}
 	var losers []*tally
-	for k, t := range tallies {
+	for k := range tallies {
+		t := &tallies[k]
 		i := idx[k]
+		var err *RefusedError
 		switch {
 		case t.granted >= q && (!c.opts.fencing || t.fenceOK >= q):
 			v := c.validity(t.req.TTL, start)
 			if v <= 0 {
-				t.err = &RefusedError{Key: t.req.Key, Reason: ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
+				err = &RefusedError{Key: t.req.Key, Reason: ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
 					Detail: fmt.Sprintf("granted, but the round took %s and left no validity", time.Since(start).Round(time.Microsecond))}
 				break
 			}
-			l := &Lease{c: c, req: t.req, value: t.value, token: tokens[i], validUntil: start.Add(v)}
+			l := &Lease{c: c, req: t.req, value: t.value, token: strings.Clone(tokens[i]), validUntil: start.Add(v)}
 			if c.opts.fencing {
 				l.fence = t.fence
 			}
 			out[i].Lease = l
 			continue
 		case t.granted >= q:
-			t.err = &RefusedError{Key: t.req.Key, Reason: ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
+			err = &RefusedError{Key: t.req.Key, Reason: ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
 				Detail: fmt.Sprintf("granted, but only %d of %d nodes stored the fencing token", t.fenceOK, q)}
 		default:
-			t.err = c.refusal(t)
+			err = c.refusal(t)
 		}
-		out[i].Err = t.err
+		out[i].Err = err
 		losers = append(losers, t)
 	}
 	if len(losers) > 0 {
-		// Clean up everywhere, also where no answer came: each release is
-		// queued behind the acquire on the same node, so it is applied after
-		// it and no key is left behind.
-		rel := make([]call, len(losers))
-		for k, t := range losers {
-			rel[k] = call{script: releaseScript, keys: []string{t.keys.lock}, args: []any{t.value}}
-		}
-		c.fanout(time.Now(), func(int) []call { return rel }, nil)
+		c.cleanUp(start, losers)
 	}
 	return out
+}
+
+// cleanUp releases the lost attempts on every node that did not refuse
+// them, also where no answer came: each release is queued behind the
+// acquire on the same node, so it is applied after it and no key is left
+// behind. The next attempt on these keys from this client waits for it
+// (see lostKeys).
+func (c *Client) cleanUp(start time.Time, losers []*tally) {
+	perNode := make([][]call, len(c.nodes))
+	sendTo := 0
+	for i := range c.nodes {
+		for _, t := range losers {
+			if i < 64 && t.refused&(1<<i) != 0 {
+				continue
+			}
+			perNode[i] = append(perNode[i], call{script: releaseScript, keys: t.keys[:1], args: t.args[:1]})
+		}
+		if len(perNode[i]) > 0 {
+			sendTo++
+		}
+	}
+	end := time.Now()
+	cl := newCleanup(sendTo, c.batchTimeout(len(losers)))
+	for i, nd := range c.nodes {
+		if len(perNode[i]) == 0 {
+			continue
+		}
+		ok := nd.submit(&op{calls: perNode[i], reply: func([]*redis.Cmd, error) { cl.answered() }})
+		if !ok {
+			cl.answered()
+		}
+	}
+	keys := make([]string, len(losers))
+	for k, t := range losers {
+		keys[k] = t.req.Key
+	}
+	c.lost.remember(keys, cl, end, end.Sub(start), c.opts.timeout)
 }
 
 // countAcquire folds node nd's answer for tally k into t.
@@ -242,33 +373,59 @@ func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, voting bool) 
 	}
 	status := toInt64(vals[0])
 	t.done = max(t.done, toInt64(vals[1]))
-	t.fence = max(t.fence, toInt64(vals[2]))
+	fence := toInt64(vals[2])
 	v := VoteRefused
 	switch status {
 	case 1:
 		t.freeIn = append(t.freeIn, 0)
 		if voting {
 			t.granted++
+			if t.granted == 1 {
+				t.fmin, t.fmax = fence, fence
+			} else {
+				t.fmin, t.fmax = min(t.fmin, fence), max(t.fmax, fence)
+			}
 			v = VoteGranted
 		} else {
+			t.seen = max(t.seen, fence)
 			t.bad++
 			t.errs = append(t.errs, &NodeError{Node: nd.name, Err: ErrRestarted})
 			v = VoteNotVoting
 		}
 	case 2:
+		t.seen = max(t.seen, fence)
 		t.bad++
 		t.epochHit = true
+		t.markRefused(a.node)
 	default:
+		t.seen = max(t.seen, fence)
 		t.bad++
+		t.markRefused(a.node)
 		holder := toString(vals[3])
 		if _, owner, ok := cutValue(holder); ok {
 			holder = owner
 		}
-		t.holders[holder]++
+		found := false
+		for j := range t.holders {
+			if t.holders[j].owner == holder {
+				t.holders[j].n++
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.holders = append(t.holders, holderCount{owner: holder, n: 1})
+		}
 		t.freeIn = append(t.freeIn, time.Duration(max(toInt64(vals[4]), 0))*time.Millisecond)
 	}
 	if k == 0 {
 		c.vote(nd, "acquire", v, a.at)
+	}
+}
+
+func (t *tally) markRefused(node int) {
+	if node < 64 {
+		t.refused |= 1 << node
 	}
 }
 
@@ -291,9 +448,9 @@ func (c *Client) refusal(t *tally) *RefusedError {
 	case len(t.holders) > 0:
 		e.Reason = ErrHeld
 		best := 0
-		for h, cnt := range t.holders {
-			if cnt > best || (cnt == best && h < e.Holder) {
-				e.Holder, best = h, cnt
+		for _, h := range t.holders {
+			if h.n > best || (h.n == best && h.owner < e.Holder) {
+				e.Holder, best = h.owner, h.n
 			}
 		}
 		// Free on a quorum when the quorum-th smallest remaining TTL ends.
@@ -310,21 +467,24 @@ func (c *Client) refusal(t *tally) *RefusedError {
 	return e
 }
 
-// fenceRound picks each winner's token, max(seen+1, unix µs), and writes it
-// to the nodes while the lease is held there; a quorum must store it before
-// the lease is handed out.
-func (c *Client) fenceRound(ctx context.Context, start time.Time, winners []*tally) {
+// fenceRound is the second round for winners whose nodes returned
+// different fence counters: the token is max(highest counter, highest
+// other counter + 1, unix µs), written to the nodes while the lease is held
+// there; a quorum must store it before the lease is handed out.
+func (c *Client) fenceRound(ctx context.Context, winners []*tally) {
 	floor := time.Now().UnixMicro()
 	calls := make([]call, len(winners))
 	for k, t := range winners {
-		t.fence = max(t.fence+1, floor)
-		calls[k] = call{script: fenceScript, keys: []string{t.keys.lock, t.keys.fence}, args: []any{t.value, strconv.FormatInt(t.fence, 10)}}
+		t.fence = max(t.fmax, t.seen+1, floor)
+		t.fenceOK = 0
+		calls[k] = call{script: fenceScript, keys: t.keys[:2], args: []any{t.value, strconv.FormatInt(t.fence, 10)}}
 	}
 	abandon := make(chan struct{})
 	defer close(abandon)
 	fstart := time.Now()
 	ch, total := c.fanout(fstart, func(int) []call { return calls }, abandon)
-	timer := time.NewTimer(c.opts.timeout)
+	timeout := c.batchTimeout(len(winners))
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	q := c.quorum
 	pending := len(winners)

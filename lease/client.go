@@ -53,6 +53,7 @@ type Client struct {
 	nodes  []*node
 	quorum int
 	maxTTL atomic.Int64 // longest TTL requested, for the default restart guard
+	lost   lostKeys     // lost attempts the next attempt on their key waits for
 
 	closeOnce sync.Once
 	closed    atomic.Bool

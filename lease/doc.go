@@ -17,7 +17,9 @@
 //
 // is positive; it returns the moment that is decided (a quorum granted, or
 // so many refused or failed that a quorum is impossible, or the per-node
-// timeout, default 50 ms, ran out). On failure it releases on all nodes.
+// timeout, default 50 ms, ran out). On failure it releases on every node
+// that did not refuse, and this client's next attempt on the key waits for
+// that release and a random delay (see Client.Acquire).
 //
 // Requests to one node travel through one ordered lane: a pipelined round
 // at a time, in submission order. Answers that come too late are ignored,
@@ -52,11 +54,15 @@
 // closes Done before validity ends when renewals fail.
 //
 // Fencing tokens: every successful acquisition gets Fence() strictly
-// greater than the Fence of every earlier acquisition of the key whose
-// fencing round completed. Each node keeps a counter per key; the acquire
-// round returns it, the client picks max(max+1, unix microseconds) and
-// writes it to a quorum (only where it holds the lock) before the lease is
-// handed out. Say W nodes stored the earlier token (W >= N/2+1): any voting
+// greater than the Fence of every earlier acquisition of the key that was
+// handed out. Each node keeps a counter per key; a node that grants an
+// acquisition raises it in the same script, only where the lock is ours, to
+// max(counter+1, the client's unix microseconds) and returns it. When the
+// granting quorum returned one value (the usual case) that value, now
+// stored on a quorum, is the token; otherwise a second round writes the
+// highest value seen to a quorum (again only where the lock is ours) before
+// the lease is handed out. Either way a Lease's token is stored on a quorum
+// of nodes where it held the lock. Say W nodes stored the earlier token (W >= N/2+1): any voting
 // quorum of a later acquisition shares at least W-N/2 nodes with them, so
 // the counters alone guarantee the order while fewer than W-N/2 of those W
 // nodes lost their data (with W = N/2+1: none). A node that lost its data

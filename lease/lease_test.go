@@ -314,6 +314,72 @@ func TestContention(t *testing.T) {
 	}
 }
 
+// TestContentionProgress: independent clients (one connection per node
+// each) that loop on one key with single attempts, releasing at once when
+// they win, all make progress. Before a lost attempt's cleanup was awaited,
+// each node could go straight back to the client that held it and nobody
+// reached a quorum again (a livelock: 0 wins).
+func TestContentionProgress(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			t.Parallel()
+			cl := start(t, n)
+			const clients, winsEach = 8, 3
+			cs := make([]*lease.Client, clients)
+			for i := range cs {
+				cs[i] = votingClient(t, cl.URLs())
+			}
+			k := key(t)
+			ctx := ctxT(t, 60*time.Second)
+			var rec recorder
+			var wg sync.WaitGroup
+			errs := make(chan error, clients)
+			for i, c := range cs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					who := fmt.Sprintf("c%02d", i)
+					for won := 0; won < winsEach; {
+						l, err := c.Acquire(ctx, lease.Request{Key: k, TTL: 10 * time.Second, Owner: who})
+						if ctx.Err() != nil {
+							errs <- fmt.Errorf("%s won %d of %d times before the deadline", who, won, winsEach)
+							return
+						}
+						if err != nil {
+							if !errors.Is(err, lease.ErrNotObtained) {
+								errs <- fmt.Errorf("%s: %w", who, err)
+								return
+							}
+							continue
+						}
+						got := time.Now()
+						time.Sleep(100 * time.Microsecond)
+						end := time.Now()
+						if vu := l.ValidUntil(); vu.Before(end) {
+							end = vu
+						}
+						rec.add(who, got, end)
+						if err := l.Release(ctx); err != nil {
+							errs <- fmt.Errorf("%s release: %w", who, err)
+							return
+						}
+						won++
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if ov := rec.overlaps(); len(ov) > 0 {
+				t.Fatalf("%d overlapping holders, e.g. %s", len(ov), ov[0])
+			}
+		})
+	}
+}
+
 // TestSameOwnerTokenIsFresh: two clients with the same Owner text are
 // still different holders.
 func TestSameOwnerTokenIsFresh(t *testing.T) {
@@ -538,7 +604,9 @@ func TestObserver(t *testing.T) {
 	if votes["acquire"][lease.VoteGranted] < 2 || votes["acquire"][lease.VoteRefused] < 2 {
 		t.Errorf("acquire votes %v", votes["acquire"])
 	}
-	if votes["fence"][lease.VoteGranted] < 2 {
+	// The fencing token is raised by the acquire script itself; a "fence"
+	// round only follows when the nodes' counters disagreed.
+	if votes["fence"][lease.VoteFailed] > 0 {
 		t.Errorf("fence votes %v", votes["fence"])
 	}
 	if votes["extend"][lease.VoteGranted] < 2 || votes["release"][lease.VoteGranted] < 2 {

@@ -60,9 +60,12 @@ func WithRestartGuard(d time.Duration) Option { return func(o *options) { o.rest
 // show the double grant it allows.
 func WithoutRestartDetection() Option { return func(o *options) { o.detect = false } }
 
-// WithoutFencing skips the fencing-token round: acquisitions take one round
-// trip instead of two and Lease.Fence returns 0. Use it only when nothing
-// downstream checks tokens.
+// WithoutFencing turns fencing tokens off: the acquire script leaves the
+// key's counter alone, no second (fencing) round is ever needed, and
+// Lease.Fence returns 0. With fencing an acquisition usually takes one round
+// trip too (the script raises the counter); a second follows only when the
+// nodes' counters disagree. Use it only when nothing downstream checks
+// tokens.
 func WithoutFencing() Option { return func(o *options) { o.fencing = false } }
 
 // WithObserver installs hooks for metrics. Hooks are called synchronously
