@@ -2,8 +2,10 @@ package scheduler
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -330,7 +332,7 @@ func (s *Scheduler) loop(ctx, hard context.Context, wg *sync.WaitGroup) {
 		}
 		wait := time.Hour
 		if !at.IsZero() {
-			wait = max(s.until(at), 0)
+			wait = max(s.until(at)+s.fireOffset(at), 0)
 		}
 		timer.Reset(wait)
 		select {
@@ -343,7 +345,7 @@ func (s *Scheduler) loop(ctx, hard context.Context, wg *sync.WaitGroup) {
 			continue
 		case <-timer.C:
 		}
-		if at.IsZero() || s.now().Before(at) {
+		if at.IsZero() || s.now().Before(at.Add(s.fireOffset(at))) {
 			continue
 		}
 		var batch []*Job
@@ -359,14 +361,32 @@ func (s *Scheduler) loop(ctx, hard context.Context, wg *sync.WaitGroup) {
 	}
 }
 
+// fireOffset is how long after tick this host fires it: a value in
+// [0, fireSpread) derived from the host's id and the tick, the same on
+// every start of this host and different between hosts. Hosts that fired
+// at the same instant would often split the nodes' votes so that nobody
+// wins the first round; a different, small offset per host and tick lets
+// one of them (a different one from tick to tick) usually get there first.
+func (s *Scheduler) fireOffset(tick time.Time) time.Duration {
+	h := fnv.New64a()
+	h.Write([]byte(s.host))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(tick.UnixNano()))
+	h.Write(b[:])
+	return time.Duration(h.Sum64() % uint64(fireSpread))
+}
+
 const (
+	// fireSpread bounds fireOffset.
+	fireSpread = 3 * time.Millisecond
 	// splitRetries is how many times a loser that saw the tick held by
 	// another host retries after a short random delay instead of waiting
 	// for the holder's TTL (the votes may have split with no winner).
-	splitRetries = 3
-	// splitRetryMin and splitRetryJitter bound that delay.
-	splitRetryMin    = 30 * time.Millisecond
-	splitRetryJitter = 150 * time.Millisecond
+	// The delay is random in [0, splitRetryBase << attempt): the lease
+	// client already waits for the cleanup of the lost try, so a retry
+	// can come soon; the doubling spreads hosts that keep colliding.
+	splitRetries   = 6
+	splitRetryBase = 5 * time.Millisecond
 	// lastTryMargin is how long before the tick's deadline the last
 	// acquisition attempt is made.
 	lastTryMargin = 50 * time.Millisecond
@@ -462,7 +482,7 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 					// the holder, yet all of them release at once. Retry
 					// after a short random delay (as Redlock advises)
 					// before trusting the holder's TTL.
-					wait = min(wait, splitRetryMin+rand.N(splitRetryJitter))
+					wait = min(wait, rand.N(splitRetryBase<<attempt)+time.Millisecond)
 				}
 			case ok && ht > tick.Unix():
 				log.Info("a newer tick is already running; skipping this one", "holder_tick", time.Unix(ht, 0).UTC().Format(time.RFC3339), "holder", hh)

@@ -161,7 +161,7 @@ func (b *bench) writeFindings(w io.Writer) {
 		cc := stats.Median(durs(b3.cpuClient))
 		rc := stats.Median(durs(b3.cpuRedis))
 		fmt.Fprintf(w, "**%d leases on one tick.** Every daemon takes one pipelined round per node, also with fencing (the proxies count it). "+
-			"The decision timeout of a batch now grows with it (per-node timeout + 20 µs for every key after the first: %s for %d keys with the default 50 ms). ",
+			"The decision timeout of a batch now grows with it (per-node timeout + 100 µs for every key after the first: %s for %d keys with the default 50 ms). ",
 			b3.keys, fmtDur(batchTimeout(50*time.Millisecond, b3.keys)), b3.keys)
 		if b50 != nil {
 			fmt.Fprintf(w, "With the default timeout 3 daemons took %s and %d keys were won (%d failed): ", fmtDur(time.Duration(stats.Median(durs(b50.decided)))), medInt(b50.wins), medInt(b50.failed))

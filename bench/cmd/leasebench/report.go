@@ -236,9 +236,9 @@ func (b *bench) writeTargets(w io.Writer) {
 }
 
 // batchTimeout mirrors lease's decision timeout of a batch: the per-node
-// timeout plus 20 µs for every key after the first.
+// timeout plus 100 µs for every key after the first.
 func batchTimeout(perNode time.Duration, keys int) time.Duration {
-	return perNode + time.Duration(max(keys-1, 0))*20*time.Microsecond
+	return perNode + time.Duration(max(keys-1, 0))*100*time.Microsecond
 }
 
 func (d daemonResults) floorText() string {
