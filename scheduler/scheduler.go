@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/supervisor"
 	"github.com/leasecron/leasecron/lease"
 )
 
@@ -52,6 +53,11 @@ type Scheduler struct {
 	cfg atomic.Pointer[Config]
 
 	reload chan struct{}
+
+	// spares are supervisors started ahead of the next tick (see
+	// spareLoop); spareWake asks spareLoop to refill them.
+	spares    chan *supervisor.Spare
+	spareWake chan struct{}
 
 	mu      sync.Mutex
 	running map[string]*runState // by job name
@@ -90,6 +96,9 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		base:    cfg,
 		reload:  make(chan struct{}, 1),
 		running: map[string]*runState{},
+
+		spares:    make(chan *supervisor.Spare, maxSpares),
+		spareWake: make(chan struct{}, 1),
 	}
 	m := opts.Metrics
 	lopts := []lease.Option{
@@ -151,9 +160,11 @@ func (s *Scheduler) Reload(cfg *Config) error {
 	c := *cfg
 	c.Redis, c.Lease, c.ID = s.base.Redis, s.base.Lease, s.base.ID
 	s.cfg.Store(&c)
-	select {
-	case s.reload <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{s.reload, s.spareWake} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 	if len(keep) > 0 {
 		return fmt.Errorf("reload: changes to %s need a restart; kept the running values", strings.Join(keep, " and "))
@@ -236,10 +247,14 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	defer stopHard()
 	var wg sync.WaitGroup
 
-	wg.Add(1)
+	wg.Add(2)
 	go func() { // health checker: metrics, STATUS= line
 		defer wg.Done()
 		s.healthLoop(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.spareLoop(ctx)
 	}()
 
 	s.loop(ctx, hard, &wg)

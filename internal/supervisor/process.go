@@ -110,19 +110,47 @@ type Process struct {
 // Errors: ErrDeadlinePassed if spec.Deadline is not in the future, ErrStart
 // if the program cannot be started, and wrapped exec errors if self cannot.
 func Start(ctx context.Context, self string, spec Spec) (*Process, error) {
+	if err := checkSpec(ctx, spec); err != nil {
+		return nil, err
+	}
+	sp, err := Prepare(self)
+	if err != nil {
+		return nil, err
+	}
+	return sp.Start(ctx, spec)
+}
+
+// checkSpec rejects a spec that cannot start, and a cancelled ctx.
+func checkSpec(ctx context.Context, spec Spec) error {
 	if spec.Path == "" {
-		return nil, fmt.Errorf("%w: empty Path", ErrInvalidSpec)
+		return fmt.Errorf("%w: empty Path", ErrInvalidSpec)
 	}
 	if spec.KillGrace < 0 {
-		return nil, fmt.Errorf("%w: negative KillGrace %v", ErrInvalidSpec, spec.KillGrace)
+		return fmt.Errorf("%w: negative KillGrace %v", ErrInvalidSpec, spec.KillGrace)
 	}
 	if now := MonoNow(); spec.Deadline <= now {
-		return nil, fmt.Errorf("%w: %v ago", ErrDeadlinePassed, time.Duration(now-spec.Deadline))
+		return fmt.Errorf("%w: %v ago", ErrDeadlinePassed, time.Duration(now-spec.Deadline))
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("supervisor: start: %w", err)
+		return fmt.Errorf("supervisor: start: %w", err)
 	}
+	return nil
+}
 
+// Spare is a supervisor started ahead of time: the process runs and waits
+// for the job it is to start, so that starting a job at a tick costs one
+// exec (the job's) instead of two. A Spare is used once, by Start, or
+// dropped with Close; an unused Spare's supervisor exits when Close is
+// called or the daemon dies (its spec pipe closes).
+type Spare struct {
+	p     *Process
+	specW *os.File
+	self  string
+}
+
+// Prepare starts a supervisor (the executable self with the single
+// argument [Arg]) that waits for its job; hand it one with Spare.Start.
+func Prepare(self string) (*Spare, error) {
 	var pipes [5][2]*os.File // spec, control, status, stdout, stderr: {read, write}
 	closeAll := func() {
 		for _, p := range pipes {
@@ -175,6 +203,40 @@ func Start(ctx context.Context, self string, spec Spec) (*Process, error) {
 	}
 	go p.readStatus(statR) // ends when the supervisor exits
 
+	return &Spare{p: p, specW: specW, self: self}, nil
+}
+
+// Close stops an unused Spare's supervisor and waits for it to exit. It
+// is a no-op after Start.
+func (sp *Spare) Close() error {
+	if sp.specW == nil {
+		return nil
+	}
+	_ = sp.specW.Close() // the supervisor reads EOF and exits
+	sp.specW = nil
+	_ = sp.p.Close()
+	_, _ = sp.p.Wait()
+	_ = sp.p.stdout.Close()
+	_ = sp.p.stderr.Close()
+	return nil
+}
+
+// Start has the spare supervisor start the job described by spec, with the
+// semantics and errors of the package-level Start. A Spare can start one
+// job (a spec that fails the checks before the supervisor sees it, such as
+// a deadline already passed, leaves it unused); a later call fails. A
+// Spare is not safe for concurrent use. When the spare's supervisor is gone (killed
+// while it waited), Start fails with an error that is neither
+// ErrDeadlinePassed nor ErrStart; the caller may start afresh.
+func (sp *Spare) Start(ctx context.Context, spec Spec) (*Process, error) {
+	if sp.specW == nil {
+		return nil, errors.New("supervisor: spare already used or closed")
+	}
+	if err := checkSpec(ctx, spec); err != nil {
+		return nil, err // the spare stays unused
+	}
+	p, specW, self := sp.p, sp.specW, sp.self
+	sp.specW = nil
 	data, _ := json.Marshal(wireSpec{
 		Path:      spec.Path,
 		Args:      spec.Args,
