@@ -82,7 +82,7 @@ func (b *bench) writeBeforeAfter(w io.Writer) {
 		}
 	}
 	if d := b.daemon; d.skipped == "" && d.ticks > 0 {
-		t.add("daemon tick-to-start, 3 daemons × 5 nodes, 8 jobs: p50, p99 (scheduler change: spare supervisors)",
+		t.add("daemon tick-to-start, 3 daemons × 5 nodes, 8 jobs: p50, p99 (before = the run of 2026-11-23 at 3882740, without spare supervisors)",
 			fmt.Sprintf("%s, %s", fmtDur(before.tickP50), fmtDur(before.tickP99)), fmt.Sprintf("%s, %s", fmtDur(d.p50), fmtDur(d.p99)))
 	}
 	if len(t.rows) == 0 {
