@@ -74,6 +74,7 @@ func runOf(t *testing.T, h *History, pid int) Run {
 // TestExactlyOnce: 3 daemons on 5 nodes, no faults: every tick of a 2 s
 // job runs exactly once, to its end, runs never overlap, tokens increase.
 func TestExactlyOnce(t *testing.T) {
+	t.Parallel() // no faults: shares the machine with the other parallel fleets
 	cfg := DefaultConfig()
 	cfg.Jobs = []Job{{Name: "report", Every: 2 * time.Second, Sleep: 500 * time.Millisecond}}
 	f := New(t, binaries(t), cfg)
@@ -93,6 +94,7 @@ func TestExactlyOnce(t *testing.T) {
 // Short jobs are neither re-run by the lagging host nor run twice because
 // the leading one fired early.
 func TestClockSkew(t *testing.T) {
+	t.Parallel() // no faults: shares the machine with the other parallel fleets
 	cfg := DefaultConfig()
 	cfg.Jobs = []Job{{Name: "short", Every: 2 * time.Second, Sleep: 300 * time.Millisecond}}
 	cfg.Args = func(i int) []string {
@@ -312,6 +314,7 @@ func TestSIGTERMTakeover(t *testing.T) {
 // TestReload: SIGHUP with a broken config keeps the old schedule running
 // (and says why in the log); a good config then adds a job that runs.
 func TestReload(t *testing.T) {
+	t.Parallel() // no faults: shares the machine with the other parallel fleets
 	cfg := DefaultConfig()
 	cfg.Nodes, cfg.Daemons = 3, 2
 	every := 2 * time.Second
@@ -369,6 +372,7 @@ func TestReload(t *testing.T) {
 // on past its lease, and the oracle must report the overlap with the
 // takeover run.
 func TestNegativeControlNoSupervisorKill(t *testing.T) {
+	t.Parallel() // the overlap it must find does not hinge on tight timing
 	cfg := DefaultConfig()
 	cfg.Env = []string{"LEASECRON_TEST_NO_SUPERVISOR_KILL=1"}
 	cfg.Orphans = true
@@ -464,6 +468,7 @@ func TestNodesRestartEmpty(t *testing.T) {
 // lagging host win the tick on the emptied nodes while the first run is
 // still alive, and the oracle must report the overlap.
 func TestNegativeControlNoRestartDetection(t *testing.T) {
+	t.Parallel() // the overlap it must find does not hinge on tight timing
 	f, r1, _ := restartScenario(t, true)
 	cfg := f.Config()
 	f.WaitRun("a second run of the tick by h1", 2*cfg.TTL+5*time.Second, func(r Run) bool {

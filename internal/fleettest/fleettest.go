@@ -70,6 +70,10 @@ type Job struct {
 type Config struct {
 	Nodes   int // redis-server nodes
 	Daemons int // leasecron daemons (hosts h0, h1, ...)
+	// AOFNodes of the nodes (the last ones) keep an append-only file
+	// with appendfsync always, so they restart with every acknowledged
+	// write; the others restart empty.
+	AOFNodes int
 
 	TTL           time.Duration
 	Renew         time.Duration
@@ -154,7 +158,16 @@ func New(t testing.TB, bins Binaries, cfg Config) *Fleet {
 	cfg.fill()
 	dir := t.TempDir()
 	f := &Fleet{t: t, bins: bins, cfg: cfg, Dir: dir, LogPath: filepath.Join(dir, "runs.jsonl")}
-	f.Redis = redistest.Start(t, cfg.Nodes)
+	switch {
+	case cfg.AOFNodes <= 0:
+		f.Redis = redistest.Start(t, cfg.Nodes)
+	case cfg.AOFNodes >= cfg.Nodes:
+		f.Redis = redistest.Start(t, cfg.Nodes, redistest.WithAOF())
+	default:
+		plain := redistest.Start(t, cfg.Nodes-cfg.AOFNodes)
+		aof := redistest.Start(t, cfg.AOFNodes, redistest.WithAOF())
+		f.Redis = &redistest.Cluster{Nodes: append(plain.Nodes, aof.Nodes...)}
+	}
 	// A node that came up less than a TTL ago does not vote.
 	f.VotingAt = time.Now().Add(cfg.TTL + time.Second)
 	for i := 0; i < cfg.Daemons; i++ {

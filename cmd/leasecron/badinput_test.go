@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/redistest"
+)
+
+// Bad input that only shows when the nodes are contacted: a wrong
+// password, a node that is a replica, a node nobody listens on. check
+// cannot see these (it does not contact Redis); trigger and status must
+// fail with exit code 1, say which node and why, never print the password,
+// and run nothing; a daemon must run nothing and say why in its log.
+
+const badInputPassword = "s3cretPW"
+
+// markerJob is a config with one job that, if it ever ran, would create
+// the returned marker file.
+func markerJob(t *testing.T, nodes []string, every string) (config, marker string) {
+	t.Helper()
+	marker = filepath.Join(t.TempDir(), "ran")
+	var b strings.Builder
+	b.WriteString("redis:\n  nodes:\n")
+	for _, n := range nodes {
+		fmt.Fprintf(&b, "    - %q\n", n)
+	}
+	// A short TTL, so a restart guard would not be what stops the job.
+	fmt.Fprintf(&b, "lease:\n  ttl: 3s\n  renew: 1s\ndefaults:\n  kill_grace: 500ms\njobs:\n  - name: marker\n    schedule: %q\n    command: [\"/bin/touch\", %q]\n", every, marker)
+	return b.String(), marker
+}
+
+// badNodes are node lists that cannot give a lease, each with what the
+// error must mention.
+func badNodes(t *testing.T) []struct {
+	name  string
+	nodes []string
+	want  string
+} {
+	t.Helper()
+	pw := redistest.Start(t, 1, redistest.WithPassword(badInputPassword))
+	addr := pw.Nodes[0].Addr()
+	pair := redistest.Start(t, 2)
+	host, port, _ := net.SplitHostPort(pair.Nodes[0].Addr())
+	if err := pair.Nodes[1].Client().ReplicaOf(context.Background(), host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there any more
+	return []struct {
+		name  string
+		nodes []string
+		want  string
+	}{
+		{"wrong password", []string{"redis://:wr0ng@" + addr + "/0"}, addr},
+		{"no password", []string{"redis://" + addr + "/0"}, addr},
+		{"replica", []string{pair.URLs()[1]}, "replica"},
+		{"replicas are not a quorum", []string{pair.URLs()[1], "redis://:wr0ng@" + addr + "/0", "redis://" + dead + "/0"}, "replica"},
+		{"unreachable", []string{"redis://" + dead + "/0"}, dead},
+	}
+}
+
+func TestBadNodesTriggerAndStatus(t *testing.T) {
+	for _, tc := range badNodes(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			config, marker := markerJob(t, tc.nodes, "@hourly")
+			path := writeConfig(t, config)
+
+			if code, out, errOut := cli(t, "check", "-c", path); code != 0 {
+				t.Fatalf("check: exit %d (the config itself is fine), stdout %q, stderr:\n%s", code, out, errOut)
+			}
+
+			start := time.Now()
+			code, out, errOut := cli(t, "trigger", "marker", "-c", path)
+			if code != exitFailure {
+				t.Errorf("trigger: exit %d, want %d; stderr:\n%s", code, exitFailure, errOut)
+			}
+			if out != "" {
+				t.Errorf("trigger printed a run record although the job cannot have run:\n%s", out)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("trigger: stderr does not mention %q:\n%s", tc.want, errOut)
+			}
+			if strings.Contains(errOut, badInputPassword) || strings.Contains(errOut, "wr0ng") {
+				t.Errorf("trigger: stderr shows a password:\n%s", errOut)
+			}
+			t.Logf("trigger failed after %s: %s", time.Since(start).Round(time.Millisecond), lastLine(errOut))
+
+			code, out, errOut = cli(t, "status", "-c", path, "--timeout", "5s")
+			if code != exitFailure {
+				t.Errorf("status: exit %d, want %d; stderr:\n%s", code, exitFailure, errOut)
+			}
+			if !strings.Contains(out+errOut, tc.want) {
+				t.Errorf("status does not mention %q:\nstdout:\n%s\nstderr:\n%s", tc.want, out, errOut)
+			}
+			if strings.Contains(out+errOut, badInputPassword) || strings.Contains(out+errOut, "wr0ng") {
+				t.Errorf("status shows a password:\n%s%s", out, errOut)
+			}
+
+			if _, err := os.Stat(marker); err == nil {
+				t.Errorf("the job ran")
+			}
+		})
+	}
+}
+
+// TestBadNodesRunRunsNothing: a daemon whose nodes cannot give a lease
+// keeps running (a node may be fixed without restarting the fleet) but
+// runs no job, says why in its log, and stops cleanly.
+func TestBadNodesRunRunsNothing(t *testing.T) {
+	for _, tc := range badNodes(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			config, marker := markerJob(t, tc.nodes, "@every 1s")
+			d := startDaemon(t, "-c", writeConfig(t, config), "--log-format", "json")
+			d.notes.await(t, "READY=1")
+			time.Sleep(3500 * time.Millisecond) // three ticks
+			if code := d.stop(t); code != 0 {
+				t.Errorf("exit %d after a clean stop; log:\n%s", code, d.stderr)
+			}
+			log := d.stderr.String()
+			if _, err := os.Stat(marker); err == nil {
+				t.Errorf("the job ran; log:\n%s", log)
+			}
+			if !strings.Contains(log, "no quorum") || !strings.Contains(log, tc.want) {
+				t.Errorf("the log does not say there is no quorum because of %q:\n%s", tc.want, log)
+			}
+			if strings.Contains(log, badInputPassword) || strings.Contains(log, "wr0ng") {
+				t.Errorf("the log shows a password")
+			}
+		})
+	}
+}
+
+// TestBadConfigNothingRuns: every invalid config of the scheduler's
+// testdata, and a few more, make run and trigger fail at once with exit
+// code 2, naming the file, before anything starts.
+func TestBadConfigNothingRuns(t *testing.T) {
+	files, _ := filepath.Glob("../../scheduler/testdata/bad_*.yaml")
+	more := map[string]string{
+		"zero ttl":          unreachable + "lease:\n  ttl: 0s\njobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
+		"negative timeout":  unreachable + "jobs:\n  - {name: a, schedule: '@hourly', shell: 'true', timeout: -5s}\n",
+		"zero renew":        unreachable + "lease:\n  renew: 0s\njobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
+		"malformed node":    "redis:\n  nodes: ['redis://127.0.0.1:99999/0']\njobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
+		"node without host": "redis:\n  nodes: ['redis:///0']\njobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
+		"no jobs key value": unreachable + "jobs: 3\n",
+		"tabs in yaml":      "redis:\n\tnodes: []\n",
+		"empty file":        "",
+	}
+	dir := t.TempDir()
+	for name, text := range more {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, p)
+	}
+	if len(files) < len(more)+5 {
+		t.Fatalf("only %d bad configs found", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			for _, args := range [][]string{{"check", "-c", f}, {"run", "-c", f}, {"trigger", "-c", f, "a"}} {
+				start := time.Now()
+				code, out, errOut := cli(t, args...)
+				if code != exitUsage || !strings.Contains(errOut, f) {
+					t.Errorf("%s: exit %d, want %d, and the file named; stdout %q, stderr:\n%s", args[0], code, exitUsage, out, errOut)
+				}
+				if took := time.Since(start); took > 5*time.Second {
+					t.Errorf("%s: took %s to reject the config", args[0], took)
+				}
+			}
+		})
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}

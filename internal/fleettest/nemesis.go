@@ -1,0 +1,486 @@
+package fleettest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FaultKind names one kind of fault the nemesis applies.
+type FaultKind string
+
+// The faults of the nemesis. Every one is bounded in time: it is applied,
+// held for a while, and healed before the next one starts.
+const (
+	// KillMinority SIGKILLs 1 or 2 of the 5 nodes, holds, restarts them
+	// (empty, or from their AOF).
+	KillMinority FaultKind = "kill-minority"
+	// KillMajority SIGKILLs 3 nodes, holds, restarts them.
+	KillMajority FaultKind = "kill-majority"
+	// RestartEmpty kills and at once restarts 1 or 2 of the nodes without
+	// persistence: they come back empty.
+	RestartEmpty FaultKind = "restart-empty"
+	// RestartAOF kills and at once restarts 1 to 3 of the nodes with
+	// appendfsync always: they come back with every acknowledged write.
+	RestartAOF FaultKind = "restart-aof"
+	// Slow5ms delays every byte between all daemons and one node by 5 ms
+	// each way.
+	Slow5ms FaultKind = "slow-5ms"
+	// Slow50ms delays one node by 50 ms each way (the node then answers
+	// later than the per-node timeout).
+	Slow50ms FaultKind = "slow-50ms"
+	// Partition cuts one daemon's links to a majority (3) of the nodes.
+	Partition FaultKind = "partition"
+	// Pause SIGSTOPs a daemon (the one running a job, if any) for longer
+	// than the TTL, then SIGCONTs it.
+	Pause FaultKind = "pause"
+	// KillDaemon SIGKILLs a daemon (the one running a job, if any) and
+	// starts it again a moment later.
+	KillDaemon FaultKind = "kill-daemon"
+	// Skew restarts a daemon with its clock offset by ±0.3..1.5 s
+	// (--test-clock-offset), holds, and restarts it with the right clock.
+	Skew FaultKind = "skew"
+	// Swizzle cuts every daemon-node link one by one in random order,
+	// then heals them one by one in another random order.
+	Swizzle FaultKind = "swizzle"
+)
+
+// AllFaults is every fault kind, in the order the nemesis draws them from.
+var AllFaults = []FaultKind{KillMinority, KillMajority, RestartEmpty, RestartAOF, Slow5ms, Slow50ms,
+	Partition, Pause, KillDaemon, Skew, Swizzle}
+
+// maxSkew bounds the clock offsets the Skew fault gives a daemon.
+const maxSkew = 1500 * time.Millisecond
+
+// Fault is one fault the nemesis applied.
+type Fault struct {
+	N      int // 1, 2, ... in order
+	Kind   FaultKind
+	Target string // what it hit, e.g. "nodes 0,3 (0 empty, 3 aof)" or "h1 (running long)"
+	Start  time.Time
+	End    time.Time // healed
+	// LosesData is set when a node without persistence was restarted.
+	LosesData bool
+}
+
+// String renders the fault on one line.
+func (f Fault) String() string {
+	return fmt.Sprintf("#%d %s-%s (%s) %s: %s", f.N, fmtT(f.Start), fmtT(f.End),
+		f.End.Sub(f.Start).Round(time.Millisecond), f.Kind, f.Target)
+}
+
+// NemesisOptions configure a nemesis.
+type NemesisOptions struct {
+	Seed     uint64        // the schedule is a function of the seed
+	Duration time.Duration // no fault starts after Duration
+	Kinds    []FaultKind   // the faults to draw from; nil: AllFaults
+	// MinGap and MaxGap bound the quiet time between two faults
+	// (defaults 1s and 3s).
+	MinGap, MaxGap time.Duration
+	// Scale multiplies every fault's hold time (default 1).
+	Scale float64
+	// After every CalmEvery faults (0: never) the nemesis rests for
+	// CalmFor, so that liveness has fault-free windows to be checked in.
+	CalmEvery int
+	CalmFor   time.Duration
+	// Logf, if set, gets a line per fault as it is applied and healed.
+	Logf func(format string, args ...any)
+}
+
+// Nemesis applies faults to a fleet on a schedule drawn from a seeded
+// random source: the kinds, node sets, daemons, hold times, clock offsets,
+// link orders and gaps are all drawn the same way for the same seed, so a
+// schedule is reproducible by its seed. (Pause and KillDaemon hit the
+// daemon running a job when there is one, so their target follows the
+// fleet's state; they draw their fallback daemon all the same.)
+//
+// Faults run one at a time, each held for a bounded time and healed before
+// the next. Only the nodes without persistence lose data, and there are
+// fewer of them than a quorum; a fault that restarts one of them starts no
+// sooner than SafeGap after the previous fault ended, so every tick
+// completed on fewer than all nodes has passed its deadline by then. That
+// keeps the schedule inside the preconditions of the guarantees (see
+// RELIABILITY.md): no quorum of nodes loses a completion mark while it
+// matters.
+//
+// Use it from the test's goroutine: the fleet's methods fail the test.
+type Nemesis struct {
+	f    *Fleet
+	opts NemesisOptions
+	rng  *rand.Rand
+	// SafeGap is the quiet time a data-losing fault waits for after the
+	// previous fault: the longest tick deadline, the largest clock skew,
+	// the TTL and a second.
+	SafeGap time.Duration
+	Faults  []Fault
+	lastEnd time.Time
+}
+
+// NewNemesis prepares a nemesis for f.
+func NewNemesis(f *Fleet, opts NemesisOptions) *Nemesis {
+	if len(opts.Kinds) == 0 {
+		opts.Kinds = AllFaults
+	}
+	if opts.MinGap == 0 {
+		opts.MinGap = time.Second
+	}
+	if opts.MaxGap < opts.MinGap {
+		opts.MaxGap = opts.MinGap + 2*time.Second
+	}
+	if opts.Scale == 0 {
+		opts.Scale = 1
+	}
+	cfg := f.Config()
+	var deadline time.Duration
+	for _, j := range cfg.Jobs {
+		d := j.Deadline
+		if d == 0 {
+			d = j.Every
+		}
+		deadline = max(deadline, d)
+	}
+	return &Nemesis{
+		f: f, opts: opts,
+		rng:     rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6c65617365)),
+		SafeGap: deadline + maxSkew + cfg.TTL + time.Second,
+	}
+}
+
+// draw is everything one fault may need from the random source, drawn the
+// same way whatever the fault, so a schedule depends on the seed alone.
+type draw struct {
+	kind     FaultKind
+	a, b, c  float64 // uniform in [0,1): counts, hold times, offsets, signs
+	nodes    []int   // a permutation of the nodes
+	daemon   int
+	links    []int // a permutation of the (daemon, node) links: cut order
+	heal     []int // another: heal order
+	gapAfter time.Duration
+}
+
+func (n *Nemesis) next() draw {
+	cfg := n.f.Config()
+	d := draw{
+		kind:   n.opts.Kinds[n.rng.IntN(len(n.opts.Kinds))],
+		a:      n.rng.Float64(),
+		b:      n.rng.Float64(),
+		c:      n.rng.Float64(),
+		nodes:  n.rng.Perm(cfg.Nodes),
+		daemon: n.rng.IntN(cfg.Daemons),
+		links:  n.rng.Perm(cfg.Nodes * cfg.Daemons),
+		heal:   n.rng.Perm(cfg.Nodes * cfg.Daemons),
+	}
+	d.gapAfter = n.opts.MinGap + time.Duration(n.rng.Float64()*float64(n.opts.MaxGap-n.opts.MinGap))
+	return d
+}
+
+// hold scales a hold time: base + frac*span.
+func (n *Nemesis) hold(base, span time.Duration, frac float64) time.Duration {
+	return time.Duration(float64(base+time.Duration(frac*float64(span))) * n.opts.Scale)
+}
+
+// Run applies faults until opts.Duration has passed since it was called
+// and returns them. Every fault is healed when it returns.
+func (n *Nemesis) Run() []Fault {
+	n.f.t.Helper()
+	end := time.Now().Add(n.opts.Duration)
+	for time.Now().Before(end) {
+		d := n.next()
+		if n.losesData(d) {
+			if wait := time.Until(n.lastEnd.Add(n.SafeGap)); wait > 0 {
+				if time.Now().Add(wait).After(end) {
+					break
+				}
+				time.Sleep(wait)
+			}
+		}
+		ft := n.apply(d)
+		ft.N = len(n.Faults) + 1
+		n.Faults = append(n.Faults, ft)
+		n.lastEnd = ft.End
+		if n.opts.Logf != nil {
+			n.opts.Logf("nemesis: %s", ft)
+		}
+		gap := d.gapAfter
+		if n.opts.CalmEvery > 0 && len(n.Faults)%n.opts.CalmEvery == 0 {
+			gap = max(gap, n.opts.CalmFor)
+		}
+		if time.Now().Add(gap).After(end) {
+			break
+		}
+		time.Sleep(gap)
+	}
+	return n.Faults
+}
+
+// plain reports whether node i runs without persistence.
+func (n *Nemesis) plain(i int) bool {
+	cfg := n.f.Config()
+	return i < cfg.Nodes-cfg.AOFNodes
+}
+
+func (n *Nemesis) plainNodes() []int {
+	var out []int
+	for i := range n.f.Config().Nodes {
+		if n.plain(i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (n *Nemesis) aofNodes() []int {
+	var out []int
+	for i := range n.f.Config().Nodes {
+		if !n.plain(i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// nodesFor returns the nodes fault d hits.
+func (n *Nemesis) nodesFor(d draw) []int {
+	pick := func(from []int, k int) []int {
+		// from, in the order of the drawn permutation
+		in := map[int]bool{}
+		for _, i := range from {
+			in[i] = true
+		}
+		var out []int
+		for _, i := range d.nodes {
+			if in[i] && len(out) < k {
+				out = append(out, i)
+			}
+		}
+		sort.Ints(out)
+		return out
+	}
+	cfg := n.f.Config()
+	quorum := cfg.Nodes/2 + 1
+	all := d.nodes
+	switch d.kind {
+	case KillMinority:
+		return pick(all, 1+int(d.a*float64(quorum-1)))
+	case KillMajority:
+		return pick(all, quorum)
+	case RestartEmpty:
+		return pick(n.plainNodes(), 1+int(d.a*float64(len(n.plainNodes()))))
+	case RestartAOF:
+		return pick(n.aofNodes(), 1+int(d.a*float64(min(quorum, len(n.aofNodes())))))
+	case Slow5ms, Slow50ms:
+		return pick(all, 1)
+	case Partition:
+		return pick(all, quorum)
+	}
+	return nil
+}
+
+func (n *Nemesis) losesData(d draw) bool {
+	for _, i := range n.nodesFor(d) {
+		if n.plain(i) && (d.kind == KillMinority || d.kind == KillMajority || d.kind == RestartEmpty) {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Nemesis) describeNodes(nodes []int) string {
+	parts := make([]string, len(nodes))
+	for i, x := range nodes {
+		kind := "aof"
+		if n.plain(x) {
+			kind = "empty"
+		}
+		parts[i] = fmt.Sprintf("%d(%s)", x, kind)
+	}
+	return "nodes " + strings.Join(parts, ",")
+}
+
+// busyDaemon returns the daemon running the youngest live run (preferring
+// runs that have a while to go), or the drawn fallback.
+func (n *Nemesis) busyDaemon(fallback int) (*Daemon, string) {
+	h := n.f.History()
+	now := time.Now()
+	var best *Run
+	for i := range h.Runs {
+		r := &h.Runs[i]
+		if r.Ended() || r.Term || now.Sub(r.Last) > 200*time.Millisecond {
+			continue
+		}
+		if d := n.f.Daemon(r.Host); d == nil || !d.Running() {
+			continue
+		}
+		if best == nil || r.Start.After(best.Start) {
+			best = r
+		}
+	}
+	if best != nil {
+		return n.f.Daemon(best.Host), fmt.Sprintf("%s (running %s tick %s for %s)", best.Host, best.Job,
+			time.Unix(best.Tick, 0).UTC().Format("15:04:05"), now.Sub(best.Start).Round(time.Millisecond))
+	}
+	d := n.f.Daemons[fallback]
+	return d, d.Name + " (idle)"
+}
+
+// apply applies fault d, holds it and heals it.
+func (n *Nemesis) apply(d draw) Fault {
+	f := n.f
+	f.t.Helper()
+	cfg := f.Config()
+	ft := Fault{Kind: d.kind, Start: time.Now()}
+	nodes := n.nodesFor(d)
+	switch d.kind {
+	case KillMinority, KillMajority:
+		hold := n.hold(time.Second, 4*time.Second, d.b)
+		if d.kind == KillMajority {
+			hold = n.hold(time.Second, 3*time.Second, d.b)
+		}
+		ft.Target = fmt.Sprintf("%s down for %s", n.describeNodes(nodes), hold.Round(time.Millisecond))
+		for _, i := range nodes {
+			f.Redis.Nodes[i].Kill()
+		}
+		time.Sleep(hold)
+		for _, i := range nodes {
+			f.Redis.Nodes[i].Restart()
+		}
+		ft.LosesData = n.losesData(d)
+	case RestartEmpty, RestartAOF:
+		ft.Target = n.describeNodes(nodes) + " restarted at once"
+		for _, i := range nodes {
+			f.Redis.Nodes[i].Kill()
+		}
+		for _, i := range nodes {
+			f.Redis.Nodes[i].Restart()
+		}
+		ft.LosesData = n.losesData(d)
+	case Slow5ms, Slow50ms:
+		delay := 5 * time.Millisecond
+		if d.kind == Slow50ms {
+			delay = 50 * time.Millisecond
+		}
+		hold := n.hold(2*time.Second, 6*time.Second, d.b)
+		ft.Target = fmt.Sprintf("node %d +%s each way for %s", nodes[0], delay, hold.Round(time.Millisecond))
+		for di := range f.Daemons {
+			f.Proxy(di, nodes[0]).SetDelay(delay)
+		}
+		time.Sleep(hold)
+		for di := range f.Daemons {
+			f.Proxy(di, nodes[0]).SetDelay(0)
+		}
+	case Partition:
+		dm, who := n.busyDaemon(d.daemon)
+		// Shorter than the daemon's completion retry (5 s), so a run that
+		// ends during the partition can still record its completion.
+		hold := n.hold(500*time.Millisecond, 4*time.Second, d.b)
+		ft.Target = fmt.Sprintf("%s cut from %s for %s", who, n.describeNodes(nodes), hold.Round(time.Millisecond))
+		for _, i := range nodes {
+			f.Proxy(dm.Index, i).Cut()
+		}
+		time.Sleep(hold)
+		for _, i := range nodes {
+			f.Proxy(dm.Index, i).Heal()
+		}
+	case Pause:
+		dm, who := n.busyDaemon(d.daemon)
+		hold := cfg.TTL + n.hold(200*time.Millisecond, 1500*time.Millisecond, d.b)
+		ft.Target = fmt.Sprintf("%s SIGSTOP for %s", who, hold.Round(time.Millisecond))
+		dm.Pause()
+		time.Sleep(hold)
+		dm.Resume()
+	case KillDaemon:
+		dm, who := n.busyDaemon(d.daemon)
+		hold := n.hold(200*time.Millisecond, 2*time.Second, d.b)
+		ft.Target = fmt.Sprintf("%s SIGKILL, restarted after %s", who, hold.Round(time.Millisecond))
+		dm.Kill()
+		time.Sleep(hold)
+		dm.Start()
+	case Skew:
+		dm := f.Daemons[d.daemon]
+		off := (300*time.Millisecond + time.Duration(d.a*float64(maxSkew-300*time.Millisecond))).Round(100 * time.Millisecond)
+		if d.c < 0.5 {
+			off = -off
+		}
+		hold := n.hold(4*time.Second, 8*time.Second, d.b)
+		ft.Target = fmt.Sprintf("%s clock %+v for %s", dm.Name, off, hold.Round(time.Millisecond))
+		orig := dm.Args
+		dm.Stop()
+		dm.Args = append(append([]string(nil), orig...), "--test-clock-offset="+off.String())
+		dm.Start()
+		time.Sleep(hold)
+		dm.Stop()
+		dm.Args = orig
+		dm.Start()
+	case Swizzle:
+		step := n.hold(50*time.Millisecond, 200*time.Millisecond, d.a)
+		nodesN := cfg.Nodes
+		link := func(l int) string { return "h" + strconv.Itoa(l/nodesN) + "-" + strconv.Itoa(l%nodesN) }
+		var cut, heal []string
+		for _, l := range d.links {
+			cut = append(cut, link(l))
+		}
+		for _, l := range d.heal {
+			heal = append(heal, link(l))
+		}
+		ft.Target = fmt.Sprintf("cut every %s: %s; heal: %s", step.Round(time.Millisecond),
+			strings.Join(cut, " "), strings.Join(heal, " "))
+		for _, l := range d.links {
+			f.Proxy(l/nodesN, l%nodesN).Cut()
+			time.Sleep(step)
+		}
+		for _, l := range d.heal {
+			f.Proxy(l/nodesN, l%nodesN).Heal()
+			time.Sleep(step)
+		}
+	default:
+		f.t.Fatalf("nemesis: unknown fault %q", d.kind)
+	}
+	ft.End = time.Now()
+	return ft
+}
+
+// Quiet reports whether no fault (nor the TTL after it, in which restarted
+// nodes do not vote and cut-off holders' leases run out) touched [from, to].
+func (n *Nemesis) Quiet(from, to time.Time) bool {
+	settle := n.f.Config().TTL + time.Second
+	for _, ft := range n.Faults {
+		if ft.Start.Before(to) && from.Before(ft.End.Add(settle)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Liveness checks the ticks of every job whose whole window — from one
+// period before the tick to its deadline plus the job's run time — lies in
+// [from, to] and was touched by no fault: each must have run exactly once,
+// to its end. It returns the violations and how many ticks it checked.
+func (n *Nemesis) Liveness(h *History, from, to time.Time) ([]Violation, int) {
+	var vs []Violation
+	checked := 0
+	for _, j := range n.f.Config().Jobs {
+		deadline := j.Deadline
+		if deadline == 0 {
+			deadline = j.Every
+		}
+		for _, tick := range Ticks(j.Every, from.Add(j.Every), to) {
+			wFrom, wTo := tick.Add(-j.Every), tick.Add(deadline+j.Sleep)
+			if wTo.After(to) || !n.Quiet(wFrom, wTo) {
+				continue
+			}
+			checked++
+			switch rs := h.Tick(j.Name, tick.Unix()); {
+			case len(rs) == 0:
+				vs = append(vs, Violation{Rule: "missing", Msg: fmt.Sprintf("tick %s of %s, in a quiet window, never ran",
+					tick.UTC().Format(time.RFC3339), j.Name)})
+			case len(rs) > 1 || !rs[0].Ended():
+				vs = append(vs, Violation{Rule: "once", Msg: fmt.Sprintf("tick %s of %s, in a quiet window, did not run exactly once to its end",
+					tick.UTC().Format(time.RFC3339), j.Name), Runs: rs})
+			}
+		}
+	}
+	return vs, checked
+}
