@@ -358,7 +358,20 @@ func (s *Scheduler) spareLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-s.spareWake:
+			// Refill once the tick's jobs have started: a supervisor's
+			// exec now would compete with theirs for the CPU.
+			settle := time.NewTimer(spareRefillDelay)
+			select {
+			case <-ctx.Done():
+				settle.Stop()
+				return
+			case <-settle.C:
+			}
 		case <-retry.C:
 		}
 	}
 }
+
+// spareRefillDelay is how long after a spare was taken spareLoop waits
+// before starting new ones.
+const spareRefillDelay = 250 * time.Millisecond
