@@ -355,3 +355,7 @@ func (c *Client) missing(opName string, answered []bool, err error) []error {
 }
 
 func isOne(v any) bool { return toInt64(v) == 1 }
+
+// isHeld accepts an extend's answer: extended (1) or taken where the lock
+// was missing (2).
+func isHeld(v any) bool { n := toInt64(v); return n == 1 || n == 2 }

@@ -178,9 +178,11 @@ func TestHoldLostBeforeValidity(t *testing.T) {
 	}
 }
 
-// TestHoldLostToTakeover: when the lease is taken away (here: deleted on
-// the nodes, as after a restart), renewals are refused and the Hold reports
-// the loss before its validity ends.
+// TestHoldLostToTakeover: when the lease is taken away (here: another
+// owner's lock put on every node, as after an undetected restart and a
+// takeover), renewals are refused and the Hold reports the loss before its
+// validity ends. (A lock that merely vanished is taken again by the next
+// renewal while the lease is valid: see TestExtendSpreads.)
 func TestHoldLostToTakeover(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 3)
@@ -192,7 +194,7 @@ func TestHoldLostToTakeover(t *testing.T) {
 	defer h.Release(context.Background())
 	waitFor(5*time.Second, func() bool { return vl.count() >= 2 })
 	for _, nd := range cl.Nodes {
-		if err := nd.Client().Del(context.Background(), "{"+k+"}:lock").Err(); err != nil {
+		if err := nd.Client().Set(context.Background(), "{"+k+"}:lock", "intruder", 10*time.Second).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -50,8 +51,15 @@ func (l *Lease) ValidUntil() time.Time {
 	return l.validUntil
 }
 
-// Extend resets the lease's TTL on the nodes that still hold it. It
-// succeeds when a quorum did so and validity, counted from the start of the
+// Extend resets the lease's TTL on the nodes that still hold it. While the
+// lease is still valid when the extend starts, it also takes the lock on
+// nodes where it is missing (a node that had another client's lock at
+// acquisition time, since expired, or one that missed the acquire
+// request), unless the node has the lease's epoch completed: so a lease
+// won on a bare quorum spreads to every reachable node and survives the
+// loss of one of them. That is safe because no other client can hold a
+// quorum while the lease is valid. It succeeds when a quorum holds the
+// lease after the round and validity, counted from the start of the
 // extend, is still positive; ValidUntil then moves. On failure ValidUntil
 // is unchanged and the error matches ErrNotHeld (refused by too many nodes)
 // or ErrNoQuorum (too few answered).
@@ -60,10 +68,15 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		ttl = l.req.TTL
 	}
 	k := keysOf(l.req.Key)
+	spread := "0"
+	if time.Now().Before(l.ValidUntil()) {
+		spread = "1"
+	}
+	epoch := strconv.FormatInt(l.req.Epoch, 10)
 	good, start, errs := l.c.simpleRound(ctx, "extend",
 		func(int) call {
-			return call{script: extendScript, keys: []string{k.lock}, args: []any{l.value, ttl.Milliseconds()}}
-		}, l.c.quorum, isOne, true, false)
+			return call{script: extendScript, keys: []string{k.lock, k.epoch}, args: []any{l.value, ttl.Milliseconds(), epoch, spread}}
+		}, l.c.quorum, isHeld, true, false)
 	if good < l.c.quorum {
 		reason := ErrNotHeld
 		if errs != nil {
