@@ -338,8 +338,11 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	}
 	_, err := pipe.Exec(ctx)
 	var nodeErr error
-	if err != nil && !isReplyError(err) {
-		nodeErr = err // connection-level failure: every call failed
+	if err != nil && (!isReplyError(err) || !anyCmdErr(cmds)) {
+		// Connection-level failure: every call failed. An error reply
+		// that no command carries came from setting up the connection
+		// (AUTH with a wrong password: WRONGPASS).
+		nodeErr = err
 	}
 	n.mu.Lock()
 	if cerr := n.onConnectErr; cerr != nil && nodeErr != nil {
@@ -349,6 +352,18 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	for i, o := range live {
 		o.reply(cmds[i], nodeErr)
 	}
+}
+
+// anyCmdErr reports whether some command of a pipeline has an error.
+func anyCmdErr(cmds [][]*redis.Cmd) bool {
+	for _, cs := range cmds {
+		for _, c := range cs {
+			if c.Err() != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // isReplyError reports whether err is a Redis error reply (one command

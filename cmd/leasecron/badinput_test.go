@@ -62,7 +62,7 @@ func badNodes(t *testing.T) []struct {
 		nodes []string
 		want  string
 	}{
-		{"wrong password", []string{"redis://:wr0ng@" + addr + "/0"}, addr},
+		{"wrong password", []string{"redis://:wr0ng@" + addr + "/0"}, "WRONGPASS"},
 		{"no password", []string{"redis://" + addr + "/0"}, addr},
 		{"replica", []string{pair.URLs()[1]}, "replica"},
 		{"replicas are not a quorum", []string{pair.URLs()[1], "redis://:wr0ng@" + addr + "/0", "redis://" + dead + "/0"}, "replica"},
