@@ -252,3 +252,16 @@ func refused(t testing.TB, err error, reason error) *lease.RefusedError {
 	}
 	return re
 }
+
+// checkHolders reports the errors the contenders sent on errs (closing it:
+// call it after they all returned) and fails if two holders overlapped.
+func checkHolders(t *testing.T, errs chan error, rec *recorder) {
+	t.Helper()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if ov := rec.overlaps(); len(ov) > 0 {
+		t.Fatalf("%d overlapping holders, e.g. %s", len(ov), ov[0])
+	}
+}

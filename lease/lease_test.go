@@ -295,13 +295,7 @@ func TestContention(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-			if ov := rec.overlaps(); len(ov) > 0 {
-				t.Fatalf("%d overlapping holders, e.g. %s", len(ov), ov[0])
-			}
+			checkHolders(t, errs, &rec)
 			total := 0
 			for _, v := range wins {
 				total += v
@@ -369,13 +363,7 @@ func TestContentionProgress(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-			if ov := rec.overlaps(); len(ov) > 0 {
-				t.Fatalf("%d overlapping holders, e.g. %s", len(ov), ov[0])
-			}
+			checkHolders(t, errs, &rec)
 		})
 	}
 }
