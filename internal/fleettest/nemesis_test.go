@@ -154,9 +154,13 @@ func TestNemesisNegativeControl(t *testing.T) {
 	cfg.AOFNodes = 3
 	cfg.Env = []string{"LEASECRON_TEST_NO_SUPERVISOR_KILL=1"}
 	cfg.Orphans = true
-	cfg.Jobs = []Job{{Name: "slow", Every: 8 * time.Second, Sleep: 4 * time.Second, Deadline: 6 * time.Second, IgnoreTerm: true}}
+	// The job runs 7 of every 8 s, so a pause (which hits the daemon
+	// running it) nearly always comes early enough for the job to outlive
+	// its lease; one that comes in the last seconds of a run lets the job
+	// end in time, so the run needs several pauses.
+	cfg.Jobs = []Job{{Name: "slow", Every: 8 * time.Second, Sleep: 7 * time.Second, Deadline: 6 * time.Second, IgnoreTerm: true}}
 	rep, _ := runNemesis(t, cfg, NemesisOptions{
-		Seed: 3, Duration: 12 * time.Second, Kinds: []FaultKind{Pause},
+		Seed: 3, Duration: 16 * time.Second, Kinds: []FaultKind{Pause},
 		MinGap: 500 * time.Millisecond, MaxGap: time.Second,
 	}, time.Second)
 	var n int
