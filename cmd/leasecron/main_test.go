@@ -558,7 +558,7 @@ func TestFormatHolder(t *testing.T) {
 func TestCheckTestdata(t *testing.T) {
 	files, err := filepath.Glob("../../scheduler/testdata/*.yaml")
 	if err != nil || len(files) == 0 {
-		t.Skipf("no scheduler/testdata/*.yaml (%v)", err)
+		t.Fatalf("no scheduler/testdata/*.yaml (%v)", err)
 	}
 	for _, f := range files {
 		name := filepath.Base(f)
