@@ -399,12 +399,20 @@ func TestNegativeControlNoSupervisorKill(t *testing.T) {
 	t.Logf("negative control: the oracle found, as it must:\n%s", FormatViolations(overlaps))
 }
 
-// restartScenario runs h0 (on time) and h1 (clock 1s behind, so it fires
-// each tick 1s after h0 and never wins it first). While h0 runs a tick, 3
+// restartScenario runs h0 (on time) and h1 (clock 2s behind, so it fires
+// each tick 2s after h0 and never wins it first). While h0 runs a tick, 3
 // of the 5 nodes are restarted empty. h1 then tries the same tick on nodes
-// that have forgotten h0's lease. It returns h0's run and when the restart
+// that have forgotten h0's lease. The 2s give a slow machine time to bring
+// the nodes back before h1 tries. It returns h0's run and when the restart
 // began.
-func restartScenario(t *testing.T, noDetection bool) (*Fleet, Run, time.Time) {
+//
+// With pauseHolder, h0 is SIGSTOPped just before the restart (the caller
+// resumes it), so it cannot renew in the meantime. Without restart
+// detection that matters: h0's next renewal would take the lease again on
+// the emptied nodes (renewals spread the lease) and close the window in
+// which h1 can win; a holder stuck in a pause or a slow renewal leaves it
+// open, and the pause makes that certain instead of a race.
+func restartScenario(t *testing.T, noDetection, pauseHolder bool) (*Fleet, Run, time.Time) {
 	cfg := DefaultConfig()
 	cfg.Daemons = 2
 	cfg.TTL, cfg.Renew = 4*time.Second, time.Second
@@ -412,7 +420,7 @@ func restartScenario(t *testing.T, noDetection bool) (*Fleet, Run, time.Time) {
 	cfg.Args = func(i int) []string {
 		var a []string
 		if i == 1 {
-			a = append(a, "--test-clock-offset=-1s")
+			a = append(a, "--test-clock-offset=-2s")
 		}
 		if noDetection {
 			a = append(a, "--test-no-restart-detection")
@@ -428,6 +436,9 @@ func restartScenario(t *testing.T, noDetection bool) (*Fleet, Run, time.Time) {
 			time.Since(r.Start) < 500*time.Millisecond && r.Start.Sub(time.Unix(r.Tick, 0)) < 500*time.Millisecond
 	})
 	time.Sleep(time.Until(r1.Start.Add(200 * time.Millisecond)))
+	if pauseHolder {
+		f.Daemon("h0").Pause()
+	}
 	restartAt := time.Now()
 	for _, n := range f.Redis.Nodes[:3] {
 		n.Kill()
@@ -446,7 +457,7 @@ func restartScenario(t *testing.T, noDetection bool) (*Fleet, Run, time.Time) {
 // the first run is stopped before its validity ends and the tick is taken
 // over afterwards, without overlap.
 func TestNodesRestartEmpty(t *testing.T) {
-	f, r1, restartAt := restartScenario(t, false)
+	f, r1, restartAt := restartScenario(t, false, false)
 	cfg := f.Config()
 	r2 := f.WaitRun("takeover of the tick by h1", 2*cfg.TTL+5*time.Second, func(r Run) bool {
 		return r.Job == "inv" && r.Tick == r1.Tick && r.Host == "h1"
@@ -463,16 +474,18 @@ func TestNodesRestartEmpty(t *testing.T) {
 }
 
 // TestNegativeControlNoRestartDetection checks the checker: the same
-// scenario with restart detection off (--test-no-restart-detection) lets the
-// lagging host win the tick on the emptied nodes while the first run is
-// still alive, and the oracle must report the overlap.
+// scenario with restart detection off (--test-no-restart-detection), and h0
+// paused so it cannot re-take the emptied nodes first, lets the lagging
+// host win the tick on them while the first run is still alive, and the
+// oracle must report the overlap.
 func TestNegativeControlNoRestartDetection(t *testing.T) {
 	t.Parallel() // the overlap it must find does not hinge on tight timing
-	f, r1, _ := restartScenario(t, true)
+	f, r1, _ := restartScenario(t, true, true)
 	cfg := f.Config()
 	f.WaitRun("a second run of the tick by h1", 2*cfg.TTL+5*time.Second, func(r Run) bool {
 		return r.Job == "inv" && r.Tick == r1.Tick && r.Host == "h1"
 	})
+	f.Daemon("h0").Resume()
 	time.Sleep(cfg.TTL)
 	var overlaps []Violation
 	h := f.History()
