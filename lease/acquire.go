@@ -454,10 +454,9 @@ func (c *Client) refusal(t *tally) *RefusedError {
 		e.Reason = ErrEpochDone
 	case len(t.holders) > 0:
 		e.Reason = ErrHeld
-		best := 0
 		for _, h := range t.holders {
-			if h.n > best || (h.n == best && h.owner < e.Holder) {
-				e.Holder, best = h.owner, h.n
+			if h.n > e.HolderNodes || (h.n == e.HolderNodes && h.owner < e.Holder) {
+				e.Holder, e.HolderNodes = h.owner, h.n
 			}
 		}
 		// Free on a quorum when the quorum-th smallest remaining TTL ends.

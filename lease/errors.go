@@ -57,6 +57,12 @@ type RefusedError struct {
 	// HolderTTL is how long until the lease is free on a quorum of the
 	// nodes that answered (the moment a waiting caller should try again).
 	HolderTTL time.Duration
+	// HolderNodes is how many of the nodes that answered hold the lease
+	// for Holder. When it reaches the client's Quorum, Holder has the lease
+	// on a quorum (its attempt won, unless its own answers came too late
+	// for it); below that, the votes may have split between contenders
+	// so that nobody won, and a retry after a short random delay may.
+	HolderNodes int
 	// DoneEpoch is the highest completed epoch reported.
 	DoneEpoch int64
 	// NodeErrs is errors.Join of *NodeError for nodes that failed.

@@ -64,6 +64,9 @@ func TestAcquireReleaseExtend(t *testing.T) {
 			if re.HolderTTL <= ttl-2*time.Second || re.HolderTTL > ttl {
 				t.Errorf("HolderTTL = %s, want about %s", re.HolderTTL, ttl)
 			}
+			if re.HolderNodes < c.Quorum() {
+				t.Errorf("HolderNodes = %d, want at least the quorum %d: host=a holds the lease on a quorum", re.HolderNodes, c.Quorum())
+			}
 			if re.Key != k {
 				t.Errorf("RefusedError.Key = %q", re.Key)
 			}
@@ -244,6 +247,41 @@ func TestRefusalNoQuorum(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRefusalSplitVote: the votes of 3 nodes are split between two
+// holders (each got one node) and a third contender gets the last one.
+// Its refusal names the holder with the most nodes and says it has fewer
+// than a quorum, which is how a caller tells a split (retry soon) from a
+// lease that is really held (wait HolderTTL).
+func TestRefusalSplitVote(t *testing.T) {
+	t.Parallel()
+	cl := start(t, 3)
+	urls := cl.URLs()
+	k := key(t)
+	req := func(owner string) []lease.Request {
+		return []lease.Request{{Key: k, TTL: 10 * time.Second, Owner: owner}}
+	}
+	// A client on one node has a quorum of 1: each takes its node.
+	for i, owner := range []string{"host=x", "host=y"} {
+		one := votingClient(t, urls[i:i+1])
+		if res := one.TryAcquireBatch(context.Background(), req(owner)); res[0].Err != nil {
+			t.Fatalf("%s on node %d: %v", owner, i, res[0].Err)
+		}
+	}
+	c := votingClient(t, urls)
+	res := c.TryAcquireBatch(context.Background(), req("host=z"))
+	re := refused(t, res[0].Err, lease.ErrHeld)
+	if re.Holder != "host=x" && re.Holder != "host=y" {
+		t.Errorf("Holder = %q, want host=x or host=y", re.Holder)
+	}
+	if re.HolderNodes != 1 {
+		t.Errorf("HolderNodes = %d, want 1 (the votes split: nobody holds a quorum of %d)", re.HolderNodes, c.Quorum())
+	}
+	// The lost attempt cleans up on the node it won: only x and y remain.
+	if !waitFor(5*time.Second, func() bool { return len(lockKeys(t, cl.Nodes[2])) == 0 }) {
+		t.Errorf("node 2 still holds %v after the lost attempt", lockKeys(t, cl.Nodes[2]))
 	}
 }
 

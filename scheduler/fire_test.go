@@ -3,6 +3,8 @@ package scheduler
 import (
 	"testing"
 	"time"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
 // TestFireOffset: each host fires a tick at its own small offset, the same
@@ -38,5 +40,41 @@ func TestFireOffset(t *testing.T) {
 		if first[s.host] < 50 {
 			t.Errorf("host %s fires first in %d of 300 ticks, want about a third: %v", s.host, first[s.host], first)
 		}
+	}
+}
+
+// TestHeldWait: a loser that saw the tick held on a quorum looks once more
+// after heldRecheck and then waits for the holder's TTL; one that saw the
+// votes split retries within a short, doubling random delay, splitRetries
+// times, before trusting the TTL; a wait never passes the holder's TTL.
+func TestHeldWait(t *testing.T) {
+	const quorum = 3
+	ttl := 20 * time.Second
+	held := &lease.RefusedError{Reason: lease.ErrHeld, Holder: "tick=1 host=b", HolderTTL: ttl, HolderNodes: quorum}
+	if got := heldWait(held, quorum, 0); got != heldRecheck {
+		t.Errorf("held on a quorum, first look: wait %s, want heldRecheck %s", got, heldRecheck)
+	}
+	for attempt := 1; attempt <= splitRetries+1; attempt++ {
+		if got := heldWait(held, quorum, attempt); got != ttl+5*time.Millisecond {
+			t.Errorf("held on a quorum, attempt %d: wait %s, want the holder's TTL + 5ms", attempt, got)
+		}
+	}
+	split := *held
+	split.HolderNodes = 2
+	for attempt := 0; attempt < splitRetries; attempt++ {
+		limit := splitRetryBase<<attempt + time.Millisecond
+		for range 100 {
+			if got := heldWait(&split, quorum, attempt); got < time.Millisecond || got > limit {
+				t.Fatalf("split, attempt %d: wait %s, want within [1ms, %s]", attempt, got, limit)
+			}
+		}
+	}
+	if got := heldWait(&split, quorum, splitRetries); got != ttl+5*time.Millisecond {
+		t.Errorf("split, after %d retries: wait %s, want the holder's TTL + 5ms", splitRetries, got)
+	}
+	soon := *held
+	soon.HolderTTL = 10 * time.Millisecond
+	if got := heldWait(&soon, quorum, 0); got != 15*time.Millisecond {
+		t.Errorf("held on a quorum, free in 10ms: wait %s, want 15ms", got)
 	}
 }

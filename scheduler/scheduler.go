@@ -395,17 +395,48 @@ const (
 	// fireSpread bounds fireOffset.
 	fireSpread = 3 * time.Millisecond
 	// splitRetries is how many times a loser that saw the tick held by
-	// another host retries after a short random delay instead of waiting
-	// for the holder's TTL (the votes may have split with no winner).
+	// another host on fewer than a quorum of nodes retries after a short
+	// random delay instead of waiting for the holder's TTL (the votes may
+	// have split with no winner).
 	// The delay is random in [0, splitRetryBase << attempt): the lease
 	// client already waits for the cleanup of the lost try, so a retry
 	// can come soon; the doubling spreads hosts that keep colliding.
 	splitRetries   = 6
 	splitRetryBase = 5 * time.Millisecond
+	// heldRecheck is when a loser that saw the tick held on a quorum (no
+	// split) looks once more before waiting for the holder's TTL: by then
+	// the holder's attempt has been decided (a batch of a few thousand
+	// keys included), and one that failed after all has been cleaned up.
+	// Without split retries for such losers, a tick of many jobs costs
+	// the losing hosts one more round instead of up to splitRetries.
+	heldRecheck = 500 * time.Millisecond
 	// lastTryMargin is how long before the tick's deadline the last
 	// acquisition attempt is made.
 	lastTryMargin = 50 * time.Millisecond
 )
+
+// heldWait is how long a loser that found its tick held by another host
+// waits before its next attempt (the attempt-th retry).
+func heldWait(rerr *lease.RefusedError, quorum, attempt int) time.Duration {
+	wait := rerr.HolderTTL + 5*time.Millisecond
+	switch {
+	case rerr.HolderNodes >= quorum:
+		// The holder has the lease on a quorum: its attempt won, unless
+		// its own answers came too late for it (then it is cleaning up
+		// right now). One early look for that case, then trust the
+		// holder's TTL.
+		if attempt == 0 {
+			wait = min(wait, heldRecheck)
+		}
+	case attempt < splitRetries:
+		// When several hosts fire together the votes may split so that
+		// nobody wins; each loser sees another host as the holder, yet
+		// all of them release at once. Retry after a short random delay
+		// (as Redlock advises) before trusting the holder's TTL.
+		wait = min(wait, rand.N(splitRetryBase<<attempt)+time.Millisecond)
+	}
+	return wait
+}
 
 // owner is the value stored with a lease: which tick, which host.
 func owner(tick int64, host string) string { return fmt.Sprintf("tick=%d host=%s", tick, host) }
@@ -490,15 +521,7 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 				if attempt == 0 {
 					log.Debug("tick running on another host; watching for takeover", "holder", hh, "ttl", rerr.HolderTTL)
 				}
-				wait = rerr.HolderTTL + 5*time.Millisecond
-				if attempt < splitRetries {
-					// When several hosts fire together the votes may split
-					// so that nobody wins; each loser sees another host as
-					// the holder, yet all of them release at once. Retry
-					// after a short random delay (as Redlock advises)
-					// before trusting the holder's TTL.
-					wait = min(wait, rand.N(splitRetryBase<<attempt)+time.Millisecond)
-				}
+				wait = heldWait(rerr, s.lc.Quorum(), attempt)
 			case ok && ht > tick.Unix():
 				log.Info("a newer tick is already running; skipping this one", "holder_tick", time.Unix(ht, 0).UTC().Format(time.RFC3339), "holder", hh)
 				return
