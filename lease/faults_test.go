@@ -212,3 +212,45 @@ func TestCloseWithBlackholedNode(t *testing.T) {
 		}
 	}
 }
+
+// TestServerClosesIdleConnections: every server drops its client
+// connections while the client is idle, as Redis's idle `timeout` does (or
+// a proxy, or a restart). The client's next rounds must not fail on the
+// dead connections: a lane that has been idle checks its connection out of
+// the pool again, which notices a closed one and dials afresh.
+func TestServerClosesIdleConnections(t *testing.T) {
+	t.Parallel()
+	cl := start(t, 3)
+	var failed atomic.Int64
+	var failures sync.Map
+	obs := lease.Observer{OnVote: func(e lease.VoteEvent) {
+		if e.Vote == lease.VoteFailed {
+			failed.Add(1)
+			failures.Store(e.Node+" "+e.Op, true)
+		}
+	}}
+	c := votingClient(t, cl.URLs(), lease.WithObserver(obs))
+	k := key(t)
+	for round := range 3 {
+		l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second})
+		if err := l.Extend(context.Background(), 0); err != nil {
+			t.Fatalf("round %d: Extend: %v", round, err)
+		}
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatalf("round %d: Release: %v", round, err)
+		}
+		time.Sleep(50 * time.Millisecond) // answers after the decisions
+		for _, n := range cl.Nodes {
+			// SKIPME yes (the default) keeps the test's own connection.
+			if err := n.Client().ClientKillByFilter(context.Background(), "TYPE", "normal").Err(); err != nil {
+				t.Fatalf("CLIENT KILL on %s: %v", n.Addr(), err)
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // idle
+	}
+	if n := failed.Load(); n > 0 {
+		var which []string
+		failures.Range(func(k, _ any) bool { which = append(which, k.(string)); return true })
+		t.Errorf("%d node answers failed after the servers closed idle connections: %v", n, which)
+	}
+}
