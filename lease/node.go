@@ -373,7 +373,7 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 // keeps one connection checked out of the client's pool while rounds follow
 // each other closely: back-to-back rounds skip the pool's health check
 // of the connection (a system call and pool bookkeeping on every round,
-// about a fifth of the client's CPU per Acquire+Release). After
+// about a sixth of the client's CPU per Acquire+Release). After
 // connIdleRecheck without a round the connection goes back to the pool and
 // is checked out again, health check included, so a connection the server
 // closed while idle (a restart, Redis's idle `timeout`) is replaced
