@@ -48,15 +48,27 @@ func binaries(t *testing.T) Binaries {
 	return built
 }
 
-// waitFresh waits for a run of job that started on time (within 1s of its
-// tick) after the nodes vote and is still young, so the test can fault its
+// startVoting starts a fleet with cfg and waits until its nodes vote.
+func startVoting(t *testing.T, cfg Config) *Fleet {
+	t.Helper()
+	f := New(t, binaries(t), cfg)
+	f.StartAll()
+	f.WaitVoting()
+	return f
+}
+
+// freshRunInto waits (up to 15 s) for a run of job that started on time
+// (within 1s of its tick) after the nodes vote and is still young, and
+// returns it once it has been running for into, so the test can fault its
 // host mid-job with the tick's deadline still ahead.
-func waitFresh(f *Fleet, job string, timeout time.Duration) Run {
+func freshRunInto(f *Fleet, job string, into time.Duration) Run {
 	f.t.Helper()
-	return f.WaitRun("a fresh run of "+job, timeout, func(r Run) bool {
+	r := f.WaitRun("a fresh run of "+job, 15*time.Second, func(r Run) bool {
 		return r.Job == job && r.Start.After(f.VotingAt) && !r.Ended() && !r.Term &&
 			time.Since(r.Start) < 500*time.Millisecond && r.Start.Sub(time.Unix(r.Tick, 0)) < time.Second
 	})
+	time.Sleep(time.Until(r.Start.Add(into)))
+	return r
 }
 
 // runOf returns the run with the given pid from h.
@@ -125,12 +137,9 @@ func TestClockSkew(t *testing.T) {
 func TestDaemonKillTakeover(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Jobs = []Job{{Name: "long", Every: 5 * time.Second, Sleep: 1500 * time.Millisecond, Deadline: 4 * time.Second}}
-	f := New(t, binaries(t), cfg)
-	f.StartAll()
-	f.WaitVoting()
+	f := startVoting(t, cfg)
 
-	r1 := waitFresh(f, "long", 15*time.Second)
-	time.Sleep(time.Until(r1.Start.Add(300 * time.Millisecond)))
+	r1 := freshRunInto(f, "long", 300*time.Millisecond)
 	d := f.Daemon(r1.Host)
 	killAt := time.Now()
 	d.Kill()
@@ -167,11 +176,10 @@ func TestDaemonKillTakeover(t *testing.T) {
 }
 
 // pauseScenario waits for a fresh run of job and SIGSTOPs its daemon 200ms
-// into it. It returns the run, when the pause started and the daemon; the
+// into it (see freshRunInto). It returns the run, when the pause started and the daemon; the
 // caller resumes it.
 func pauseScenario(t *testing.T, f *Fleet, job string) (r1 Run, pauseAt time.Time, d *Daemon) {
-	r1 = waitFresh(f, job, 15*time.Second)
-	time.Sleep(time.Until(r1.Start.Add(200 * time.Millisecond)))
+	r1 = freshRunInto(f, job, 200*time.Millisecond)
 	d = f.Daemon(r1.Host)
 	pauseAt = time.Now()
 	d.Pause()
@@ -186,9 +194,7 @@ func pauseScenario(t *testing.T, f *Fleet, job string) (r1 Run, pauseAt time.Tim
 func TestDaemonPauseLongerThanTTL(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Jobs = []Job{{Name: "slow", Every: 6 * time.Second, Sleep: 3 * time.Second, Deadline: 5 * time.Second, IgnoreTerm: true}}
-	f := New(t, binaries(t), cfg)
-	f.StartAll()
-	f.WaitVoting()
+	f := startVoting(t, cfg)
 
 	r1, pauseAt, d := pauseScenario(t, f, "slow")
 	validBy := pauseAt.Add(cfg.TTL) // no renewal after the pause
@@ -237,12 +243,9 @@ func TestDaemonPauseLongerThanTTL(t *testing.T) {
 func TestMajorityNodesKilled(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Jobs = []Job{{Name: "batch", Every: 6 * time.Second, Sleep: 4 * time.Second, Deadline: 5 * time.Second}}
-	f := New(t, binaries(t), cfg)
-	f.StartAll()
-	f.WaitVoting()
+	f := startVoting(t, cfg)
 
-	r1 := waitFresh(f, "batch", 15*time.Second)
-	time.Sleep(time.Until(r1.Start.Add(300 * time.Millisecond)))
+	r1 := freshRunInto(f, "batch", 300*time.Millisecond)
 	killAt := time.Now()
 	for _, n := range f.Redis.Nodes[:3] {
 		n.Kill()
@@ -286,12 +289,9 @@ func TestSIGTERMTakeover(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ShutdownGrace = 200 * time.Millisecond
 	cfg.Jobs = []Job{{Name: "long", Every: 5 * time.Second, Sleep: 3 * time.Second, Deadline: 4 * time.Second}}
-	f := New(t, binaries(t), cfg)
-	f.StartAll()
-	f.WaitVoting()
+	f := startVoting(t, cfg)
 
-	r1 := waitFresh(f, "long", 15*time.Second)
-	time.Sleep(time.Until(r1.Start.Add(300 * time.Millisecond)))
+	r1 := freshRunInto(f, "long", 300*time.Millisecond)
 	d := f.Daemon(r1.Host)
 	stopAt := time.Now()
 	d.Stop() // fails the test unless it exits 0 in time
@@ -318,9 +318,7 @@ func TestReload(t *testing.T) {
 	cfg.Nodes, cfg.Daemons = 3, 2
 	every := 2 * time.Second
 	cfg.Jobs = []Job{{Name: "a", Every: every, Sleep: 200 * time.Millisecond}}
-	f := New(t, binaries(t), cfg)
-	f.StartAll()
-	f.WaitVoting()
+	f := startVoting(t, cfg)
 	f.WaitRun("a run of a", 10*time.Second, func(r Run) bool { return r.Job == "a" && r.Start.After(f.VotingAt) && r.Ended() })
 
 	good, err := os.ReadFile(f.Daemons[0].ConfigPath)
@@ -376,9 +374,7 @@ func TestNegativeControlNoSupervisorKill(t *testing.T) {
 	cfg.Env = []string{"LEASECRON_TEST_NO_SUPERVISOR_KILL=1"}
 	cfg.Orphans = true
 	cfg.Jobs = []Job{{Name: "slow", Every: 8 * time.Second, Sleep: 4 * time.Second, Deadline: 6 * time.Second, IgnoreTerm: true}}
-	f := New(t, binaries(t), cfg)
-	f.StartAll()
-	f.WaitVoting()
+	f := startVoting(t, cfg)
 
 	r1, pauseAt, d := pauseScenario(t, f, "slow")
 	f.WaitRun("takeover of the tick by another host", 10*time.Second, func(r Run) bool {
@@ -427,9 +423,7 @@ func restartScenario(t *testing.T, noDetection, pauseHolder bool) (*Fleet, Run, 
 		}
 		return a
 	}
-	f := New(t, binaries(t), cfg)
-	f.StartAll()
-	f.WaitVoting()
+	f := startVoting(t, cfg)
 
 	r1 := f.WaitRun("a fresh run of inv on h0", 20*time.Second, func(r Run) bool {
 		return r.Job == "inv" && r.Host == "h0" && r.Start.After(f.VotingAt) && !r.Ended() &&

@@ -13,6 +13,7 @@ package fleettest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -108,27 +109,13 @@ func DefaultConfig() Config {
 
 func (c *Config) fill() {
 	d := DefaultConfig()
-	if c.Nodes == 0 {
-		c.Nodes = d.Nodes
-	}
-	if c.Daemons == 0 {
-		c.Daemons = d.Daemons
-	}
-	if c.TTL == 0 {
-		c.TTL = d.TTL
-	}
-	if c.Renew == 0 {
-		c.Renew = d.Renew
-	}
-	if c.KillGrace == 0 {
-		c.KillGrace = d.KillGrace
-	}
-	if c.Timeout == 0 {
-		c.Timeout = d.Timeout
-	}
-	if c.Drift == 0 {
-		c.Drift = d.Drift
-	}
+	c.Nodes = cmp.Or(c.Nodes, d.Nodes)
+	c.Daemons = cmp.Or(c.Daemons, d.Daemons)
+	c.TTL = cmp.Or(c.TTL, d.TTL)
+	c.Renew = cmp.Or(c.Renew, d.Renew)
+	c.KillGrace = cmp.Or(c.KillGrace, d.KillGrace)
+	c.Timeout = cmp.Or(c.Timeout, d.Timeout)
+	c.Drift = cmp.Or(c.Drift, d.Drift)
 }
 
 // Fleet is a running test fleet. Create it with New; it is torn down by the

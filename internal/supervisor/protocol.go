@@ -136,20 +136,13 @@ type errorEvent struct {
 	Error string `json:"error"`
 }
 
-// statusEvent is the union of all events, for decoding.
+// statusEvent is the union of all events, for decoding: the fields of an
+// exit event plus those only the started and error events have.
 type statusEvent struct {
-	Event     string `json:"event"`
+	exitEvent        // event, code, signal, reason, *_mono, error
 	PID       int    `json:"pid"`
 	StartMono int64  `json:"start_mono"`
-	Code      int    `json:"code"`
-	Signal    string `json:"signal"`
-	Reason    string `json:"reason"`
-	DeadMono  int64  `json:"dead_mono"`
-	EndMono   int64  `json:"end_mono"`
-	TermMono  int64  `json:"term_mono"`
-	KillMono  int64  `json:"kill_mono"`
 	Kind      string `json:"kind"`
-	Error     string `json:"error"`
 }
 
 // marshalLine encodes v as one JSON line.
