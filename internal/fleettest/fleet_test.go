@@ -470,26 +470,31 @@ func TestNodesRestartEmpty(t *testing.T) {
 // TestNegativeControlNoRestartDetection checks the checker: the same
 // scenario with restart detection off (--test-no-restart-detection), and h0
 // paused so it cannot re-take the emptied nodes first, lets the lagging
-// host win the tick on them while the first run is still alive, and the
-// oracle must report the overlap.
+// host win the job's lease on them while h0's run is still alive, and the
+// oracle must report it. Usually h1 wins the very tick h0 is running. On a
+// slow machine it may instead win an earlier tick whose done marker the
+// restart erased, because it was still watching that tick for a takeover.
+// Both are the double grant the guard prevents, so the test waits for any
+// run h1 starts after the restart and accepts an overlap or a rerun of a
+// completed tick.
 func TestNegativeControlNoRestartDetection(t *testing.T) {
-	t.Parallel() // the overlap it must find does not hinge on tight timing
-	f, r1, _ := restartScenario(t, true, true)
+	t.Parallel() // the double grant it must find does not hinge on tight timing
+	f, r1, restartAt := restartScenario(t, true, true)
 	cfg := f.Config()
-	f.WaitRun("a second run of the tick by h1", 2*cfg.TTL+5*time.Second, func(r Run) bool {
-		return r.Job == "inv" && r.Tick == r1.Tick && r.Host == "h1"
+	r2 := f.WaitRun("a run by h1 on the emptied nodes", 2*cfg.TTL+5*time.Second, func(r Run) bool {
+		return r.Job == "inv" && r.Host == "h1" && r.Start.After(restartAt)
 	})
 	f.Daemon("h0").Resume()
 	time.Sleep(cfg.TTL)
-	var overlaps []Violation
+	var found []Violation
 	h := f.History()
 	for _, v := range h.Safety() {
-		if v.Rule == "overlap" {
-			overlaps = append(overlaps, v)
+		if v.Rule == "overlap" || v.Rule == "rerun" {
+			found = append(found, v)
 		}
 	}
-	if len(overlaps) == 0 {
-		t.Fatalf("with restart detection off the oracle found no overlap; runs:\n%s", h)
+	if len(found) == 0 {
+		t.Fatalf("with restart detection off the oracle found no double grant (h0: %s; h1: %s); runs:\n%s", r1, r2, h)
 	}
-	t.Logf("negative control: the oracle found, as it must:\n%s", FormatViolations(overlaps))
+	t.Logf("negative control: the oracle found, as it must:\n%s", FormatViolations(found))
 }
