@@ -83,7 +83,9 @@ func New(urls []string, opts ...Option) (*Client, error) {
 	seen := map[string]bool{}
 	for i, raw := range urls {
 		n := newNode(Redact(raw), nil, &c.opts.observer, c.guard)
-		n.perShard = strings.Contains(strings.SplitN(raw, "://", 2)[0], "+cluster")
+		scheme := strings.SplitN(raw, "://", 2)[0]
+		n.perShard = strings.Contains(scheme, "+cluster")
+		n.viaSentinel = strings.Contains(scheme, "+sentinel")
 		name, rdb, err := parseNode(raw, o.tls, o.connTimeout, n.onConnect)
 		if err == nil && seen[raw] {
 			err = fmt.Errorf("node %s: listed twice", name)

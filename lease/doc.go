@@ -37,7 +37,17 @@
 //
 // A Sentinel or Cluster URL is one Redlock node: one vote. All keys of a
 // lease share the hash tag {key}, so the scripts work on a Cluster. A node
-// that reports role:slave is refused with a clear error. Passwords never
+// that reports role:slave is refused with a clear error, and so is a
+// Sentinel listed with redis:// instead of redis+sentinel://.
+//
+// A Sentinel failover puts a promoted replica behind the node, which may
+// lack the last leases the old master granted. A client that knew the old
+// master sees the new run_id on its next connection and keeps the node from
+// voting for the restart guard. A client that meets a promoted master for
+// the first time cannot tell when it was promoted (Redis does not say), so
+// it keeps the node from voting for the guard as well. The old master
+// still takes writes until the Sentinel demotes it; grants it makes then
+// are lost with it, and are covered by the same guard. Passwords never
 // appear in errors (see Redact).
 //
 // # Guarantees and their preconditions

@@ -32,6 +32,7 @@ type node struct {
 	mu            sync.Mutex
 	runIDs        map[string]string // server (see perShard) -> run_id last seen
 	perShard      bool              // a Redis Cluster: one server per shard address
+	viaSentinel   bool              // a Sentinel-managed master: connections to the Sentinels run onConnect too
 	votingFrom    time.Time         // base instant; the node votes from votingFrom+guard
 	restartedAt   time.Time         // last restart/failover detected (zero: none)
 	onConnectErr  error
@@ -202,15 +203,23 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 		return fmt.Errorf("INFO: %w", err)
 	}
 	fields := parseInfo(info)
+	if fields["redis_mode"] == "sentinel" {
+		if n.viaSentinel {
+			// go-redis runs OnConnect on its connections to the
+			// Sentinels too; they only say where the master is.
+			return nil
+		}
+		return n.refuse(errors.New("node is a Sentinel (redis_mode:sentinel); list it as redis+sentinel://host:port?master_name=NAME"))
+	}
 	if fields["role"] == "slave" {
-		err := fmt.Errorf("node is a replica (role:slave); leasecron needs masters")
-		n.mu.Lock()
-		n.onConnectErr = err
-		n.mu.Unlock()
-		return err
+		return n.refuse(errors.New("node is a replica (role:slave); leasecron needs masters"))
 	}
 	runID := fields["run_id"]
 	uptime, _ := strconv.ParseInt(fields["uptime_in_seconds"], 10, 64)
+	// A master that was promoted from a replica keeps the old replication
+	// ID's end offset (second_repl_offset) until it restarts; Redis does
+	// not say when the promotion happened.
+	promoted := fields["second_repl_offset"] != "" && fields["second_repl_offset"] != "-1"
 	now := time.Now()
 	n.mu.Lock()
 	n.onConnectErr = nil
@@ -224,17 +233,22 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	prev, seen := n.runIDs[addr]
 	n.runIDs[addr] = runID
 	var base time.Time
+	restarted := false
 	switch {
+	case !seen && promoted:
+		// First sight of a promoted replica: it may have been promoted
+		// a moment ago, without leases its old master granted.
+		base, restarted = now, true
+		n.restartedAt = now
 	case !seen:
 		// First sight: the process started about uptime seconds ago
 		// (rounded down by Redis, hence the extra second).
 		base = now.Add(-time.Duration(uptime)*time.Second + time.Second)
 	case prev != runID:
 		// A new process (restart or failover) behind the same address.
-		base = now
+		base, restarted = now, true
 		n.restartedAt = now
 	}
-	restarted := seen && prev != runID
 	if base.After(n.votingFrom) {
 		n.votingFrom = base
 	}
@@ -251,6 +265,15 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 		return fmt.Errorf("SCRIPT LOAD: %w", err)
 	}
 	return nil
+}
+
+// refuse records err as the reason the node cannot be used (shown by Ping)
+// and returns it, so that go-redis drops the connection.
+func (n *node) refuse(err error) error {
+	n.mu.Lock()
+	n.onConnectErr = err
+	n.mu.Unlock()
+	return err
 }
 
 func parseInfo(s string) map[string]string {

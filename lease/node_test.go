@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/leasecron/leasecron/internal/redistest"
 	"github.com/leasecron/leasecron/lease"
@@ -284,5 +287,124 @@ func TestClusterNode(t *testing.T) {
 		if !errors.Is(r.Err, lease.ErrEpochDone) {
 			t.Errorf("after Complete on cluster: %v", r.Err)
 		}
+	}
+}
+
+// TestSentinelNode uses a real Sentinel-managed master (a master, its
+// replica and one Sentinel) as one of three Redlock nodes, with one plain
+// node killed so that every round needs its vote. Leases live on the
+// master the Sentinel names. After a failover the promoted replica is a
+// new server behind the same node, which may lack leases the old master
+// granted: the client must treat it as a restart, keep the node from
+// voting for the restart guard, and then take leases on the new master. A
+// client that first meets the node after the failover must wait too.
+func TestSentinelNode(t *testing.T) {
+	t.Parallel()
+	g := redistest.StartSentinelGroup(t)
+	plain := start(t, 2)
+	sentinelURL := "redis+sentinel://" + g.Sentinel.Addr() + "?master_name=" + redistest.SentinelMasterName
+	const guard = 2 * time.Second
+	var mu sync.Mutex
+	var votesAgainAt []time.Time // from OnRestart for the Sentinel node
+	ob := lease.Observer{OnRestart: func(node string, at time.Time) {
+		if strings.Contains(node, g.Sentinel.Addr()) {
+			mu.Lock()
+			votesAgainAt = append(votesAgainAt, at)
+			mu.Unlock()
+		}
+	}}
+	c := votingClient(t, append([]string{sentinelURL}, plain.URLs()...),
+		lease.WithTimeout(time.Second), lease.WithRestartGuard(guard), lease.WithObserver(ob))
+	plain.Nodes[1].Kill()
+	ctx := ctxT(t, time.Minute)
+
+	// Listed as a plain node by mistake, the Sentinel is named as one.
+	wrong := newClient(t, []string{g.Sentinel.URL()})
+	if st := wrong.Ping(ctx)[0]; st.Err == nil || !strings.Contains(st.Err.Error(), "redis+sentinel://") {
+		t.Errorf("a Sentinel listed as a plain node: %+v", st)
+	}
+
+	k := key(t)
+	lockOn := func(n *redistest.Node, k string) string {
+		t.Helper()
+		v, err := n.Client().Get(ctx, "{"+k+"}:lock").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatalf("GET the lock of %s on %s: %v", k, n.Addr(), err)
+		}
+		return v
+	}
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: time.Minute, Owner: "o"})
+	if v := lockOn(g.Master, k); !strings.HasPrefix(v, l.Token()+" ") {
+		t.Errorf("the lock on the Sentinel's master is %q, want the lease's token %s", v, l.Token())
+	}
+	if err := l.Extend(ctx, time.Minute); err != nil {
+		t.Errorf("Extend through the Sentinel node: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release through the Sentinel node: %v", err)
+	}
+	if v := lockOn(g.Master, k); v != "" {
+		t.Errorf("lock left on the master after Release: %q", v)
+	}
+	mu.Lock()
+	if len(votesAgainAt) > 0 {
+		t.Errorf("restart reported before any failover: %v", votesAgainAt)
+	}
+	mu.Unlock()
+
+	g.Failover()
+	// The old master takes writes until the Sentinel demotes it (a window
+	// of Sentinel's own, see the package doc); start once it no longer does.
+	g.WaitDemoted()
+	// No lease until the guard has passed since the client met the new
+	// master: the Sentinel node does not vote and the one live plain node
+	// is no quorum. Then the node votes again, on the new master.
+	k2 := key(t, "after")
+	var l2 *lease.Lease
+	sawRestarted := false
+	deadline := time.Now().Add(30 * time.Second)
+	for l2 == nil {
+		var err error
+		l2, err = c.Acquire(ctx, lease.Request{Key: k2, TTL: 10 * time.Second, Owner: "o"})
+		if err == nil {
+			break
+		}
+		refused(t, err, lease.ErrNoQuorum)
+		for _, ne := range nodeErrors(err) {
+			if strings.Contains(ne.Node, g.Sentinel.Addr()) && errors.Is(ne, lease.ErrRestarted) {
+				sawRestarted = true
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no lease %s 30 s after the failover: %v", k2, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	won := time.Now()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(votesAgainAt) == 0 {
+		t.Fatal("the failover was not reported as a restart (Observer.OnRestart)")
+	}
+	if !sawRestarted {
+		t.Error("no refusal after the failover named the Sentinel node as restarted (ErrRestarted)")
+	}
+	if again := votesAgainAt[len(votesAgainAt)-1]; won.Before(again) {
+		t.Errorf("lease won at %s, before the failed-over node votes again at %s", won.Format(time.StampMilli), again.Format(time.StampMilli))
+	}
+	if v := lockOn(g.Master, k2); !strings.HasPrefix(v, l2.Token()+" ") {
+		t.Errorf("the lock on the new master %s is %q, want the lease's token %s", g.Master.Addr(), v, l2.Token())
+	}
+	if st := c.Ping(ctx)[0]; st.Err != nil || !st.Voting || st.RestartedAt.IsZero() {
+		t.Errorf("Ping of the Sentinel node after the failover: %+v", st)
+	}
+	// A client that meets the promoted master for the first time cannot
+	// know when it was promoted: the node does not vote for a guard.
+	fresh := newClient(t, []string{sentinelURL}, lease.WithRestartGuard(guard))
+	if st := fresh.Ping(ctx)[0]; st.Err != nil || st.Voting || st.VotingAt.Before(time.Now().Add(guard/2)) {
+		t.Errorf("a new client's first Ping of the promoted master: %+v, want it not voting for about %s", st, guard)
+	}
+	if err := l2.Release(ctx); err != nil {
+		t.Errorf("Release after the failover: %v", err)
 	}
 }

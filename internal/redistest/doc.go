@@ -4,7 +4,8 @@
 // t.Cleanup.
 //
 // Start launches independent masters (the Redlock setup); StartRedisCluster
-// launches a 3-master Redis Cluster. Nodes can be killed, restarted on the
+// launches a 3-master Redis Cluster; StartSentinelGroup launches a master,
+// its replica and a Sentinel, and can fail over. Nodes can be killed, restarted on the
 // same port (empty by default, or from their append-only file with WithAOF),
 // and paused with SIGSTOP. A Proxy sits between a client and a node to add
 // latency, swallow traffic (Blackhole) or drop connections (Cut).

@@ -38,8 +38,8 @@ const (
 // errAddrInUse marks a start that failed because the port was taken.
 var errAddrInUse = errors.New("redistest: address already in use")
 
-// Node is one redis-server process owned by a test: started by Start or
-// StartRedisCluster, killed by the test's cleanup. Its methods that can
+// Node is one redis-server process owned by a test: started by Start,
+// StartRedisCluster or StartSentinelGroup, killed by the test's cleanup. Its methods that can
 // fail call t.Fatalf, so call them from the test's goroutine. A Node is
 // safe for concurrent use otherwise.
 type Node struct {
@@ -47,9 +47,12 @@ type Node struct {
 	bin     string
 	cfg     config
 	cluster bool
-	dir     string
-	logPath string // redis-server --logfile
-	outPath string // the process's stdout and stderr (errors before logging starts)
+	// sentinelConf is the config file of a Sentinel process ("" for a
+	// data node); it is the first argument and the Sentinel rewrites it.
+	sentinelConf string
+	dir          string
+	logPath      string // redis-server --logfile
+	outPath      string // the process's stdout and stderr (errors before logging starts)
 
 	// port and busPort are fixed once the first start succeeded.
 	port    int
@@ -131,6 +134,17 @@ func (n *Node) firstStart() error {
 
 // args is the redis-server command line for the node's configuration.
 func (n *Node) args() []string {
+	if n.sentinelConf != "" {
+		return []string{
+			n.sentinelConf, "--sentinel",
+			"--port", strconv.Itoa(n.port),
+			"--bind", "127.0.0.1",
+			"--dir", n.dir,
+			"--daemonize", "no",
+			"--protected-mode", "no",
+			"--logfile", n.logPath,
+		}
+	}
 	aof := "no"
 	if n.cfg.aof {
 		aof = "yes"
