@@ -57,6 +57,7 @@ func badNodes(t *testing.T) []struct {
 	}
 	dead := ln.Addr().String()
 	ln.Close() // nothing listens there any more
+	sentinel := redistest.StartSentinelGroup(t).Sentinel
 	return []struct {
 		name  string
 		nodes []string
@@ -67,6 +68,7 @@ func badNodes(t *testing.T) []struct {
 		{"replica", []string{pair.URLs()[1]}, "replica"},
 		{"replicas are not a quorum", []string{pair.URLs()[1], "redis://:wr0ng@" + addr + "/0", "redis://" + dead + "/0"}, "replica"},
 		{"unreachable", []string{"redis://" + dead + "/0"}, dead},
+		{"Sentinel listed as redis://", []string{sentinel.URL()}, "redis+sentinel://"},
 	}
 }
 
@@ -186,4 +188,42 @@ func TestBadConfigNothingRuns(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// TestTriggerThroughSentinel: a Sentinel-managed master is a node like any
+// other. With one of two plain nodes down, trigger needs its vote, gets
+// it, and runs the job; status shows the node.
+func TestTriggerThroughSentinel(t *testing.T) {
+	t.Parallel()
+	g := redistest.StartSentinelGroup(t)
+	plain := redistest.Start(t, 2)
+	plain.Nodes[1].Kill()
+	sentinelURL := "redis+sentinel://" + g.Sentinel.Addr() + "?master_name=" + redistest.SentinelMasterName
+	config, marker := markerJob(t, []string{sentinelURL, plain.Nodes[0].URL(), plain.Nodes[1].URL()}, "@hourly")
+	path := writeConfig(t, config)
+
+	// A master that just started does not vote for one TTL (it might have
+	// restarted empty): retry while that is the reason.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, out, errOut := cli(t, "trigger", "marker", "-c", path)
+		if code == exitOK {
+			t.Logf("trigger: %s", strings.TrimSpace(out))
+			break
+		}
+		if !strings.Contains(errOut, "restarted") || time.Now().After(deadline) {
+			t.Fatalf("trigger through the Sentinel node: exit %d; stderr:\n%s", code, errOut)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the job did not run: %v", err)
+	}
+	if keys := g.Master.Keys("*marker*"); len(keys) == 0 {
+		t.Error("no key of the job on the Sentinel's master")
+	}
+	_, out, errOut := cli(t, "status", "-c", path, "--timeout", "5s")
+	if !strings.Contains(out, sentinelURL) {
+		t.Errorf("status does not show the Sentinel node:\nstdout:\n%s\nstderr:\n%s", out, errOut)
+	}
 }
