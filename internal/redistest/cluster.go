@@ -63,39 +63,26 @@ func StartRedisCluster(t testing.TB) *RedisCluster {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("redistest: %s %s: %v\n%s%s", cli, strings.Join(args, " "), err, out, rc.logTails())
 	}
-	if err := rc.waitOK(ctx); err != nil {
-		t.Fatalf("redistest: Redis Cluster %v: %v\n%s", rc.Addrs(), err, rc.logTails())
+	if err := poll(clusterTimeout, rc.clusterOK); err != nil {
+		t.Fatalf("redistest: Redis Cluster %v not ok: %v\n%s", rc.Addrs(), err, rc.logTails())
 	}
 	return rc
 }
 
-// waitOK polls CLUSTER INFO on every node until all say cluster_state:ok
-// with all masters known.
-func (rc *RedisCluster) waitOK(ctx context.Context) error {
+// clusterOK reports whether every node says cluster_state:ok with all
+// masters known, and if not, what the first one that does not said.
+func (rc *RedisCluster) clusterOK(ctx context.Context) (bool, string) {
 	want := fmt.Sprintf("cluster_known_nodes:%d", clusterMasters)
-	var last string
-	for {
-		ok := true
-		for _, n := range rc.Nodes {
-			info, err := n.Client().ClusterInfo(ctx).Result()
-			if err != nil {
-				ok, last = false, fmt.Sprintf("%s: CLUSTER INFO: %v", n.Addr(), err)
-				break
-			}
-			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, want) {
-				ok, last = false, fmt.Sprintf("%s: %s", n.Addr(), strings.Join(strings.Fields(info), " "))
-				break
-			}
+	for _, n := range rc.Nodes {
+		info, err := n.Client().ClusterInfo(ctx).Result()
+		if err != nil {
+			return false, fmt.Sprintf("%s: CLUSTER INFO: %v", n.Addr(), err)
 		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not ok within %s; last seen: %s", clusterTimeout, last)
-		case <-time.After(50 * time.Millisecond):
+		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, want) {
+			return false, fmt.Sprintf("%s: %s", n.Addr(), strings.Join(strings.Fields(info), " "))
 		}
 	}
+	return true, ""
 }
 
 // Addrs returns the masters' "127.0.0.1:port" addresses: the seed list for

@@ -61,30 +61,10 @@ func StartSentinelGroup(t testing.TB) *SentinelGroup {
 		t.Fatalf("%v", err)
 	}
 	g := &SentinelGroup{Master: master, Replica: replica, Sentinel: sentinel, t: t}
-	ctx, cancel := context.WithTimeout(context.Background(), sentinelTimeout)
-	defer cancel()
-	if err := g.waitReplicaKnown(ctx); err != nil {
-		t.Fatalf("redistest: Sentinel group: %v\n%s", err, g.logTails())
+	if err := poll(sentinelTimeout, g.replicaReady); err != nil {
+		t.Fatalf("redistest: Sentinel group: replica %s not ready: %v\n%s", replica.Addr(), err, g.logTails())
 	}
 	return g
-}
-
-// waitReplicaKnown polls until the replica's link to the master is up and
-// the Sentinel lists the replica as healthy.
-func (g *SentinelGroup) waitReplicaKnown(ctx context.Context) error {
-	last := "nothing checked yet"
-	for {
-		ok, what := g.replicaReady(ctx)
-		if ok {
-			return nil
-		}
-		last = what
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("replica %s not ready within %s; last seen: %s", g.Replica.Addr(), sentinelTimeout, last)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // replicaReady reports whether the replica is in sync and known to the
@@ -144,43 +124,29 @@ func (g *SentinelGroup) masterAddr(ctx context.Context) (string, error) {
 // that. A failover that does not finish within 30 s fails the test.
 func (g *SentinelGroup) Failover() {
 	g.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), sentinelTimeout)
-	defer cancel()
 	want := g.Replica.Addr()
-	last := "nothing checked yet"
 	asked := false
-	for {
+	err := poll(sentinelTimeout, func(ctx context.Context) (bool, string) {
 		if !asked {
 			// NOGOODSLAVE while the Sentinel has not refreshed the
 			// replica's state yet: ask again.
 			err := g.Sentinel.Client().Do(ctx, "SENTINEL", "FAILOVER", SentinelMasterName).Err()
 			asked = err == nil || strings.Contains(err.Error(), "INPROG")
-			if err != nil {
-				last = fmt.Sprintf("SENTINEL FAILOVER: %v", err)
+			if !asked {
+				return false, fmt.Sprintf("SENTINEL FAILOVER: %v", err)
 			}
 		}
-		if asked {
-			addr, err := g.masterAddr(ctx)
-			switch {
-			case err != nil:
-				last = err.Error()
-			case addr != want:
-				last = "the Sentinel still names " + addr
-			default:
-				info, err := g.Replica.Client().Info(ctx, "replication").Result()
-				if err == nil && strings.Contains(info, "role:master") {
-					g.Master, g.Replica = g.Replica, g.Master
-					return
-				}
-				last = fmt.Sprintf("INFO replication on %s: %v %s", want, err, strings.Join(strings.Fields(info), " "))
-			}
+		if addr, err := g.masterAddr(ctx); err != nil {
+			return false, err.Error()
+		} else if addr != want {
+			return false, "the Sentinel still names " + addr
 		}
-		select {
-		case <-ctx.Done():
-			g.t.Fatalf("redistest: failover to %s not done within %s; last seen: %s\n%s", want, sentinelTimeout, last, g.logTails())
-		case <-time.After(50 * time.Millisecond):
-		}
+		return hasRole(ctx, g.Replica, "master")
+	})
+	if err != nil {
+		g.t.Fatalf("redistest: failover to %s: %v\n%s", want, err, g.logTails())
 	}
+	g.Master, g.Replica = g.Replica, g.Master
 }
 
 // WaitDemoted waits until the Replica (the old master after a Failover)
@@ -188,21 +154,20 @@ func (g *SentinelGroup) Failover() {
 // longer than 30 s fails the test.
 func (g *SentinelGroup) WaitDemoted() {
 	g.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), sentinelTimeout)
-	defer cancel()
-	var last string
-	for {
-		info, err := g.Replica.Client().Info(ctx, "replication").Result()
-		if err == nil && strings.Contains(info, "role:slave") {
-			return
-		}
-		last = fmt.Sprintf("%v %s", err, strings.Join(strings.Fields(info), " "))
-		select {
-		case <-ctx.Done():
-			g.t.Fatalf("redistest: %s not made a replica within %s; last seen: %s\n%s", g.Replica.Addr(), sentinelTimeout, last, g.logTails())
-		case <-time.After(50 * time.Millisecond):
-		}
+	err := poll(sentinelTimeout, func(ctx context.Context) (bool, string) { return hasRole(ctx, g.Replica, "slave") })
+	if err != nil {
+		g.t.Fatalf("redistest: %s not made a replica: %v\n%s", g.Replica.Addr(), err, g.logTails())
 	}
+}
+
+// hasRole reports whether n says role:ROLE in INFO replication, and if not,
+// what it said.
+func hasRole(ctx context.Context, n *Node, role string) (bool, string) {
+	info, err := n.Client().Info(ctx, "replication").Result()
+	if err == nil && strings.Contains(info, "role:"+role) {
+		return true, ""
+	}
+	return false, fmt.Sprintf("INFO replication on %s: %v %s", n.Addr(), err, strings.Join(strings.Fields(info), " "))
 }
 
 // logTails returns the end of every process's log.
