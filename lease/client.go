@@ -88,9 +88,10 @@ func New(urls []string, opts ...Option) (*Client, error) {
 		n.viaSentinel = strings.Contains(scheme, "+sentinel")
 		name, rdb, err := parseNode(raw, o.tls, o.connTimeout, n.onConnect)
 		if err == nil && seen[raw] {
-			err = fmt.Errorf("node %s: listed twice", name)
+			err = errors.New("listed twice")
 		}
 		if err != nil {
+			err = fmt.Errorf("node %s: %w", name, err)
 			for _, prev := range c.nodes {
 				_ = prev.rdb.Close()
 			}

@@ -198,3 +198,25 @@ func TestFailoverIsRestart(t *testing.T) {
 		t.Error("a second cluster shard was treated as a restart")
 	}
 }
+
+// TestSentinelCredentials: the user info of a Sentinel URL logs in to the
+// Sentinels and to the master; ?username= and ?password= set the master's
+// own instead.
+func TestSentinelCredentials(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ raw, user, pw string }{
+		{"redis+sentinel://u:p@h:1?master_name=m", "u", "p"},
+		{"redis+sentinel://u:p@h:1?master_name=m&username=mu&password=mp", "mu", "mp"},
+		{"redis+sentinel://h:1?master_name=m&password=mp", "", "mp"},
+	} {
+		_, rdb, err := parseNode(tc.raw, nil, time.Second, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.raw, err)
+		}
+		o := rdb.(*redis.Client).Options()
+		if o.Username != tc.user || o.Password != tc.pw {
+			t.Errorf("%s: the master is logged in to as %q/%q, want %q/%q", Redact(tc.raw), o.Username, o.Password, tc.user, tc.pw)
+		}
+		_ = rdb.Close()
+	}
+}

@@ -38,7 +38,10 @@
 // A Sentinel or Cluster URL is one Redlock node: one vote. All keys of a
 // lease share the hash tag {key}, so the scripts work on a Cluster. A node
 // that reports role:slave is refused with a clear error, and so is a
-// Sentinel listed with redis:// instead of redis+sentinel://.
+// Sentinel listed with redis:// instead of redis+sentinel://. The user info
+// of a Sentinel URL logs in to the Sentinels and the master; ?username= and
+// ?password= set the master's own. Other query options are go-redis's URL
+// options; CheckURL tells whether New accepts a URL without connecting.
 //
 // A Sentinel failover puts a promoted replica behind the node, which may
 // lack the last leases the old master granted. A client that knew the old

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -70,6 +71,18 @@ type op struct {
 
 var errAbandoned = errors.New("abandoned before send")
 
+// CheckURL reports whether New would accept raw as a node URL (scheme,
+// host and port, the options go-redis understands, master_name for a
+// Sentinel node), without connecting. The error does not quote the URL or
+// its password: name the node with Redact.
+func CheckURL(raw string) error {
+	_, rdb, err := parseNode(raw, nil, time.Second, nil)
+	if rdb != nil {
+		_ = rdb.Close()
+	}
+	return err
+}
+
 // parseNode builds a node from its URL. Supported forms:
 //
 //	redis://[user:pass@]host:port[/db]             plain server
@@ -77,24 +90,25 @@ var errAbandoned = errors.New("abandoned before send")
 //	redis+sentinel://[user:pass@]sentinel:port[/db]?master_name=M[&addr=s2:port...]
 //	redis+cluster://[user:pass@]seed:port[?addr=seed2:port...]
 //
-// Errors name the node by its redacted URL.
+// Errors do not quote the URL; callers name the node by its redacted URL
+// (the name returned).
 func parseNode(raw string, tlsConf *tls.Config, connTimeout time.Duration, onConnect func(context.Context, *redis.Conn) error) (string, redis.UniversalClient, error) {
 	name := Redact(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
-		return name, nil, fmt.Errorf("node %s: not a URL", name)
+		return name, nil, errors.New("not a URL")
 	}
 	if u.Host == "" {
-		return name, nil, fmt.Errorf("node %s: missing host:port", name)
+		return name, nil, errors.New("missing host:port")
 	}
 	if _, port, err := net.SplitHostPort(u.Host); err == nil {
 		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-			return name, nil, fmt.Errorf("node %s: bad port %q", name, port)
+			return name, nil, fmt.Errorf("bad port %q", port)
 		}
 	}
 	base, kind, _ := strings.Cut(u.Scheme, "+")
 	if base != "redis" && base != "rediss" {
-		return name, nil, fmt.Errorf("node %s: unsupported scheme %q (use redis, rediss, redis+sentinel, redis+cluster)", name, u.Scheme)
+		return name, nil, fmt.Errorf("unsupported scheme %q (use redis, rediss, redis+sentinel, redis+cluster)", u.Scheme)
 	}
 	plain := *u
 	plain.Scheme = base
@@ -107,7 +121,7 @@ func parseNode(raw string, tlsConf *tls.Config, connTimeout time.Duration, onCon
 	case "":
 		o, err := redis.ParseURL(plain.String())
 		if err != nil {
-			return name, nil, fmt.Errorf("node %s: %s", name, scrub(err, raw))
+			return name, nil, errors.New(scrub(err, raw))
 		}
 		setTLS(&o.TLSConfig)
 		tuneOptions(&o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.Protocol, &o.DisableIdentity, connTimeout, &o.DialTimeout)
@@ -117,14 +131,16 @@ func parseNode(raw string, tlsConf *tls.Config, connTimeout time.Duration, onCon
 	case "sentinel":
 		o, err := redis.ParseFailoverURL(plain.String())
 		if err != nil {
-			return name, nil, fmt.Errorf("node %s: %s", name, scrub(err, raw))
+			return name, nil, errors.New(scrub(err, raw))
 		}
 		if o.MasterName == "" {
-			return name, nil, fmt.Errorf("node %s: sentinel node needs ?master_name=", name)
+			return name, nil, errors.New("sentinel node needs ?master_name=")
 		}
-		// The user/password in the URL is for the master; go-redis puts it on
-		// the sentinels. Use it for both.
-		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
+		// The user/password in the URL's user info is for the master too;
+		// go-redis puts it on the sentinels only. ?username= and
+		// ?password= set the master's separately.
+		o.Username = cmp.Or(o.Username, o.SentinelUsername)
+		o.Password = cmp.Or(o.Password, o.SentinelPassword)
 		setTLS(&o.TLSConfig)
 		tuneOptions(&o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.Protocol, &o.DisableIdentity, connTimeout, &o.DialTimeout)
 		o.OnConnect = onConnect
@@ -132,7 +148,7 @@ func parseNode(raw string, tlsConf *tls.Config, connTimeout time.Duration, onCon
 	case "cluster":
 		o, err := redis.ParseClusterURL(plain.String())
 		if err != nil {
-			return name, nil, fmt.Errorf("node %s: %s", name, scrub(err, raw))
+			return name, nil, errors.New(scrub(err, raw))
 		}
 		setTLS(&o.TLSConfig)
 		tuneOptions(&o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.Protocol, &o.DisableIdentity, connTimeout, &o.DialTimeout)
@@ -140,7 +156,7 @@ func parseNode(raw string, tlsConf *tls.Config, connTimeout time.Duration, onCon
 		o.OnConnect = onConnect
 		return name, redis.NewClusterClient(o), nil
 	}
-	return name, nil, fmt.Errorf("node %s: unsupported scheme %q (use redis, rediss, redis+sentinel, redis+cluster)", name, u.Scheme)
+	return name, nil, fmt.Errorf("unsupported scheme %q (use redis, rediss, redis+sentinel, redis+cluster)", u.Scheme)
 }
 
 func tuneOptions(read, write *time.Duration, retries, proto *int, noIdent *bool, connTimeout time.Duration, dial *time.Duration) {
@@ -153,9 +169,10 @@ func tuneOptions(read, write *time.Duration, retries, proto *int, noIdent *bool,
 	}
 }
 
-// Redact returns the URL with its password replaced by "xxxxx", safe to log.
-// Strings that are not URLs with a host part (a missing scheme, for
-// example) lose everything up to the last '@'.
+// Redact returns the URL with its password, and the value of every query
+// parameter whose name contains "pass" (password=, sentinel_password=),
+// replaced by "xxxxx", safe to log. Strings that are not URLs with a host
+// part (a missing scheme, for example) lose everything up to the last '@'.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Opaque != "" || (u.User == nil && strings.Contains(raw, "@")) {
@@ -167,16 +184,54 @@ func Redact(raw string) string {
 		}
 		return raw
 	}
+	q, redacted := u.Query(), false
+	for k := range q {
+		if isPasswordParam(k) {
+			q[k], redacted = []string{"xxxxx"}, true
+		}
+	}
+	if redacted {
+		u.RawQuery = q.Encode() // re-encoding sorts the parameters
+	}
 	return u.Redacted()
 }
 
-// scrub removes a password that a library error might quote.
+// isPasswordParam reports whether a URL query parameter carries a password.
+func isPasswordParam(name string) bool {
+	return strings.Contains(strings.ToLower(name), "pass")
+}
+
+// queryPasswords returns the non-empty values of u's password parameters.
+func queryPasswords(u *url.URL) []string {
+	var pws []string
+	for k, vs := range u.Query() {
+		if isPasswordParam(k) {
+			for _, v := range vs {
+				if v != "" {
+					pws = append(pws, v)
+				}
+			}
+		}
+	}
+	return pws
+}
+
+// scrub removes any password of raw (in its user info or its query) that a
+// library error might quote.
 func scrub(err error, raw string) string {
 	msg := err.Error()
-	if u, perr := url.Parse(raw); perr == nil && u.User != nil {
+	u, perr := url.Parse(raw)
+	if perr != nil {
+		return msg
+	}
+	pws := queryPasswords(u)
+	if u.User != nil {
 		if pw, ok := u.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+			pws = append(pws, pw)
 		}
+	}
+	for _, pw := range pws {
+		msg = strings.ReplaceAll(msg, pw, "xxxxx")
 	}
 	return msg
 }

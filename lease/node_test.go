@@ -45,6 +45,8 @@ func TestNodeURLErrors(t *testing.T) {
 		{"password, unparsable", []string{"redis://u:" + secret + "%zz@127.0.0.1:6380"}, nil, []string{"node 1", "127.0.0.1:6380"}},
 		{"password, duplicate", []string{"redis://:" + secret + "@127.0.0.1:1", "redis://:" + secret + "@127.0.0.1:1"}, nil, []string{"node 2", "listed twice"}},
 		{"sentinel with password", []string{"redis+sentinel://:" + secret + "@127.0.0.1:26379"}, nil, []string{"node 1", "master_name"}},
+		{"password option on a plain node", []string{"redis://127.0.0.1:6380?password=" + secret}, nil, []string{"node 1", "127.0.0.1:6380", "password=xxxxx", "unexpected option"}},
+		{"sentinel_password option", []string{"redis+sentinel://127.0.0.1:26379?master_name=m&sentinel_password=" + secret}, nil, []string{"node 1", "unexpected option"}},
 		{"timeout", []string{ok}, []lease.Option{lease.WithTimeout(0)}, []string{"timeout"}},
 		{"drift", []string{ok}, []lease.Option{lease.WithDrift(1)}, []string{"drift"}},
 	} {
@@ -101,6 +103,9 @@ func TestNodeURLForms(t *testing.T) {
 		"admin:" + secret + "@db:6379":    "xxxxx@db:6379",
 		"//u:" + secret + "@h:1":          "//u:xxxxx@h:1",
 		"h:1":                             "h:1",
+		"redis+sentinel://h:1?master_name=m&password=" + secret:          "redis+sentinel://h:1?master_name=m&password=xxxxx",
+		"redis+sentinel://h:1?sentinel_password=" + secret + "&addr=h:2": "redis+sentinel://h:1?addr=h%3A2&sentinel_password=xxxxx",
+		"redis://h:1?Password=" + secret:                                 "redis://h:1?Password=xxxxx",
 	} {
 		if got := lease.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
@@ -406,5 +411,31 @@ func TestSentinelNode(t *testing.T) {
 	}
 	if err := l2.Release(ctx); err != nil {
 		t.Errorf("Release after the failover: %v", err)
+	}
+}
+
+func TestCheckURL(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{
+		"redis://127.0.0.1:1/0":                               "",
+		"redis+sentinel://127.0.0.1:1?master_name=m":          "",
+		"redis+cluster://127.0.0.1:1?addr=127.0.0.1:2":        "",
+		"redis://127.0.0.1:1?bogus=1":                         "unexpected option: bogus",
+		"redis://127.0.0.1:1?password=" + secret:              "unexpected option: password",
+		"redis+sentinel://127.0.0.1:1":                        "master_name",
+		"http://127.0.0.1:1":                                  "unsupported scheme",
+		"redis://u:" + secret + "@127.0.0.1:1/x":              "invalid database number",
+		"redis://u:" + secret + "@127.0.0.1:1?dial_timeout=x": "dial_timeout",
+	} {
+		err := lease.CheckURL(raw)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("CheckURL(%s) = %v", lease.Redact(raw), err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("CheckURL(%s) = %v, want an error with %q", lease.Redact(raw), err, want)
+		}
+		if err != nil && (strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "127.0.0.1")) {
+			t.Errorf("CheckURL(%s) error quotes the URL: %v", lease.Redact(raw), err)
+		}
 	}
 }

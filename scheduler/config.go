@@ -17,6 +17,8 @@ import (
 	"unicode"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
 // Documented defaults. DefaultConfig and Parse apply them; TestDefaults
@@ -1001,8 +1003,15 @@ func (v *validator) redis() {
 	for i, raw := range r.Nodes {
 		field := fmt.Sprintf("redis.nodes[%d]", i)
 		key, msg := checkNode(raw)
+		if msg == "" {
+			// What the lease client would refuse at start: options
+			// go-redis does not know, say.
+			if err := lease.CheckURL(raw); err != nil {
+				msg = err.Error()
+			}
+		}
 		if msg != "" {
-			v.errorf(field, 0, "%s: %s", redactURL(raw), msg)
+			v.errorf(field, 0, "%s: %s", lease.Redact(raw), msg)
 			continue
 		}
 		if first, dup := seen[key]; dup {
@@ -1011,7 +1020,7 @@ func (v *validator) redis() {
 			if l := v.lineOf(other, 0); l > 0 {
 				where = fmt.Sprintf(" (line %d)", l)
 			}
-			v.errorf(field, 0, "%s: duplicate node: the same server as %s%s; the nodes must be independent Redis masters", redactURL(raw), other, where)
+			v.errorf(field, 0, "%s: duplicate node: the same server as %s%s; the nodes must be independent Redis masters", lease.Redact(raw), other, where)
 			continue
 		}
 		seen[key] = i
@@ -1085,27 +1094,6 @@ func checkNode(raw string) (key, msg string) {
 		}
 	}
 	return key, ""
-}
-
-// redactURL is raw with its password (and any query parameter that looks
-// like one) replaced by "xxxxx". A string that is not a URL with a host
-// loses everything up to its last '@'.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Opaque != "" || u.Host == "" || (u.User == nil && strings.Contains(raw, "@")) {
-		if i := strings.LastIndex(raw, "@"); i >= 0 {
-			return "xxxxx@" + raw[i+1:]
-		}
-		return raw
-	}
-	q := u.Query()
-	for k := range q {
-		if strings.Contains(strings.ToLower(k), "pass") {
-			q[k] = []string{"xxxxx"}
-			u.RawQuery = q.Encode()
-		}
-	}
-	return u.Redacted()
 }
 
 func (v *validator) lease() {
