@@ -250,7 +250,7 @@ collect:
 				}
 			}
 		case <-timer.C:
-			stopErr = timeoutErr(timeout)
+			stopErr = timeoutErr{d: timeout}
 			break collect
 		case <-ctx.Done():
 			stopErr = ctx.Err()
@@ -262,10 +262,11 @@ collect:
 	if stopErr != nil {
 		for i, ok := range answered {
 			if !ok {
+				err := c.nodes[i].unanswered(stopErr)
 				for k := range tallies {
 					t := &tallies[k]
 					t.bad++
-					t.errs = append(t.errs, &NodeError{Node: c.nodes[i].name, Err: stopErr})
+					t.errs = append(t.errs, &NodeError{Node: c.nodes[i].name, Err: err})
 				}
 				c.vote(c.nodes[i], "acquire", VoteFailed, time.Since(start))
 			}

@@ -284,12 +284,23 @@ func toString(v any) string {
 }
 
 // timeoutErr is the per-node error for a node that did not answer in time.
-type timeoutErr time.Duration
+// last is how the node's previous round failed, if it did: a connection
+// that cannot be set up (a TLS certificate that is not trusted, say) often
+// fails only after the next round gave up waiting, and would otherwise be
+// reported as a bare timeout.
+type timeoutErr struct {
+	d    time.Duration
+	last error
+}
 
 func (t timeoutErr) Error() string {
-	return fmt.Sprintf("no answer within %s", time.Duration(t))
+	if t.last != nil {
+		return fmt.Sprintf("no answer within %s (the previous round failed: %v)", t.d, t.last)
+	}
+	return fmt.Sprintf("no answer within %s", t.d)
 }
 func (t timeoutErr) Timeout() bool { return true }
+func (t timeoutErr) Unwrap() error { return t.last }
 
 // simpleRound sends one call to every node and waits until `need` nodes
 // answered with ok(result) == true, or that became impossible, or the
@@ -337,7 +348,7 @@ func (c *Client) simpleRound(ctx context.Context, opName string, mk func(i int) 
 			good++
 			c.vote(n, opName, VoteGranted, a.at)
 		case <-timer.C:
-			return good, start, errors.Join(append(errs, c.missing(opName, answered, timeoutErr(c.opts.timeout))...)...)
+			return good, start, errors.Join(append(errs, c.missing(opName, answered, timeoutErr{d: c.opts.timeout})...)...)
 		case <-ctx.Done():
 			return good, start, errors.Join(append(errs, c.missing(opName, answered, ctx.Err())...)...)
 		}
@@ -350,7 +361,7 @@ func (c *Client) missing(opName string, answered []bool, err error) []error {
 	var errs []error
 	for i, ok := range answered {
 		if !ok {
-			errs = append(errs, &NodeError{Node: c.nodes[i].name, Err: err})
+			errs = append(errs, &NodeError{Node: c.nodes[i].name, Err: c.nodes[i].unanswered(err)})
 			c.vote(c.nodes[i], opName, VoteFailed, c.opts.timeout)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // SetNote stores a note beside the lease key on every node, for example
@@ -98,7 +100,7 @@ loop:
 				info.NoteVersion, info.Note = v, toString(vals[5])
 			}
 		case <-timer.C:
-			errs = append(errs, c.missing("inspect", answered, timeoutErr(c.opts.timeout))...)
+			errs = append(errs, c.missing("inspect", answered, timeoutErr{d: c.opts.timeout})...)
 			break loop
 		case <-ctx.Done():
 			errs = append(errs, c.missing("inspect", answered, ctx.Err())...)
@@ -134,6 +136,42 @@ type NodeStatus struct {
 	VotingAt time.Time
 	// RestartedAt is the last detected restart or failover (zero: none).
 	RestartedAt time.Time
+}
+
+// Warm opens every node's connection before the first round: the dial, a
+// TLS handshake, AUTH, the restart check and the script loading that a
+// new connection costs would otherwise count against the first round's
+// per-node timeout (a fresh process's first Acquire over TLS can miss it
+// on every node). Each node is warmed through the same ordered lane its
+// rounds use. Warm returns when every node answered or failed, or when ctx
+// ends, with the nodes' errors joined; they need no handling, since the next
+// round reports them again.
+func (c *Client) Warm(ctx context.Context) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	errs := make(chan error, len(c.nodes))
+	for _, n := range c.nodes {
+		o := &op{reply: func(_ []*redis.Cmd, err error) {
+			if err != nil {
+				err = &NodeError{Node: n.name, Err: err}
+			}
+			errs <- err
+		}}
+		if !n.submit(o) {
+			return ErrClosed
+		}
+	}
+	var all []error
+	for range c.nodes {
+		select {
+		case err := <-errs:
+			all = append(all, err)
+		case <-ctx.Done():
+			return fmt.Errorf("warm: %w", errors.Join(append(all, ctx.Err())...))
+		}
+	}
+	return errors.Join(all...)
 }
 
 // Ping checks every node in parallel, each bounded by the larger of the

@@ -37,6 +37,7 @@ type node struct {
 	votingFrom    time.Time         // base instant; the node votes from votingFrom+guard
 	restartedAt   time.Time         // last restart/failover detected (zero: none)
 	onConnectErr  error
+	lastFail      error // the last round's connection-level failure; nil after a round that went through
 	queue         []*op
 	closed        bool
 	wake          chan struct{}
@@ -58,8 +59,9 @@ type call struct {
 	args   []any
 }
 
-// op is a group of calls sent together in one pipeline. reply is called
-// exactly once, from the lane goroutine.
+// op is a group of calls sent together in one pipeline; an op without
+// calls sends a PING (Client.Warm). reply is called exactly once, from the
+// lane goroutine.
 type op struct {
 	calls []call
 	// abandoned, when non-nil and closed before the op is sent, makes the
@@ -322,6 +324,20 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	return nil
 }
 
+// unanswered is the error for a round that got no answer from the node
+// and stopped waiting with err: a timeoutErr names how the node's previous
+// round failed, if it did.
+func (n *node) unanswered(err error) error {
+	te, ok := err.(timeoutErr)
+	if !ok {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	te.last = n.lastFail
+	return te
+}
+
 // refuse records err as the reason the node cannot be used (shown by Ping)
 // and returns it, so that go-redis drops the connection.
 func (n *node) refuse(err error) error {
@@ -417,6 +433,10 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	pipe := n.pipeline()
 	cmds := make([][]*redis.Cmd, len(live))
 	for i, o := range live {
+		if len(o.calls) == 0 {
+			pipe.Ping(ctx)
+			continue
+		}
 		cmds[i] = make([]*redis.Cmd, len(o.calls))
 		for j, c := range o.calls {
 			cmds[i][j] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
@@ -440,6 +460,7 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	if cerr := n.onConnectErr; cerr != nil && nodeErr != nil {
 		nodeErr = cerr
 	}
+	n.lastFail = nodeErr
 	n.mu.Unlock()
 	for i, o := range live {
 		o.reply(cmds[i], nodeErr)

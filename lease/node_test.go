@@ -439,3 +439,55 @@ func TestCheckURL(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSNodes: rediss:// nodes whose certificate is signed by a private
+// CA, trusted through WithTLSConfig (which sets no ServerName: the client
+// checks the certificate against each node's own host). Without the CA
+// every node is refused with a certificate error that names it, also when
+// the round timed out before the handshake failed.
+func TestTLSNodes(t *testing.T) {
+	t.Parallel()
+	ca := redistest.NewCA(t)
+	cl := start(t, 3, redistest.WithTLS(ca), redistest.WithPassword(secret))
+	urls := cl.TLSURLs()
+	c := votingClient(t, urls, lease.WithTLSConfig(ca.ClientConfig()))
+	ctx := ctxT(t, 20*time.Second)
+	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 10 * time.Second, Owner: "o"})
+	for _, n := range cl.Nodes {
+		if v, err := n.Client().Get(ctx, "{"+l.Key()+"}:lock").Result(); err != nil || !strings.HasPrefix(v, l.Token()+" ") {
+			t.Errorf("lock on %s: %q, %v", n.Addr(), v, err)
+		}
+	}
+	if err := l.Extend(ctx, 10*time.Second); err != nil {
+		t.Errorf("Extend over TLS: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release over TLS: %v", err)
+	}
+
+	// Warm opens a fresh client's connections (TLS handshakes included)
+	// before its first round.
+	fresh := newClient(t, urls, lease.WithTLSConfig(ca.ClientConfig()))
+	if err := fresh.Warm(ctx); err != nil {
+		t.Errorf("Warm with the CA: %v", err)
+	}
+
+	untrusting := newClient(t, urls)
+	werr := untrusting.Warm(ctx)
+	if werr == nil || !strings.Contains(werr.Error(), "certificate") || !strings.Contains(werr.Error(), cl.Nodes[0].TLSAddr()) {
+		t.Errorf("Warm without the CA: %v, want certificate errors naming each node", werr)
+	}
+	_, err := untrusting.Acquire(ctx, lease.Request{Key: key(t, "untrusted"), TTL: time.Second})
+	refused(t, err, lease.ErrNoQuorum)
+	if !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("Acquire without the CA does not say why: %v", err)
+	}
+	for _, st := range untrusting.Ping(ctx) {
+		if st.Err == nil || !strings.Contains(st.Err.Error(), "certificate") {
+			t.Errorf("Ping of %s without the CA: %v", st.Node, st.Err)
+		}
+		if strings.Contains(st.Node, secret) {
+			t.Errorf("node name leaks the password: %s", st.Node)
+		}
+	}
+}

@@ -247,7 +247,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	defer stopHard()
 	var wg sync.WaitGroup
 
-	wg.Add(2)
+	wg.Add(3)
+	go func() { // cold connections, opened before the first tick needs them
+		defer wg.Done()
+		wctx, cancel := context.WithTimeout(ctx, warmTimeout)
+		defer cancel()
+		_ = s.lc.Warm(wctx) // a node that fails is reported by the rounds
+	}()
 	go func() { // health checker: metrics, STATUS= line
 		defer wg.Done()
 		s.healthLoop(ctx)
@@ -413,6 +419,9 @@ const (
 	// lastTryMargin is how long before the tick's deadline the last
 	// acquisition attempt is made.
 	lastTryMargin = 50 * time.Millisecond
+	// warmTimeout bounds the opening of the nodes' connections at start
+	// (lease.Client.Warm); a node that takes longer is left to the rounds.
+	warmTimeout = 2 * time.Second
 )
 
 // heldWait is how long a loser that found its tick held by another host

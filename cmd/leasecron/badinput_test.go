@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -202,22 +205,7 @@ func TestTriggerThroughSentinel(t *testing.T) {
 	config, marker := markerJob(t, []string{sentinelURL, plain.Nodes[0].URL(), plain.Nodes[1].URL()}, "@hourly")
 	path := writeConfig(t, config)
 
-	// A master that just started does not vote for one TTL (it might have
-	// restarted empty), and a loaded machine may not open a trigger's cold
-	// connections within the 50 ms node timeout: retry for those reasons.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, out, errOut := cli(t, "trigger", "marker", "-c", path)
-		if code == exitOK {
-			t.Logf("trigger: %s", strings.TrimSpace(out))
-			break
-		}
-		transient := strings.Contains(errOut, "restarted") || strings.Contains(errOut, "no answer within")
-		if !transient || time.Now().After(deadline) {
-			t.Fatalf("trigger through the Sentinel node: exit %d; stderr:\n%s", code, errOut)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	triggerFresh(t, func() (int, string, string) { return cli(t, "trigger", "marker", "-c", path) })
 	if _, err := os.Stat(marker); err != nil {
 		t.Errorf("the job did not run: %v", err)
 	}
@@ -227,5 +215,68 @@ func TestTriggerThroughSentinel(t *testing.T) {
 	_, out, errOut := cli(t, "status", "-c", path, "--timeout", "5s")
 	if !strings.Contains(out, sentinelURL) {
 		t.Errorf("status does not show the Sentinel node:\nstdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+}
+
+// triggerFresh runs trigger until it succeeds. Nodes that just started do
+// not vote for one TTL (they might have restarted empty), and a loaded
+// machine may not open a trigger's cold connections within the 50 ms node
+// timeout: it retries for those reasons only, for up to 20 s.
+func triggerFresh(t *testing.T, trigger func() (code int, stdout, stderr string)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, out, errOut := trigger()
+		if code == exitOK {
+			t.Logf("trigger: %s", strings.TrimSpace(out))
+			return
+		}
+		transient := strings.Contains(errOut, "restarted") || strings.Contains(errOut, "no answer within")
+		if !transient || time.Now().After(deadline) {
+			t.Fatalf("trigger: exit %d; stderr:\n%s", code, errOut)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestTriggerOverTLS: rediss:// nodes whose certificate a private CA
+// signed, trusted the way an operator trusts it for the daemon:
+// SSL_CERT_FILE in its environment (Environment= in the systemd unit).
+// Without it trigger fails, saying it is the certificate, and runs
+// nothing. The CLI runs as its own process: Go reads SSL_CERT_FILE once.
+func TestTriggerOverTLS(t *testing.T) {
+	t.Parallel()
+	ca := redistest.NewCA(t)
+	cl := redistest.Start(t, 3, redistest.WithTLS(ca), redistest.WithPassword(badInputPassword))
+	config, marker := markerJob(t, cl.TLSURLs(), "@hourly")
+	path := writeConfig(t, config)
+	trigger := func(env ...string) func() (int, string, string) {
+		return func() (int, string, string) {
+			cmd := exec.Command(os.Args[0], "trigger", "marker", "-c", path)
+			cmd.Env = append(os.Environ(), append([]string{cliEnv + "=1"}, env...)...)
+			var out, errOut bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if err != nil && !errors.As(err, &ee) {
+				t.Fatalf("running %s: %v", cmd, err)
+			}
+			return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+		}
+	}
+	code, _, errOut := trigger()()
+	if code != exitFailure || !strings.Contains(errOut, "certificate") {
+		t.Errorf("trigger without trusting the CA: exit %d, want %d with a certificate error; stderr:\n%s", code, exitFailure, errOut)
+	}
+	if strings.Contains(errOut, badInputPassword) {
+		t.Errorf("trigger shows the password:\n%s", errOut)
+	}
+	t.Logf("without the CA: %s", lastLine(errOut))
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the job ran without a trusted connection")
+	}
+	triggerFresh(t, trigger("SSL_CERT_FILE="+ca.CAFile))
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the job did not run: %v", err)
 	}
 }

@@ -22,11 +22,24 @@ import (
 	"github.com/leasecron/leasecron/internal/supervisor"
 )
 
+// cliEnv, set to 1 in its environment, makes the test binary act as the
+// leasecron command itself, for tests that need the CLI in a process of its
+// own.
+const cliEnv = "LEASECRON_TEST_AS_CLI"
+
 // TestMain lets the test binary act as the job supervisor, like main does,
-// and drops go-redis's log lines (connection refused, by design here).
+// or as the CLI (cliEnv), and drops go-redis's log lines (connection
+// refused, by design here).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == supervisor.Arg {
 		os.Exit(supervisor.Main(os.Args[2:]))
+	}
+	if os.Getenv(cliEnv) == "1" {
+		rl := &redisLogger{} // as main does
+		redis.SetLogger(rl)
+		cli := NewMain(os.Stdout, os.Stderr)
+		cli.redisLog = rl
+		os.Exit(cli.Run(context.Background(), os.Args[1:]))
 	}
 	redis.SetLogger(&redisLogger{})
 	os.Exit(m.Run())

@@ -54,9 +54,10 @@ type Node struct {
 	logPath      string // redis-server --logfile
 	outPath      string // the process's stdout and stderr (errors before logging starts)
 
-	// port and busPort are fixed once the first start succeeded.
+	// port, busPort and tlsPort are fixed once the first start succeeded.
 	port    int
 	busPort int // cluster bus port, 0 outside a Redis Cluster
+	tlsPort int // TLS port, 0 without WithTLS
 
 	mu     sync.Mutex
 	proc   *proc // nil while killed
@@ -111,18 +112,17 @@ func (n *Node) firstStart() error {
 	defer n.mu.Unlock()
 	var err error
 	for range startAttempts {
-		want := 1
-		if n.cluster {
-			want = 2
-		}
 		var ports []int
-		ports, err = freePorts(want)
+		ports, err = freePorts(3)
 		if err != nil {
 			return err
 		}
 		n.port = ports[0]
 		if n.cluster {
 			n.busPort = ports[1]
+		}
+		if n.cfg.tls != nil {
+			n.tlsPort = ports[2]
 		}
 		err = n.spawnLocked()
 		if !errors.Is(err, errAddrInUse) {
@@ -167,6 +167,15 @@ func (n *Node) args() []string {
 	}
 	if n.cfg.aclUser != "" {
 		args = append(args, "--user", n.cfg.aclUser, "on", ">"+n.cfg.aclPass, "+@all", "~*", "&*")
+	}
+	if ca := n.cfg.tls; ca != nil {
+		args = append(args,
+			"--tls-port", strconv.Itoa(n.tlsPort),
+			"--tls-cert-file", ca.certFile,
+			"--tls-key-file", ca.keyFile,
+			"--tls-ca-cert-file", ca.CAFile,
+			"--tls-auth-clients", "no",
+		)
 	}
 	if n.cluster {
 		args = append(args,
@@ -330,6 +339,24 @@ func (n *Node) killLocked() error {
 // Restart.
 func (n *Node) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
+}
+
+// TLSAddr returns "127.0.0.1:tlsport", the node's TLS port (WithTLS), or
+// "" without TLS.
+func (n *Node) TLSAddr() string {
+	if n.tlsPort == 0 {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.tlsPort))
+}
+
+// TLSURL returns URL for the TLS port with the scheme rediss://, or ""
+// without TLS.
+func (n *Node) TLSURL() string {
+	if n.tlsPort == 0 {
+		return ""
+	}
+	return "rediss" + strings.TrimPrefix(n.cfg.url(n.TLSAddr()), "redis")
 }
 
 // URL returns "redis://127.0.0.1:port/0", with the credentials of

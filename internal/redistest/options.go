@@ -8,6 +8,7 @@ type config struct {
 	aclUser  string // extra ACL user, "" if none
 	aclPass  string
 	extra    []string // extra redis-server arguments
+	tls      *CA      // serve TLS on a second port too (nil: no)
 }
 
 // Option configures the nodes started by Start.

@@ -63,6 +63,15 @@ func (c *Cluster) URLs() []string {
 	return urls
 }
 
+// TLSURLs returns every node's TLSURL (WithTLS), in the order of Nodes.
+func (c *Cluster) TLSURLs() []string {
+	urls := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		urls[i] = n.TLSURL()
+	}
+	return urls
+}
+
 // ProxiedURLs returns every node's URL through its Proxy (started on first
 // use), in the order of Nodes. Clients built from these URLs feel the
 // proxies' delay, blackhole and cut; Node.Client does not.
