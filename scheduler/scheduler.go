@@ -419,6 +419,10 @@ const (
 	// lastTryMargin is how long before the tick's deadline the last
 	// acquisition attempt is made.
 	lastTryMargin = 50 * time.Millisecond
+	// noQuorumFirst and noQuorumMax bound the backoff of a tick whose
+	// lease found no quorum: the wait doubles from the first to the max.
+	noQuorumFirst = 100 * time.Millisecond
+	noQuorumMax   = 5 * time.Second
 	// warmTimeout bounds the opening of the nodes' connections at start
 	// (lease.Client.Warm); a node that takes longer is left to the rounds.
 	warmTimeout = 2 * time.Second
@@ -489,7 +493,7 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, tick time.Time, res lease.Result, lateBy time.Duration) {
 	log := s.log.With("job", j.Name, "tick", tick.UTC().Format(time.RFC3339))
 	deadline := j.DeadlineFor(tick)
-	noQuorumWait := 100 * time.Millisecond
+	noQuorumWait := noQuorumFirst
 	lastTry := false
 	// givenUp logs that the tick's deadline passed without this host
 	// running it: normal (debug) while another host runs the tick, worth a
@@ -548,9 +552,16 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 			}
 		case errors.Is(res.Err, lease.ErrNoQuorum) || errors.Is(res.Err, lease.ErrNotObtained):
 			s.opts.Metrics.Acquire(j.Name, "no_quorum")
-			log.Warn("no quorum for the job's lease; retrying", "err", res.Err, "retry_in", noQuorumWait)
+			// Warn on the first failure of the tick and then at the slowest
+			// retry pace; the quick retries in between (nodes that just
+			// restarted vote again within a TTL, say) are debug lines.
+			lvl := slog.LevelDebug
+			if noQuorumWait == noQuorumFirst || noQuorumWait == noQuorumMax {
+				lvl = slog.LevelWarn
+			}
+			log.Log(ctx, lvl, "no quorum for the job's lease; retrying", "err", res.Err, "retry_in", noQuorumWait)
 			wait = noQuorumWait
-			noQuorumWait = min(noQuorumWait*2, 5*time.Second)
+			noQuorumWait = min(noQuorumWait*2, noQuorumMax)
 		default:
 			s.opts.Metrics.Acquire(j.Name, "error")
 			log.Error("acquire failed", "err", res.Err)
