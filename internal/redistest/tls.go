@@ -36,10 +36,6 @@ func NewCA(t testing.TB) *CA {
 	t.Helper()
 	dir := t.TempDir()
 	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatalf("redistest: CA key: %v", err)
-	}
 	caTmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "redistest CA"},
@@ -49,19 +45,8 @@ func NewCA(t testing.TB) *CA {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatalf("redistest: CA certificate: %v", err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatalf("redistest: CA certificate: %v", err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatalf("redistest: server key: %v", err)
-	}
-	tmpl := &x509.Certificate{
+	caCert, caDER, caKey := issue(t, caTmpl, nil, nil)
+	_, der, key := issue(t, &x509.Certificate{
 		SerialNumber: big.NewInt(2),
 		Subject:      pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore:    now.Add(-time.Hour),
@@ -70,11 +55,7 @@ func NewCA(t testing.TB) *CA {
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
 		DNSNames:     []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatalf("redistest: server certificate: %v", err)
-	}
+	}, caCert, caKey)
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		t.Fatalf("redistest: server key: %v", err)
@@ -96,6 +77,28 @@ func NewCA(t testing.TB) *CA {
 		}
 	}
 	return ca
+}
+
+// issue makes a P-256 key and a certificate for it from tmpl, signed by
+// parent's key (self-signed when parent is nil).
+func issue(t testing.TB, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, []byte, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("redistest: key for %s: %v", tmpl.Subject.CommonName, err)
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatalf("redistest: certificate for %s: %v", tmpl.Subject.CommonName, err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatalf("redistest: certificate for %s: %v", tmpl.Subject.CommonName, err)
+	}
+	return cert, der, key
 }
 
 // ClientConfig returns a TLS client configuration that trusts only this
