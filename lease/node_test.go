@@ -217,6 +217,9 @@ func TestClusterNode(t *testing.T) {
 	urls := append([]string{clusterURL}, plain.URLs()...)
 	c := votingClient(t, urls, lease.WithTimeout(time.Second))
 	other := votingClient(t, urls, lease.WithTimeout(time.Second))
+	if err := newClient(t, urls).Warm(ctxT(t, 10*time.Second)); err != nil {
+		t.Errorf("Warm with a Cluster node: %v", err)
+	}
 	plain.Nodes[1].Kill()
 	ctx := context.Background()
 	cc := rc.Client()
