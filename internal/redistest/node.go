@@ -112,17 +112,24 @@ func (n *Node) firstStart() error {
 	defer n.mu.Unlock()
 	var err error
 	for range startAttempts {
+		want := 1
+		if n.cluster {
+			want++
+		}
+		if n.cfg.tls != nil {
+			want++
+		}
 		var ports []int
-		ports, err = freePorts(3)
+		ports, err = freePorts(want)
 		if err != nil {
 			return err
 		}
-		n.port = ports[0]
+		n.port, ports = ports[0], ports[1:]
 		if n.cluster {
-			n.busPort = ports[1]
+			n.busPort, ports = ports[0], ports[1:]
 		}
 		if n.cfg.tls != nil {
-			n.tlsPort = ports[2]
+			n.tlsPort = ports[0]
 		}
 		err = n.spawnLocked()
 		if !errors.Is(err, errAddrInUse) {

@@ -245,14 +245,23 @@ func TestKeys(t *testing.T) {
 	}
 }
 
+// TestFreePort: a port from FreePort was free a moment ago, so it can
+// usually be bound. Another process may take it first (the parallel tests
+// dial out from the same ephemeral range), which is why Start retries on a
+// new port, and so does this test, a few times.
 func TestFreePort(t *testing.T) {
 	t.Parallel()
-	p := redistest.FreePort(t)
-	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-	if err != nil {
-		t.Fatalf("FreePort gave %d, which cannot be bound: %v", p, err)
+	var errs []error
+	for range 5 {
+		p := redistest.FreePort(t)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err == nil {
+			_ = ln.Close()
+			return
+		}
+		errs = append(errs, fmt.Errorf("port %d: %w", p, err))
 	}
-	_ = ln.Close()
+	t.Fatalf("5 ports in a row from FreePort could not be bound: %v", errors.Join(errs...))
 }
 
 // fatalTB records the first Fatalf and ends the goroutine like t.Fatalf.
