@@ -36,9 +36,9 @@ jobs:
     env: {FROM_CONFIG: "yes"}
     shell: 'env > %s/env.$LEASECRON_TICK_UNIX.tmp && mv %s/env.$LEASECRON_TICK_UNIX.tmp %s/env.$LEASECRON_TICK_UNIX; sleep 2'
 `, nodes.URLs()[0], out, out, out)
-	addr := freeAddr(t)
-	d := startDaemon(t, "-c", writeConfig(t, cfg), "--id", "env-host", "--metrics", addr)
+	d := startDaemon(t, "-c", writeConfig(t, cfg), "--id", "env-host", "--metrics", "127.0.0.1:0")
 	d.notes.await(t, "READY=1")
+	addr := d.metricsAddr(t)
 
 	// The node is new, so it votes only after one TTL (restart guard).
 	var envFile string

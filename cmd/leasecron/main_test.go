@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -441,14 +442,19 @@ func TestRunReload(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
+// metricsAddr waits for the daemon's start-up line and returns the address
+// its metrics server bound (the tests pass --metrics 127.0.0.1:0, so that
+// no other process can take a port chosen in advance).
+func (d *testDaemon) metricsAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	re := regexp.MustCompile(`msg="leasecron starting".* metrics=(127\.0\.0\.1:[0-9]+)`)
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if m := re.FindStringSubmatch(d.stderr.String()); m != nil {
+			return m[1]
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("no metrics address in the daemon's start-up line; log:\n%s", d.stderr)
+	return ""
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -471,9 +477,9 @@ func get(t *testing.T, url string) (int, string) {
 // TestRunMetrics: /metrics serves the scheduler's metrics, /healthz says
 // 503 and why when no quorum is reachable.
 func TestRunMetrics(t *testing.T) {
-	addr := freeAddr(t)
-	d := startDaemon(t, "-c", writeConfig(t, goodConfig), "--metrics", addr)
+	d := startDaemon(t, "-c", writeConfig(t, goodConfig), "--metrics", "127.0.0.1:0")
 	d.notes.await(t, "READY=1")
+	addr := d.metricsAddr(t)
 
 	code, body := get(t, "http://"+addr+"/healthz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "no quorum") {

@@ -142,8 +142,12 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	if mux != nil {
 		mux.Handle("/healthz", healthHandler(sched))
 	}
+	metricsAddr := "" // the address bound, so that --metrics 127.0.0.1:0 shows its port
+	if ln != nil {
+		metricsAddr = ln.Addr().String()
+	}
 	log.Info("leasecron starting", "version", Version(), "id", cfg.ID, "config", cfg.File,
-		"jobs", len(cfg.Jobs), "nodes", len(cfg.Redis.Nodes), "metrics", f.metrics)
+		"jobs", len(cfg.Jobs), "nodes", len(cfg.Redis.Nodes), "metrics", metricsAddr)
 
 	// schedDone is closed when the scheduler's Run has returned: the
 	// watchdog keeps pinging until then, also through the shutdown grace.
