@@ -151,9 +151,10 @@ func TestExitCodeAndOutput(t *testing.T) {
 
 // The job ignores SIGTERM (it prints when it gets one): it must get SIGTERM
 // at deadline-KillGrace and be dead no later than deadline+KillSlack.
-// KillSlack is a safety bound, not a speed target.
+// KillSlack is a safety bound, not a speed target. The SIGTERM is due
+// 2.5 s after the start, so that a loaded machine has set the trap by then.
 func TestDeadlineKillsJobIgnoringTERM(t *testing.T) {
-	deadline := MonoNow() + int64(1500*time.Millisecond)
+	deadline := MonoNow() + int64(3*time.Second)
 	p, out := startShell(t, `trap 'echo got-term' TERM; echo ready; while :; do sleep 0.05; done`,
 		500*time.Millisecond, deadline)
 	if l := out.next(t, 10*time.Second); l != "ready" {
@@ -278,13 +279,16 @@ func TestCloseKillsJob(t *testing.T) {
 
 // Close when less than KillGrace is left (the job has had its SIGTERM
 // already): SIGKILL comes at the deadline, not KillGrace after Close.
+//
+// The SIGTERM is due 2.5 s after the start, so that a loaded machine has
+// set the job's trap by then; Close comes 1 s before the deadline.
 func TestCloseNearDeadline(t *testing.T) {
 	start := MonoNow()
-	deadline := start + int64(2*time.Second)
+	deadline := start + int64(4*time.Second)
 	p, out := startShell(t, "trap 'echo got-term' TERM; echo ready; while :; do sleep 0.05; done",
 		1500*time.Millisecond, deadline)
 	out.next(t, 10*time.Second)
-	time.Sleep(time.Duration(start + int64(time.Second) - MonoNow()))
+	time.Sleep(time.Duration(deadline - int64(time.Second) - MonoNow()))
 	_ = p.Close()
 	exit, err := waitExit(t, p, 30*time.Second)
 	if err != nil {
