@@ -439,7 +439,7 @@ func TestAcquireRetryUntilFree(t *testing.T) {
 	// ctx.Err().
 	l3 := mustAcquire(t, c, lease.Request{Key: k, TTL: 5 * time.Second, Owner: "c"})
 	defer l3.Release(context.Background())
-	lim := newClient(t, cl.URLs(), lease.WithRestartGuard(testGuard), lease.WithRetry(lease.LimitRetry(lease.LinearBackoff(5*time.Millisecond), 2)))
+	lim := newClient(t, cl.URLs(), lease.WithRestartGuard(testGuard), lease.WithTimeout(testTimeout), lease.WithRetry(lease.LimitRetry(lease.LinearBackoff(5*time.Millisecond), 2)))
 	waitVoting(t, lim, nil)
 	_, err = lim.Acquire(context.Background(), lease.Request{Key: k, TTL: time.Second})
 	refused(t, err, lease.ErrHeld)

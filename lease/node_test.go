@@ -192,7 +192,7 @@ func TestReplicaRefused(t *testing.T) {
 	}
 	// Two masters and the replica: the masters are a quorum; the replica
 	// is reported.
-	c := newClient(t, cl.URLs(), lease.WithRestartGuard(testGuard))
+	c := newClient(t, cl.URLs(), lease.WithRestartGuard(testGuard), lease.WithTimeout(testTimeout))
 	waitVoting(t, c, []int{0, 1})
 	l := mustAcquire(t, c, lease.Request{Key: key(t, "3"), TTL: time.Second})
 	_ = l.Release(context.Background())
