@@ -296,7 +296,6 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 		// First sight of a promoted replica: it may have been promoted
 		// a moment ago, without leases its old master granted.
 		base, restarted = now, true
-		n.restartedAt = now
 	case !seen:
 		// First sight: the process started about uptime seconds ago
 		// (rounded down by Redis, hence the extra second).
@@ -304,6 +303,8 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	case prev != runID:
 		// A new process (restart or failover) behind the same address.
 		base, restarted = now, true
+	}
+	if restarted {
 		n.restartedAt = now
 	}
 	if base.After(n.votingFrom) {

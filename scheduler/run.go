@@ -264,9 +264,7 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (RunRecord, error)
 	}
 	// A fresh process: open the connections first, so that the node
 	// timeout measures the acquisition, not a dial and TLS handshake.
-	wctx, cancel := context.WithTimeout(ctx, warmTimeout)
-	_ = s.lc.Warm(wctx) // a node that fails is reported by Acquire
-	cancel()
+	s.warm(ctx)
 	l, err := s.lc.Acquire(ctx, lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host})
 	if err != nil {
 		return RunRecord{}, fmt.Errorf("trigger %s: %w", name, err)

@@ -250,9 +250,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	wg.Add(3)
 	go func() { // cold connections, opened before the first tick needs them
 		defer wg.Done()
-		wctx, cancel := context.WithTimeout(ctx, warmTimeout)
-		defer cancel()
-		_ = s.lc.Warm(wctx) // a node that fails is reported by the rounds
+		s.warm(ctx)
 	}()
 	go func() { // health checker: metrics, STATUS= line
 		defer wg.Done()
@@ -427,6 +425,15 @@ const (
 	// (lease.Client.Warm); a node that takes longer is left to the rounds.
 	warmTimeout = 2 * time.Second
 )
+
+// warm opens the nodes' connections (lease.Client.Warm), for at most
+// warmTimeout. A node that fails is left alone: the rounds that follow
+// report it.
+func (s *Scheduler) warm(ctx context.Context) {
+	wctx, cancel := context.WithTimeout(ctx, warmTimeout)
+	defer cancel()
+	_ = s.lc.Warm(wctx)
+}
 
 // heldWait is how long a loser that found its tick held by another host
 // waits before its next attempt (the attempt-th retry).

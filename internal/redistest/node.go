@@ -141,31 +141,22 @@ func (n *Node) firstStart() error {
 
 // args is the redis-server command line for the node's configuration.
 func (n *Node) args() []string {
-	if n.sentinelConf != "" {
-		return []string{
-			n.sentinelConf, "--sentinel",
-			"--port", strconv.Itoa(n.port),
-			"--bind", "127.0.0.1",
-			"--dir", n.dir,
-			"--daemonize", "no",
-			"--protected-mode", "no",
-			"--logfile", n.logPath,
-		}
-	}
-	aof := "no"
-	if n.cfg.aof {
-		aof = "yes"
-	}
-	args := []string{
+	process := []string{
 		"--port", strconv.Itoa(n.port),
 		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", aof,
 		"--dir", n.dir,
 		"--daemonize", "no",
 		"--protected-mode", "no",
 		"--logfile", n.logPath,
 	}
+	if n.sentinelConf != "" {
+		return append([]string{n.sentinelConf, "--sentinel"}, process...)
+	}
+	aof := "no"
+	if n.cfg.aof {
+		aof = "yes"
+	}
+	args := append(process, "--save", "", "--appendonly", aof)
 	if n.cfg.aof {
 		args = append(args, "--appendfsync", "always")
 	}

@@ -70,12 +70,8 @@ func StartSentinelGroup(t testing.TB) *SentinelGroup {
 // replicaReady reports whether the replica is in sync and known to the
 // Sentinel, and if not, what was seen.
 func (g *SentinelGroup) replicaReady(ctx context.Context) (bool, string) {
-	info, err := g.Replica.Client().Info(ctx, "replication").Result()
-	if err != nil {
-		return false, fmt.Sprintf("INFO replication on %s: %v", g.Replica.Addr(), err)
-	}
-	if !strings.Contains(info, "master_link_status:up") {
-		return false, fmt.Sprintf("%s: %s", g.Replica.Addr(), strings.Join(strings.Fields(info), " "))
+	if ok, seen := replicationHas(ctx, g.Replica, "master_link_status:up"); !ok {
+		return false, seen
 	}
 	replicas, err := g.Sentinel.Client().Do(ctx, "SENTINEL", "REPLICAS", SentinelMasterName).Slice()
 	if err != nil {
@@ -141,7 +137,7 @@ func (g *SentinelGroup) Failover() {
 		} else if addr != want {
 			return false, "the Sentinel still names " + addr
 		}
-		return hasRole(ctx, g.Replica, "master")
+		return replicationHas(ctx, g.Replica, "role:master")
 	})
 	if err != nil {
 		g.t.Fatalf("redistest: failover to %s: %v\n%s", want, err, g.logTails())
@@ -154,17 +150,17 @@ func (g *SentinelGroup) Failover() {
 // longer than 30 s fails the test.
 func (g *SentinelGroup) WaitDemoted() {
 	g.t.Helper()
-	err := poll(sentinelTimeout, func(ctx context.Context) (bool, string) { return hasRole(ctx, g.Replica, "slave") })
+	err := poll(sentinelTimeout, func(ctx context.Context) (bool, string) { return replicationHas(ctx, g.Replica, "role:slave") })
 	if err != nil {
 		g.t.Fatalf("redistest: %s not made a replica: %v\n%s", g.Replica.Addr(), err, g.logTails())
 	}
 }
 
-// hasRole reports whether n says role:ROLE in INFO replication, and if not,
-// what it said.
-func hasRole(ctx context.Context, n *Node, role string) (bool, string) {
+// replicationHas reports whether n's INFO replication contains field (such
+// as "role:master"), and if not, what it said.
+func replicationHas(ctx context.Context, n *Node, field string) (bool, string) {
 	info, err := n.Client().Info(ctx, "replication").Result()
-	if err == nil && strings.Contains(info, "role:"+role) {
+	if err == nil && strings.Contains(info, field) {
 		return true, ""
 	}
 	return false, fmt.Sprintf("INFO replication on %s: %v %s", n.Addr(), err, strings.Join(strings.Fields(info), " "))
