@@ -31,7 +31,7 @@ fuzz:
 		done; \
 	done
 
-# Long fault run (internal/fleettest TestSoak): a seeded nemesis against 3
+# Long fault run (internal/testkit/fleettest TestSoak): a seeded nemesis against 3
 # daemons and 5 redis-server nodes for SECONDS, then a Markdown report
 # (faults, runs, violations, abort slack) in SOAK_REPORT. The same SEED
 # gives the same fault schedule. RACE=1 builds the daemons with the race
@@ -43,7 +43,7 @@ RACE        ?=
 .PHONY: soak
 soak:
 	LEASECRON_SOAK_SECONDS=$(SECONDS) LEASECRON_SOAK_SEED=$(SEED) LEASECRON_SOAK_REPORT=$(abspath $(SOAK_REPORT)) \
-		$(GO) test $(if $(RACE),-race) -count=1 -v -run '^TestSoak$$' -timeout $$(( $(SECONDS) + 900 ))s ./internal/fleettest
+		$(GO) test $(if $(RACE),-race) -count=1 -v -run '^TestSoak$$' -timeout $$(( $(SECONDS) + 900 ))s ./internal/testkit/fleettest
 
 # Every table of BENCHMARKS.md: lease vs redsync/redislock on real redis-server
 # nodes, the scheduler costs and the daemon's tick-to-start (under 10 minutes).

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leasecron/leasecron/internal/redistest"
+	"github.com/leasecron/leasecron/internal/testkit/redistest"
 )
 
 // TestDocumentedDefaults pins every default the documentation names.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/redistest"
+	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/redistest"
+	"github.com/leasecron/leasecron/internal/testkit/redistest"
 )
 
 // Bad input that only shows when the nodes are contacted: a wrong

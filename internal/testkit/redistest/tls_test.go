@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leasecron/leasecron/internal/redistest"
+	"github.com/leasecron/leasecron/internal/testkit/redistest"
 )
 
 func TestTLS(t *testing.T) {

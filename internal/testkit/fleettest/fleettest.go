@@ -26,13 +26,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/redistest"
+	"github.com/leasecron/leasecron/internal/testkit/redistest"
 )
 
 // Binaries are the programs a fleet runs, built once per test binary.
 type Binaries struct {
 	Leasecron string // the daemon, built from ./cmd/leasecron
-	Recorder  string // the job, built from ./internal/fleettest/testdata/recorder
+	Recorder  string // the job, built from ./internal/testkit/fleettest/testdata/recorder
 }
 
 // Build compiles the daemon and the recorder into dir. With race set the
@@ -46,7 +46,7 @@ func Build(ctx context.Context, dir string, race bool) (Binaries, error) {
 	}
 	for _, x := range []struct{ out, pkg string }{
 		{b.Leasecron, "github.com/leasecron/leasecron/cmd/leasecron"},
-		{b.Recorder, "github.com/leasecron/leasecron/internal/fleettest/testdata/recorder"},
+		{b.Recorder, "github.com/leasecron/leasecron/internal/testkit/fleettest/testdata/recorder"},
 	} {
 		cmd := exec.CommandContext(ctx, "go", append(args, "-o", x.out, x.pkg)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
