@@ -148,6 +148,9 @@ func (c *Client) Close() error {
 // Quorum returns how many nodes must agree: N/2+1.
 func (c *Client) Quorum() int { return c.quorum }
 
+// Timeout returns the per-node request timeout (WithTimeout).
+func (c *Client) Timeout() time.Duration { return c.opts.timeout }
+
 // Nodes returns the nodes' URLs with passwords redacted, in the order given.
 func (c *Client) Nodes() []string {
 	out := make([]string, len(c.nodes))

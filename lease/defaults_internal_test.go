@@ -62,37 +62,6 @@ func TestDocumentedDefaults(t *testing.T) {
 	}
 }
 
-// TestHoldDefaults pins RenewEvery = TTL/3 and the safety margin
-// (2 × timeout + 5 ms, at most TTL/10).
-func TestHoldDefaults(t *testing.T) {
-	c, err := New([]string{"redis://127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for _, tc := range []struct {
-		ttl           time.Duration
-		every, margin time.Duration
-	}{
-		{30 * time.Second, 10 * time.Second, 105 * time.Millisecond},
-		{3 * time.Second, time.Second, 105 * time.Millisecond},
-		{600 * time.Millisecond, 200 * time.Millisecond, 60 * time.Millisecond},
-	} {
-		// A lease whose validity is far away, so the Hold only waits.
-		l := &Lease{c: c, req: Request{Key: "k", TTL: tc.ttl}, validUntil: time.Now().Add(time.Hour)}
-		h := l.Hold()
-		if h.o.every != tc.every || h.o.margin != tc.margin || h.o.lifetime != 0 {
-			t.Errorf("TTL %s: every %s margin %s lifetime %s, want %s %s 0", tc.ttl, h.o.every, h.o.margin, h.o.lifetime, tc.every, tc.margin)
-		}
-		h.halt()
-		h2 := l.Hold(RenewEvery(-1), SafetyMargin(time.Second), MaxLifetime(time.Hour))
-		if h2.o.every != tc.every || h2.o.margin != time.Second || h2.o.lifetime != time.Hour {
-			t.Errorf("options: %+v", h2.o)
-		}
-		h2.halt()
-	}
-}
-
 func TestRetryStrategies(t *testing.T) {
 	if NoRetry().NextBackoff() != 0 {
 		t.Error("NoRetry retries")

@@ -1,186 +1,54 @@
 package lease
 
 import (
-	"context"
-	"fmt"
-	"sync"
 	"time"
+
+	"github.com/leasecron/leasecron/backend"
 )
 
 // HoldOption configures Lease.Hold.
-type HoldOption func(*holdOptions)
-
-type holdOptions struct {
-	every    time.Duration
-	lifetime time.Duration
-	margin   time.Duration
-	onRenew  func(time.Time)
-}
+type HoldOption = backend.HoldOption
 
 // RenewEvery sets how often the lease is extended. Default TTL/3.
-func RenewEvery(d time.Duration) HoldOption { return func(o *holdOptions) { o.every = d } }
+func RenewEvery(d time.Duration) HoldOption { return backend.RenewEvery(d) }
 
 // MaxLifetime bounds the hold: d after Hold was called, renewing stops and
 // Done closes with ErrMaxLifetime (the lease stays valid until its current
 // validity ends; release it). Default: no limit.
-func MaxLifetime(d time.Duration) HoldOption { return func(o *holdOptions) { o.lifetime = d } }
+func MaxLifetime(d time.Duration) HoldOption { return backend.MaxLifetime(d) }
 
 // SafetyMargin sets how long before the validity ends Done closes when
 // renewals keep failing. Default: 2 × the client's per-node timeout + 5 ms,
 // at most TTL/10 when the TTL is short.
-func SafetyMargin(d time.Duration) HoldOption { return func(o *holdOptions) { o.margin = d } }
+func SafetyMargin(d time.Duration) HoldOption { return backend.SafetyMargin(d) }
 
 // OnRenew calls f with the new validity end after every successful renewal,
 // and once at the start with the lease's current one. f runs on the Hold's
 // goroutine and must be quick (e.g. pass the deadline to a supervisor).
-func OnRenew(f func(validUntil time.Time)) HoldOption { return func(o *holdOptions) { o.onRenew = f } }
+func OnRenew(f func(validUntil time.Time)) HoldOption { return backend.OnRenew(f) }
 
 // Hold keeps a lease alive by extending it periodically, much like an etcd
 // Session keeps its lease alive: Done closes and Ctx is cancelled when the
 // lease is lost, which is always before its validity ends, and Err says why.
-// Release or Complete stop it.
+// Release or Complete stop it. It is backend.Hold (the renew loop every
+// backend shares) with Lease returning this package's *Lease.
 type Hold struct {
-	l      *Lease
-	o      holdOptions
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the lease is lost or given up
-	stop   chan struct{}
-	exited chan struct{} // closed when the goroutine returned
-	once   sync.Once
-	halted sync.Once
-
-	mu  sync.Mutex
-	err error
+	*backend.Hold
+	l *Lease
 }
 
 // Hold starts renewing the lease in a goroutine owned by the returned
 // Hold. Renewals happen every RenewEvery; after a failed one it retries
-// quickly while validity remains.
+// quickly while validity remains. The client's Observer.OnRenew sees every
+// attempt.
 func (l *Lease) Hold(opts ...HoldOption) *Hold {
-	o := holdOptions{every: l.req.TTL / 3}
-	o.margin = min(2*l.c.opts.timeout+5*time.Millisecond, max(l.req.TTL/10, time.Millisecond))
-	for _, opt := range opts {
-		opt(&o)
+	all := make([]HoldOption, 0, len(opts)+1)
+	if f := l.c.opts.observer.OnRenew; f != nil {
+		all = append(all, backend.ObserveRenew(f))
 	}
-	if o.every <= 0 {
-		o.every = l.req.TTL / 3
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	h := &Hold{l: l, o: o, ctx: ctx, cancel: cancel, done: make(chan struct{}), stop: make(chan struct{}), exited: make(chan struct{})}
-	go h.run()
-	return h
-}
-
-// Done returns a channel that closes when the lease is lost, reaches its
-// maximum lifetime, or the Hold is stopped. When it closes because of a
-// loss, the lease's validity has not ended yet (by the safety margin).
-func (h *Hold) Done() <-chan struct{} { return h.done }
-
-// Ctx returns a context cancelled when Done closes.
-func (h *Hold) Ctx() context.Context { return h.ctx }
-
-// Err returns why Done closed: an error wrapping ErrLost or ErrMaxLifetime,
-// or nil while the lease is held (and after a clean Release/Complete).
-func (h *Hold) Err() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.err
+	all = append(all, opts...)
+	return &Hold{Hold: backend.NewHold(l, l.c.opts.timeout, all...), l: l}
 }
 
 // Lease returns the held lease.
 func (h *Hold) Lease() *Lease { return h.l }
-
-// ValidUntil returns the end of the current validity.
-func (h *Hold) ValidUntil() time.Time { return h.l.ValidUntil() }
-
-func (h *Hold) finish(err error) {
-	h.once.Do(func() {
-		h.mu.Lock()
-		h.err = err
-		h.mu.Unlock()
-		h.cancel()
-		close(h.done)
-	})
-}
-
-func (h *Hold) run() {
-	defer close(h.exited)
-	start := time.Now()
-	l := h.l
-	if h.o.onRenew != nil {
-		h.o.onRenew(l.ValidUntil())
-	}
-	timeout := l.c.opts.timeout
-	renew := time.NewTimer(h.o.every)
-	defer renew.Stop()
-	lossTimer := time.NewTimer(time.Until(h.lossAt()))
-	defer lossTimer.Stop()
-	var lifetime <-chan time.Time
-	if h.o.lifetime > 0 {
-		lt := time.NewTimer(h.o.lifetime - time.Since(start))
-		defer lt.Stop()
-		lifetime = lt.C
-	}
-	var lastErr error
-	for {
-		select {
-		case <-h.stop:
-			return
-		case <-lifetime:
-			h.finish(fmt.Errorf("hold %s: %w (%s)", l.req.Key, ErrMaxLifetime, h.o.lifetime))
-			return
-		case <-lossTimer.C:
-			h.finish(fmt.Errorf("hold %s: %w: validity ends in %s: %v", l.req.Key, ErrLost, time.Until(l.ValidUntil()).Round(time.Millisecond), lastErr))
-			return
-		case <-renew.C:
-		}
-		t0 := time.Now()
-		err := l.Extend(h.ctx, l.req.TTL)
-		if f := l.c.opts.observer.OnRenew; f != nil {
-			f(RenewEvent{Key: l.req.Key, OK: err == nil, Latency: time.Since(t0), Err: err})
-		}
-		if err == nil {
-			lastErr = nil
-			if h.o.onRenew != nil {
-				h.o.onRenew(l.ValidUntil())
-			}
-			renew.Reset(h.o.every)
-			lossTimer.Reset(time.Until(h.lossAt()))
-			continue
-		}
-		lastErr = err
-		// Retry soon, while validity remains; the loss timer ends it.
-		renew.Reset(jitter(max(timeout, 10*time.Millisecond)))
-	}
-}
-
-// lossAt is when Done must close if no renewal succeeds: the safety margin
-// plus one request timeout (an extend in flight can delay noticing) before
-// the validity ends, or at the lifetime end.
-func (h *Hold) lossAt() time.Time {
-	return h.l.ValidUntil().Add(-h.o.margin - h.l.c.opts.timeout)
-}
-
-// halt stops the renew goroutine and waits for it.
-func (h *Hold) halt() {
-	h.halted.Do(func() { close(h.stop) })
-	<-h.exited
-}
-
-// Release stops renewing and releases the lease without completing its
-// epoch (another owner may then take the same epoch over). It is safe to
-// call more than once.
-func (h *Hold) Release(ctx context.Context) error {
-	h.halt()
-	h.finish(nil)
-	return h.l.Release(ctx)
-}
-
-// Complete stops renewing, marks the epoch completed on a quorum (retrying
-// until ctx ends) and releases the lease.
-func (h *Hold) Complete(ctx context.Context) error {
-	h.halt()
-	h.finish(nil)
-	return h.l.Complete(ctx)
-}

@@ -3,6 +3,8 @@ package lease
 import (
 	"crypto/tls"
 	"time"
+
+	"github.com/leasecron/leasecron/backend"
 )
 
 // Defaults used by New when the matching option is not given.
@@ -110,12 +112,7 @@ type VoteEvent struct {
 }
 
 // RenewEvent describes one renewal attempt of a Hold.
-type RenewEvent struct {
-	Key     string
-	OK      bool
-	Latency time.Duration
-	Err     error
-}
+type RenewEvent = backend.RenewEvent
 
 // Observer receives events for metrics. Nil fields are skipped.
 type Observer struct {

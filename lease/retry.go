@@ -1,9 +1,10 @@
 package lease
 
 import (
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
+
+	"github.com/leasecron/leasecron/backend"
 )
 
 // RetryStrategy decides how long Acquire waits before its next attempt.
@@ -89,13 +90,4 @@ func freshRetry(s RetryStrategy) RetryStrategy {
 	return s
 }
 
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	q := int64(d) / 4
-	if q <= 0 {
-		return d
-	}
-	return d - time.Duration(q) + time.Duration(rand.Int64N(2*q+1))
-}
+func jitter(d time.Duration) time.Duration { return backend.Jitter(d) }

@@ -1,0 +1,30 @@
+// Package backend is the one interface the leasecron scheduler and CLI use
+// to take leases, whatever store holds them: a Redlock over N Redis masters
+// (package lease, adapted by backend/redis), a PostgreSQL row
+// (backend/postgres), and later etcd and ZooKeeper.
+//
+// It follows the shape of Go CDK's blob and blob/driver, or database/sql and
+// its drivers: Backend and Lease are the small interfaces each store
+// implements; what is not store-specific lives here once — the renew loop
+// that keeps a lease alive and reports its loss before its validity ends
+// (Hold, like an etcd concurrency.Session), and the error values callers
+// test with errors.Is (ErrHeld, ErrEpochDone, ErrNoQuorum, ...). Package
+// backendtest runs one conformance suite against every implementation on a
+// real server.
+//
+// # What every backend promises
+//
+//   - Mutual exclusion: while a Lease's ValidUntil has not passed, no other
+//     Acquire of the same key succeeds (under the backend's documented
+//     preconditions). Validity is counted on the caller's monotonic clock
+//     from the moment before the first request left, minus a drift margin.
+//   - Epochs: an acquisition naming Epoch e is refused (ErrEpochDone) once e
+//     or a later epoch of the key was completed with Lease.Complete.
+//   - Fencing: Lease.Fence is strictly greater than the Fence of every
+//     earlier holder of the key (the backend documents when this holds).
+//   - Refusal detail: a failed acquisition is a *RefusedError saying who
+//     holds the key and for how long, which epoch is done, or which servers
+//     failed.
+//   - Loss before validity: Hold's Done closes before ValidUntil when
+//     renewals keep failing.
+package backend
