@@ -1,0 +1,52 @@
+package postgres
+
+import (
+	"net/url"
+	"strings"
+)
+
+// This file is temporary: url.go (branch config) brings CheckURL and
+// Redact; once merged, redactServer can call Redact.
+
+// redactServer returns the URL with its password (in the user info or a
+// password query parameter) replaced by "xxxxx".
+func redactServer(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "postgres server (unparseable URL)"
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// passwordOf returns the password of a URL ("" if none), to scrub it from
+// error texts that might quote it.
+func passwordOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	if u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			return pw
+		}
+	}
+	return u.Query().Get("password")
+}
+
+// scrub replaces every occurrence of secret in s.
+func scrub(s, secret string) string {
+	if secret == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, secret, "xxxxx")
+}
