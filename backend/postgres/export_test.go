@@ -1,5 +1,10 @@
 package postgres
 
+import "github.com/jackc/pgx/v5"
+
+// WithTracer passes every statement and its arguments to tr.
+func WithTracer(tr pgx.QueryTracer) Option { return func(o *options) { o.tracer = tr } }
+
 // WithUnloggedTable creates the table UNLOGGED: a crash of the server
 // empties it. Tests use it as the negative control of durability.
 func WithUnloggedTable() Option { return func(o *options) { o.unlogged = true } }

@@ -3,6 +3,8 @@ package postgres
 import (
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Defaults of Open's options.
@@ -29,6 +31,8 @@ type options struct {
 	// noReconnect turns off the retry of a statement on a fresh
 	// connection after a connection failure (tests only).
 	noReconnect bool
+	// tracer sees every statement and its arguments (tests only).
+	tracer pgx.QueryTracer
 }
 
 func defaultOptions() options {

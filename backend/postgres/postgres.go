@@ -78,6 +78,9 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 	}
 	cc := cfg.ConnConfig
 	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	if o.tracer != nil {
+		cc.Tracer = o.tracer
+	}
 	if cc.ConnectTimeout <= 0 || cc.ConnectTimeout > o.timeout {
 		cc.ConnectTimeout = o.timeout
 	}
