@@ -29,7 +29,8 @@
 //   - extend.sql and release.sql are UPDATEs guarded by key and token
 //     (extend also by expires_at > clock_timestamp()); zero rows means the
 //     lease is lost (ErrNotHeld).
-//   - complete.sql raises done_epoch and frees the row if it is still ours.
+//   - complete.sql raises done_epoch and frees the row, guarded by the
+//     token too: a lease lost to another acquisition leaves its epoch open.
 //
 // # Time
 //

@@ -106,20 +106,27 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 // Complete raises the row's completed epoch to the lease's epoch and frees
-// the row if it is still ours, retrying (10 ms doubling to 1 s, ±25 %)
-// until the server acknowledged the commit or ctx ends. From then on no
-// acquisition of this epoch or an older one succeeds. Without an epoch it
-// is Release.
+// the row, if the row still carries this lease's token (expired or not),
+// retrying (10 ms doubling to 1 s, ±25 %) until the server acknowledged the
+// commit or ctx ends. From then on no acquisition of this epoch or an older
+// one succeeds. When another acquisition has taken the key, Complete fails
+// with backend.ErrNotHeld and leaves the epoch open (like Extend, it is
+// guarded by the token). Without an epoch it is Release.
 func (l *Lease) Complete(ctx context.Context) error {
 	if l.req.Epoch <= 0 {
 		return l.Release(ctx)
 	}
 	l.expire()
 	for attempt := 0; ; attempt++ {
+		var n int64
 		err := l.b.call(ctx, l.b.timeout, func(ctx context.Context, c *pgx.Conn) error {
-			_, err := c.Exec(ctx, l.b.sql.complete, l.req.Key, l.token, l.req.Epoch)
+			tag, err := c.Exec(ctx, l.b.sql.complete, l.req.Key, l.token, l.req.Epoch)
+			n = tag.RowsAffected()
 			return err
 		})
+		if err == nil && n == 0 {
+			return fmt.Errorf("complete %s epoch %d: %w: another acquisition took the key; the epoch stays open", l.req.Key, l.req.Epoch, backend.ErrNotHeld)
+		}
 		if err == nil {
 			return nil
 		}

@@ -70,7 +70,12 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 	table, _ := parseTable(o.table)
 	server := redactServer(connString)
 	if l := strings.ToLower(connString); !strings.HasPrefix(l, "postgres://") && !strings.HasPrefix(l, "postgresql://") {
-		return nil, errors.New("postgres backend: want a postgres:// URL (postgres://user@host:5432/dbname?sslmode=verify-full)")
+		scheme, _, ok := strings.Cut(connString, "://")
+		what := "no scheme"
+		if ok && !strings.ContainsAny(scheme, "@:/ ") {
+			what = fmt.Sprintf("scheme %q", scheme)
+		}
+		return nil, fmt.Errorf("postgres backend: %s: want a postgres:// URL (postgres://user@host:5432/dbname?sslmode=verify-full)", what)
 	}
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
