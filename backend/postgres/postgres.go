@@ -134,7 +134,8 @@ func (b *Backend) nodeErr(err error) error {
 // permanent reports whether err is one that retrying cannot cure: the
 // server answered with an error other than a connection-level one.
 func permanent(err error) bool {
-	if errors.Is(err, errPermanent) {
+	var pm permanentError
+	if errors.As(err, &pm) {
 		return true
 	}
 	var pe *pgconn.PgError
@@ -256,11 +257,8 @@ func (b *Backend) Health(ctx context.Context) []backend.ServerStatus {
 		_, err := c.Exec(ctx, "SELECT 1")
 		return err
 	})
-	st := backend.ServerStatus{Server: b.server, Latency: time.Since(start), Voting: err == nil}
-	if err != nil {
-		st.Err = b.nodeErr(err)
-	}
-	return []backend.ServerStatus{st}
+	// Err is the bare error: Server names the server.
+	return []backend.ServerStatus{{Server: b.server, Err: err, Latency: time.Since(start), Voting: err == nil}}
 }
 
 // Warm opens the pool's first connection and creates the table if

@@ -71,9 +71,16 @@ func parseTable(name string) (string, error) {
 	return pgx.Identifier(parts).Sanitize(), nil
 }
 
-// errPermanent marks an error that retrying cannot cure (refused
-// credentials, missing database, missing privilege, a foreign table).
-var errPermanent = errors.New("permanent")
+// permanentError marks an error that retrying cannot cure (a missing
+// privilege, a foreign table); its text is the wrapped error's.
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error { return e.error }
+
+// permanentf is fmt.Errorf marked permanent.
+func permanentf(format string, args ...any) error {
+	return permanentError{fmt.Errorf(format, args...)}
+}
 
 // ensureTable creates the lease table if missing and checks that it has
 // the expected columns and that the role may read and write it.
@@ -97,10 +104,10 @@ func (b *Backend) ensureTable(ctx context.Context) error {
 			var pe *pgconn.PgError
 			switch {
 			case errors.As(err, &pe) && pe.Code == "42501": // insufficient_privilege
-				return fmt.Errorf("%w: table %s does not exist and role %q may not create it (%s): grant it CREATE on the schema, or create the table as another role with the DDL in backend/postgres/schema.sql and grant this role SELECT, INSERT, UPDATE on it",
-					errPermanent, b.table, c.Config().User, pe.Message)
+				return permanentf("table %s does not exist and role %q may not create it (%s): grant it CREATE on the schema, or create the table as another role with the DDL in backend/postgres/schema.sql and grant this role SELECT, INSERT, UPDATE on it",
+					b.table, c.Config().User, pe.Message)
 			case errors.As(err, &pe) && pe.Code == "3F000": // invalid_schema_name
-				return fmt.Errorf("%w: table %s: %s", errPermanent, b.table, pe.Message)
+				return permanentf("table %s: %s", b.table, pe.Message)
 			case errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07"):
 				// Another client created it at the same moment.
 			default:
@@ -132,10 +139,10 @@ func (b *Backend) checkTable(ctx context.Context, c *pgx.Conn) (bool, error) {
 		return false, fmt.Errorf("checking table %s: %w", b.table, err)
 	}
 	if cols != nil {
-		return true, fmt.Errorf("%w: table %s exists but is not a leasecron lease table: no column %s", errPermanent, b.table, *cols)
+		return true, permanentf("table %s exists but is not a leasecron lease table: no column %s", b.table, *cols)
 	}
 	if privs != nil {
-		return true, fmt.Errorf("%w: role %q lacks the %s privilege on table %s (grant it: GRANT SELECT, INSERT, UPDATE ON %s TO ...)", errPermanent, c.Config().User, *privs, b.table, b.table)
+		return true, permanentf("role %q lacks the %s privilege on table %s (grant it: GRANT SELECT, INSERT, UPDATE ON %s TO ...)", c.Config().User, *privs, b.table, b.table)
 	}
 	return true, nil
 }
