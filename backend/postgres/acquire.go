@@ -30,20 +30,30 @@ const (
 // attempts with exponential backoff (20 ms doubling to 500 ms, ±25 %
 // jitter, never longer than the holder's time left) until it is held, the
 // epoch is found completed (ErrEpochDone), or ctx ends (the last refusal
-// joined with ctx.Err()). Each attempt is one statement bounded by the
+// joined with ctx.Err(); when ctx cut the last attempt short, the last
+// refusal the server gave). Each attempt is one statement bounded by the
 // timeout; every attempt of one call uses the same token, so a grant whose
 // reply was lost is taken over by the next attempt instead of blocking the
 // key for a TTL.
 func (b *Backend) Acquire(ctx context.Context, req backend.Request) (backend.Lease, error) {
 	token := newTokens(1)[0]
+	var last error // the last refusal the server gave
 	for attempt := 0; ; attempt++ {
 		res := b.tryBatch(ctx, []backend.Request{req}, []string{token})[0]
 		if res.Err == nil {
 			return res.Lease, nil
 		}
+		if ctx.Err() != nil && last != nil && errors.Is(res.Err, backend.ErrNoQuorum) {
+			// The attempt was cut short by ctx: the server's last answer
+			// says more.
+			return nil, errors.Join(last, ctx.Err())
+		}
 		var r *backend.RefusedError
 		if !errors.As(res.Err, &r) || errors.Is(res.Err, backend.ErrEpochDone) || errors.Is(res.Err, backend.ErrClosed) {
 			return nil, res.Err
+		}
+		if !errors.Is(res.Err, backend.ErrNoQuorum) {
+			last = res.Err
 		}
 		wait := backend.Jitter(min(backoffMin<<min(attempt, 10), backoffMax))
 		if r.HolderTTL > 0 && r.HolderTTL < wait {

@@ -7,15 +7,22 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/testkit/pgtest"
 )
 
 // TestMain runs the tests and then checks that every goroutine they
-// started (pool health checkers, Hold renewers, proxies) has ended.
+// started (pool health checkers, Hold renewers, proxies) has ended and
+// that no postgres server they started still runs.
 func TestMain(m *testing.M) {
 	before := runtime.NumGoroutine()
 	code := m.Run()
 	if code == 0 {
 		code = leaked(before)
+	}
+	if left := pgtest.Leftover(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "postgres processes left running after the tests: %v\n", left)
+		code = 1
 	}
 	os.Exit(code)
 }
