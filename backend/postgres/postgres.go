@@ -79,7 +79,7 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 	}
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
-		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrub(err.Error(), passwordOf(connString)))
+		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrubSecret(err.Error(), passwordOf(connString)))
 	}
 	cc := cfg.ConnConfig
 	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
@@ -101,7 +101,7 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrub(err.Error(), passwordOf(connString)))
+		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrubSecret(err.Error(), passwordOf(connString)))
 	}
 	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.unlogged), timeout: o.timeout}
 	tctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -120,7 +120,7 @@ func (b *Backend) scrubErr(err error, connString string) error {
 	if pw == "" || !strings.Contains(err.Error(), pw) {
 		return err
 	}
-	return &backend.NodeError{Node: b.server, Err: errors.New(scrub(err.Error(), pw))}
+	return &backend.NodeError{Node: b.server, Err: errors.New(scrubSecret(err.Error(), pw))}
 }
 
 func (b *Backend) nodeErr(err error) error {

@@ -6,7 +6,9 @@ import (
 )
 
 // This file is temporary: url.go (branch config) brings CheckURL and
-// Redact; once merged, redactServer can call Redact.
+// Redact (and its own unexported scrub and passwords); once merged,
+// redactServer can become Redact, passwordOf/scrubSecret its scrub, and
+// Open can start with CheckURL. The names here do not clash with it.
 
 // redactServer returns the URL with its password (in the user info or a
 // password query parameter) replaced by "xxxxx".
@@ -43,8 +45,8 @@ func passwordOf(raw string) string {
 	return u.Query().Get("password")
 }
 
-// scrub replaces every occurrence of secret in s.
-func scrub(s, secret string) string {
+// scrubSecret replaces every occurrence of secret in s.
+func scrubSecret(s, secret string) string {
 	if secret == "" {
 		return s
 	}
