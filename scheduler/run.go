@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasecron/leasecron/backend"
 	"github.com/leasecron/leasecron/internal/supervisor"
-	"github.com/leasecron/leasecron/lease"
 )
 
 // RunRecord describes one run of a job; the last one of each job is stored
@@ -49,13 +49,13 @@ type runState struct {
 // must have killed the job: it leaves room for the kill itself and for
 // process scheduling delays of the supervisor.
 func (s *Scheduler) killMargin() time.Duration {
-	return 200*time.Millisecond + 2*s.base.Redis.Timeout
+	return 200*time.Millisecond + 2*s.be.Timeout()
 }
 
 // runLeased runs job j for tick under lease l (already acquired), renewing
 // it while the job runs, and completes the tick (or releases the lease when
 // the run was cut short by a lost lease or shutdown).
-func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick time.Time, l *lease.Lease, log *slog.Logger) RunRecord {
+func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick time.Time, l backend.Lease, log *slog.Logger) RunRecord {
 	manual := l.Epoch() == 0
 	rec := RunRecord{Job: j.Name, Host: s.host, Fence: l.Fence(), Start: time.Now()}
 	if !manual {
@@ -84,9 +84,10 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	log.Info("job started", "pid", proc.JobPID(), "valid_until", l.ValidUntil())
 
 	margin := s.killMargin()
-	holdOpts := []lease.HoldOption{
-		lease.RenewEvery(cfg.Lease.Renew),
-		lease.OnRenew(func(v time.Time) {
+	holdOpts := []backend.HoldOption{
+		backend.RenewEvery(cfg.Lease.Renew),
+		backend.ObserveRenew(func(e backend.RenewEvent) { s.opts.Metrics.Renew(e.Key, e.OK, e.Latency) }),
+		backend.OnRenew(func(v time.Time) {
 			// Logged before the supervisor is extended, so the log never
 			// lags the deadline the supervisor enforces (the fault suite
 			// measures abort slack from it).
@@ -105,9 +106,9 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	if j.Timeout > 0 {
 		// Renewal is not forever: past timeout + kill_grace the lease runs
 		// out even if the job refuses to die (the supervisor kills it).
-		holdOpts = append(holdOpts, lease.MaxLifetime(j.Timeout+j.KillGrace+time.Second))
+		holdOpts = append(holdOpts, backend.MaxLifetime(j.Timeout+j.KillGrace+time.Second))
 	}
-	hold := l.Hold(holdOpts...)
+	hold := backend.NewHold(l, s.be.Timeout(), holdOpts...)
 
 	var outWG sync.WaitGroup
 	outWG.Add(2)
@@ -185,7 +186,7 @@ wait:
 }
 
 // finish completes or releases the lease, records the run and logs it.
-func (s *Scheduler) finish(l *lease.Lease, hold *lease.Hold, rec RunRecord, complete bool, log *slog.Logger) {
+func (s *Scheduler) finish(l backend.Lease, hold *backend.Hold, rec RunRecord, complete bool, log *slog.Logger) {
 	cfg := s.cfg.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), max(cfg.Lease.TTL, 5*time.Second))
 	defer cancel()
@@ -205,7 +206,7 @@ func (s *Scheduler) finish(l *lease.Lease, hold *lease.Hold, rec RunRecord, comp
 	}
 	s.opts.Metrics.RunFinished(rec.Job, rec.Result, rec.Duration())
 	if b, jerr := json.Marshal(rec); jerr == nil {
-		if err := s.lc.SetNote(ctx, l.Key(), rec.End.UnixMilli(), string(b)); err != nil {
+		if err := s.be.SetNote(ctx, l.Key(), rec.End.UnixMilli(), string(b)); err != nil {
 			log.Warn("could not record the run", "err", err)
 		}
 	}
@@ -214,7 +215,7 @@ func (s *Scheduler) finish(l *lease.Lease, hold *lease.Hold, rec RunRecord, comp
 }
 
 // startJob starts the job's supervisor with the LEASECRON_* environment.
-func (s *Scheduler) startJob(j *Job, tick time.Time, l *lease.Lease, manual bool) (*supervisor.Process, error) {
+func (s *Scheduler) startJob(j *Job, tick time.Time, l backend.Lease, manual bool) (*supervisor.Process, error) {
 	env := jobEnv(os.Environ(), j.Env)
 	tickUnix := tick.Unix()
 	env = append(env,
@@ -265,7 +266,7 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (RunRecord, error)
 	// A fresh process: open the connections first, so that the node
 	// timeout measures the acquisition, not a dial and TLS handshake.
 	s.warm(ctx)
-	l, err := s.lc.Acquire(ctx, lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host})
+	l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host})
 	if err != nil {
 		return RunRecord{}, fmt.Errorf("trigger %s: %w", name, err)
 	}

@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasecron/leasecron/backend"
 	"github.com/leasecron/leasecron/internal/supervisor"
-	"github.com/leasecron/leasecron/lease"
 )
 
 // Options configures a Scheduler beyond its Config.
@@ -34,10 +34,10 @@ type Options struct {
 	ClockOffset time.Duration
 	// Notify, when set, receives systemd status lines ("STATUS=...").
 	Notify func(state string)
-	// UnsafeNoRestartDetection lets restarted Redis nodes vote at once. It
-	// exists only for the fault suite's negative control, which must show
-	// the double run this allows.
-	UnsafeNoRestartDetection bool
+	// Backend is where the leases live (required): the Redis nodes, a
+	// PostgreSQL table, ... The caller opens it (cmd/leasecron picks it from
+	// the config) and closes it after Run returned.
+	Backend backend.Backend
 }
 
 // Scheduler fires the jobs of a Config on every host of a fleet so that
@@ -46,9 +46,9 @@ type Options struct {
 type Scheduler struct {
 	opts Options
 	log  *slog.Logger
-	lc   *lease.Client
+	be   backend.Backend
 	host string
-	base *Config // redis and lease settings fixed at New
+	base *Config // backend and lease settings fixed at New
 
 	cfg atomic.Pointer[Config]
 
@@ -86,12 +86,13 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		}
 		opts.Self = self
 	}
-	if strings.ContainsAny(cfg.Redis.Prefix, "{}") {
-		return nil, fmt.Errorf("scheduler: redis.prefix %q must not contain braces", cfg.Redis.Prefix)
+	if opts.Backend == nil {
+		return nil, errors.New("scheduler: no backend")
 	}
 	s := &Scheduler{
 		opts:    opts,
 		log:     opts.Logger,
+		be:      opts.Backend,
 		host:    cfg.ID,
 		base:    cfg,
 		reload:  make(chan struct{}, 1),
@@ -100,37 +101,12 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		spares:    make(chan *supervisor.Spare, maxSpares),
 		spareWake: make(chan struct{}, 1),
 	}
-	m := opts.Metrics
-	lopts := []lease.Option{
-		lease.WithTimeout(cfg.Redis.Timeout),
-		lease.WithDrift(cfg.Lease.Drift),
-		lease.WithRestartGuard(cfg.Lease.TTL),
-		lease.WithObserver(lease.Observer{
-			OnVote: func(e lease.VoteEvent) { m.Vote(e.Node, e.Op, e.Vote.String(), e.Latency) },
-			OnRenew: func(e lease.RenewEvent) {
-				m.Renew(strings.TrimPrefix(e.Key, cfg.Redis.Prefix+":"), e.OK, e.Latency)
-			},
-			OnRestart: func(node string, at time.Time) {
-				m.NodeRestart(node)
-				s.log.Warn("redis node restarted or failed over; it does not vote until the restart guard passed",
-					"node", node, "votes_again_in", time.Until(at).Round(time.Second))
-			},
-		}),
-	}
-	if opts.UnsafeNoRestartDetection {
-		lopts = append(lopts, lease.WithoutRestartDetection())
-	}
-	lc, err := lease.New(cfg.Redis.Nodes, lopts...)
-	if err != nil {
-		return nil, fmt.Errorf("scheduler: %w", err)
-	}
-	s.lc = lc
 	s.cfg.Store(cfg)
 	return s, nil
 }
 
-// Close releases the Redis connections. Call it after Run returned.
-func (s *Scheduler) Close() error { return s.lc.Close() }
+// Close closes the backend given in Options. Call it after Run returned.
+func (s *Scheduler) Close() error { return s.be.Close() }
 
 // now is the scheduler's clock (skewed by ClockOffset in tests).
 func (s *Scheduler) now() time.Time { return time.Now().Add(s.opts.ClockOffset) }
@@ -138,8 +114,9 @@ func (s *Scheduler) now() time.Time { return time.Now().Add(s.opts.ClockOffset) 
 // until returns how long until t on the scheduler's clock.
 func (s *Scheduler) until(t time.Time) time.Duration { return t.Sub(s.now()) }
 
-// key is the lease key of a job: one key per job, not per tick.
-func (s *Scheduler) key(job string) string { return s.base.Redis.Prefix + ":" + job }
+// key is the lease key of a job: one key per job, not per tick (the
+// backend adds its own prefix or table).
+func (s *Scheduler) key(job string) string { return job }
 
 // Reload swaps in a new schedule. Jobs that are running keep running under
 // their old settings; the next ticks use the new ones. Changes to the redis
@@ -186,23 +163,23 @@ func slicesEqual(a, b []string) bool {
 
 // Healthy returns nil when a quorum of nodes answers and votes.
 func (s *Scheduler) Healthy(ctx context.Context) error {
-	st := s.lc.Ping(ctx)
+	st := s.be.Health(ctx)
 	ok := 0
 	var errs []error
 	for _, n := range st {
-		s.opts.Metrics.NodeUp(n.Node, n.Err == nil, n.Latency)
+		s.opts.Metrics.NodeUp(n.Server, n.Err == nil, n.Latency)
 		switch {
 		case n.Err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", n.Node, n.Err))
+			errs = append(errs, fmt.Errorf("%s: %w", n.Server, n.Err))
 		case !n.Voting:
-			errs = append(errs, fmt.Errorf("%s: restarted recently, votes again in %s", n.Node, time.Until(n.VotingAt).Round(time.Second)))
+			errs = append(errs, fmt.Errorf("%s: restarted recently, votes again in %s", n.Server, time.Until(n.VotingAt).Round(time.Second)))
 		default:
 			ok++
 		}
 	}
 	var err error
-	if ok < s.lc.Quorum() {
-		err = fmt.Errorf("no quorum: %d of %d nodes usable, %d needed: %w", ok, len(st), s.lc.Quorum(), errors.Join(errs...))
+	if ok < s.be.Quorum() {
+		err = fmt.Errorf("no quorum: %d of %d nodes usable, %d needed: %w", ok, len(st), s.be.Quorum(), errors.Join(errs...))
 	}
 	s.opts.Metrics.QuorumHealthy(err == nil)
 	s.mu.Lock()
@@ -422,22 +399,22 @@ const (
 	noQuorumFirst = 100 * time.Millisecond
 	noQuorumMax   = 5 * time.Second
 	// warmTimeout bounds the opening of the nodes' connections at start
-	// (lease.Client.Warm); a node that takes longer is left to the rounds.
+	// (Backend.Warm); a node that takes longer is left to the rounds.
 	warmTimeout = 2 * time.Second
 )
 
-// warm opens the nodes' connections (lease.Client.Warm), for at most
+// warm opens the nodes' connections (Backend.Warm), for at most
 // warmTimeout. A node that fails is left alone: the rounds that follow
 // report it.
 func (s *Scheduler) warm(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, warmTimeout)
 	defer cancel()
-	_ = s.lc.Warm(wctx)
+	_ = s.be.Warm(wctx)
 }
 
 // heldWait is how long a loser that found its tick held by another host
 // waits before its next attempt (the attempt-th retry).
-func heldWait(rerr *lease.RefusedError, quorum, attempt int) time.Duration {
+func heldWait(rerr *backend.RefusedError, quorum, attempt int) time.Duration {
 	wait := rerr.HolderTTL + 5*time.Millisecond
 	switch {
 	case rerr.HolderNodes >= quorum:
@@ -479,12 +456,12 @@ func parseOwner(s string) (tick int64, host string, ok bool) {
 // winners; losers are followed up per job (overlap, takeover, retry).
 func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick time.Time, jobs []*Job) {
 	cfg := s.cfg.Load()
-	reqs := make([]lease.Request, len(jobs))
+	reqs := make([]backend.Request, len(jobs))
 	for i, j := range jobs {
-		reqs[i] = lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)}
+		reqs[i] = backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)}
 	}
 	delay := s.until(tick)
-	results := s.lc.TryAcquireBatch(ctx, reqs)
+	results := s.be.TryAcquireBatch(ctx, reqs)
 	for i, j := range jobs {
 		j, res := j, results[i]
 		wg.Add(1)
@@ -497,7 +474,7 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 
 // followTick carries one (job, tick) from its first acquisition attempt to
 // the end: run it if won, else apply the loser rules until the deadline.
-func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, tick time.Time, res lease.Result, lateBy time.Duration) {
+func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, tick time.Time, res backend.Result, lateBy time.Duration) {
 	log := s.log.With("job", j.Name, "tick", tick.UTC().Format(time.RFC3339))
 	deadline := j.DeadlineFor(tick)
 	noQuorumWait := noQuorumFirst
@@ -524,13 +501,13 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 			return
 		}
 		var wait time.Duration
-		var rerr *lease.RefusedError
+		var rerr *backend.RefusedError
 		switch {
-		case errors.Is(res.Err, lease.ErrEpochDone):
+		case errors.Is(res.Err, backend.ErrEpochDone):
 			s.opts.Metrics.Acquire(j.Name, "done")
 			log.Debug("tick already completed")
 			return
-		case errors.As(res.Err, &rerr) && errors.Is(rerr.Reason, lease.ErrHeld):
+		case errors.As(res.Err, &rerr) && errors.Is(rerr.Reason, backend.ErrHeld):
 			s.opts.Metrics.Acquire(j.Name, "held")
 			ht, hh, ok := parseOwner(rerr.Holder)
 			switch {
@@ -541,7 +518,7 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 				if attempt == 0 {
 					log.Debug("tick running on another host; watching for takeover", "holder", hh, "ttl", rerr.HolderTTL)
 				}
-				wait = heldWait(rerr, s.lc.Quorum(), attempt)
+				wait = heldWait(rerr, s.be.Quorum(), attempt)
 			case ok && ht > tick.Unix():
 				log.Info("a newer tick is already running; skipping this one", "holder_tick", time.Unix(ht, 0).UTC().Format(time.RFC3339), "holder", hh)
 				return
@@ -557,7 +534,7 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 				}
 				wait = min(rerr.HolderTTL+5*time.Millisecond, time.Second)
 			}
-		case errors.Is(res.Err, lease.ErrNoQuorum) || errors.Is(res.Err, lease.ErrNotObtained):
+		case errors.Is(res.Err, backend.ErrNoQuorum) || errors.Is(res.Err, backend.ErrNotObtained):
 			s.opts.Metrics.Acquire(j.Name, "no_quorum")
 			// Warn on the first failure of the tick and then at the slowest
 			// retry pace; the quick retries in between (nodes that just
@@ -593,8 +570,8 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 			givenUp()
 			return
 		}
-		l, err := s.lc.Acquire(ctx, lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)})
-		res = lease.Result{Lease: l, Err: err}
+		l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)})
+		res = backend.Result{Lease: l, Err: err}
 		if err == nil {
 			log.Info("took the tick over")
 		}

@@ -128,14 +128,19 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		defer ln.Close()
 	}
 
+	be, err := openBackend(cfg, backendOptions{log: log, metrics: metrics, unsafeNoRestartDetection: f.noRestartDetection})
+	if err != nil {
+		return err
+	}
 	sched, err := scheduler.New(cfg, scheduler.Options{
-		Logger:                   log,
-		Metrics:                  metrics,
-		ClockOffset:              f.clockOffset,
-		Notify:                   func(state string) { notify(state) },
-		UnsafeNoRestartDetection: f.noRestartDetection,
+		Logger:      log,
+		Metrics:     metrics,
+		ClockOffset: f.clockOffset,
+		Notify:      func(state string) { notify(state) },
+		Backend:     be,
 	})
 	if err != nil {
+		_ = be.Close()
 		return err
 	}
 	defer sched.Close()
