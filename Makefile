@@ -24,9 +24,11 @@ test: deps
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o leasecron ./cmd/leasecron
 
-# 3 throwaway Redis nodes + 2 daemons on jobs.example.yaml; Ctrl-C cleans up.
+# 2 daemons on jobs.example.yaml and the throwaway servers of BACKEND
+# (redis: 3 nodes; postgres: 1 cluster); Ctrl-C cleans up.
+BACKEND ?= redis
 demo:
-	./scripts/demo.sh
+	BACKEND=$(BACKEND) ./scripts/demo.sh
 
 # Every Fuzz target of the module, FUZZTIME each (make fuzz FUZZTIME=5m).
 fuzz:
