@@ -119,7 +119,9 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	}
 	exited := make(chan waited, 1)
 	go func() {
-		outWG.Wait() // Wait closes the pipes; read them to the end first
+		// Not after the output's EOF: a process outside the job's group
+		// (or one left by a dead supervisor) may hold the pipes open, and
+		// Wait is what kills the group when the supervisor is lost.
 		e, err := proc.Wait()
 		exited <- waited{e, err}
 	}()
@@ -131,18 +133,29 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 		timeout = t.C
 	}
 	cut := "" // why the run was stopped early
+	terminate := func() {
+		if err := proc.Terminate(j.KillGrace); err != nil {
+			// The supervisor is gone (EPIPE) or stuck; Wait kills the
+			// group itself when it is gone without a report.
+			log.Warn("could not ask the supervisor to stop the job", "err", err)
+		}
+	}
+	// Each case fires once: a closed channel left in the select would make
+	// it spin for as long as the job lingers.
+	holdDone, hardDone := hold.Done(), hard.Done()
 	var w waited
 wait:
 	for {
 		select {
 		case w = <-exited:
 			break wait
-		case <-hold.Done():
+		case <-holdDone:
+			holdDone = nil
 			if cut == "" {
 				cut = "aborted"
 				log.Error("lease lost; stopping the job before its validity ends", "err", hold.Err())
 				s.opts.Metrics.Abort(j.Name, "lease_lost")
-				_ = proc.Terminate(j.KillGrace)
+				terminate()
 			}
 		case <-timeout:
 			timeout = nil
@@ -150,21 +163,28 @@ wait:
 				cut = "timeout"
 				log.Warn("job timed out; stopping it", "timeout", j.Timeout)
 				s.opts.Metrics.Abort(j.Name, "timeout")
-				_ = proc.Terminate(j.KillGrace)
+				terminate()
 			}
-		case <-hard.Done():
-			hard = context.Background() // fire once
+		case <-hardDone:
+			hardDone = nil
 			if cut == "" {
 				cut = "shutdown"
 				log.Warn("shutting down; stopping the job", "kill_grace", j.KillGrace)
 				s.opts.Metrics.Abort(j.Name, "shutdown")
-				_ = proc.Terminate(j.KillGrace)
+				terminate()
 			}
 		}
 	}
+	s.drainOutput(proc, &outWG, log)
 	rec.End = time.Now()
 	rec.Exit, rec.Signal = w.exit.Code, w.exit.Signal
 	switch {
+	case errors.Is(w.err, supervisor.ErrSupervisorLost):
+		// Never completed: the job did not run to its end under watch.
+		rec.Result, rec.Error = "aborted", w.err.Error()
+		s.opts.Metrics.Abort(j.Name, "supervisor_lost")
+		log.Error("the job's supervisor died without a report; killed the job's process group",
+			"pgid", proc.JobPID(), "group_dead", w.exit.DeadTime > 0, "err", w.err)
 	case w.err != nil:
 		rec.Result, rec.Error = "error", w.err.Error()
 	case cut != "":
@@ -182,6 +202,30 @@ wait:
 	complete := rec.Result == "ok" || rec.Result == "failed" || rec.Result == "timeout"
 	s.finish(l, hold, rec, complete && !manual, log)
 	return rec
+}
+
+// outputDrain bounds how long a run waits, once its job is dead, for the
+// rest of the job's output: only a process outside the job's group can
+// hold the pipes open that long, and it must not hold up the run.
+const outputDrain = time.Second
+
+// drainOutput waits for the output readers to reach EOF, at most
+// outputDrain, then closes the pipes (which ends the readers).
+func (s *Scheduler) drainOutput(proc *supervisor.Process, outWG *sync.WaitGroup, log *slog.Logger) {
+	drained := make(chan struct{})
+	go func() { outWG.Wait(); close(drained) }()
+	t := time.NewTimer(outputDrain)
+	defer t.Stop()
+	select {
+	case <-drained:
+		return
+	case <-t.C:
+	}
+	log.Warn("the job's output is still open after it ended (held by a process outside its group?); closing it",
+		"wait", outputDrain)
+	_ = proc.Stdout().Close()
+	_ = proc.Stderr().Close()
+	<-drained
 }
 
 // finish completes or releases the lease, records the run and logs it.
