@@ -309,3 +309,30 @@ func TestRunLeasedNoBusyLoop(t *testing.T) {
 		t.Errorf("daemon used %v of CPU in %v while waiting for a lingering job: a busy loop", used, elapsed.Round(time.Millisecond))
 	}
 }
+
+// TestJobOutputHeldOutsideGroup: a process outside the job's tree (here
+// the test itself, through /proc/PID/fd/1) holds the job's stdout open
+// after the job has exited. The run still ends — its output is closed
+// after a short drain — and the next run starts; the daemon does not wait
+// for an EOF that never comes, renewing the lease forever.
+func TestJobOutputHeldOutsideGroup(t *testing.T) {
+	d := startProcDaemon(t, `echo $$ >> OUT/runs; sleep 1`, 0)
+	job, _ := d.firstRun(t)
+	held, err := os.OpenFile(filepath.Join("/proc", strconv.Itoa(job), "fd", "1"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("open the job's stdout: %v", err)
+	}
+	defer held.Close()
+	for end := time.Now().Add(20 * time.Second); len(d.runs()) < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no second run within 20s while the first run's stdout is held open; log:\n%s", d.logText())
+		}
+	}
+	log := d.logText()
+	if !strings.Contains(log, "job's output is still open after it ended") {
+		t.Errorf("no warning about the held output; log:\n%s", log)
+	}
+	if !strings.Contains(log, "result=ok") {
+		t.Errorf("the first run did not finish ok; log:\n%s", log)
+	}
+}
