@@ -426,9 +426,6 @@ func (p *Process) wait() (Exit, error) {
 			// its children did not. Kill the whole group now, without
 			// waiting for anything else (its output may never end).
 			exit.DeadTime = killLostGroup(pid, ConfirmTimeout)
-			if exit.DeadTime > 0 {
-				exit.KillTime = exit.DeadTime
-			}
 		}
 		if p.errorEv != nil {
 			return exit, fmt.Errorf("%w: %s", ErrSupervisorLost, p.errorEv.Error)
