@@ -39,12 +39,15 @@ func becomeSubreaper() error {
 // instant at which no live member was seen; 0 if some member was still
 // alive after timeout.
 //
-// The group id is safe to signal throughout: the job leader (pid pgid)
-// dies with its supervisor (parent-death signal) and is re-parented to the
-// daemon, whose unreaped zombie keeps the id from being reused; once the
-// leader has been reaped, some other member, alive or an unreaped zombie,
-// keeps it, or the kill finds no one. Members are reaped only after the
-// last kill.
+// The group id is safe to signal: the job leader (pid pgid) dies with its
+// supervisor (parent-death signal) and is re-parented to the daemon, whose
+// unreaped zombie keeps the id from being reused; if the supervisor had
+// reaped the leader already (it exited first), any member left, alive or
+// an unreaped zombie of the daemon, keeps it. Members are reaped only
+// after the last kill. Only when the supervisor had reaped every member
+// before it died is the id free, and a kill could then reach another group
+// only if the kernel's pid counter wrapped around (pid_max) and the id was
+// taken again in the milliseconds between.
 func killLostGroup(pgid int, timeout time.Duration) int64 {
 	end := MonoNow() + int64(timeout)
 	for {
