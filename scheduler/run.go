@@ -120,7 +120,9 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	}
 	exited := make(chan waited, 1)
 	go func() {
-		outWG.Wait() // Wait closes the pipes; read them to the end first
+		// Not after the output's EOF: a process outside the job's group
+		// (or one left by a dead supervisor) may hold the pipes open, and
+		// Wait is what kills the group when the supervisor is lost.
 		e, err := proc.Wait()
 		exited <- waited{e, err}
 	}()
@@ -132,18 +134,33 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 		timeout = t.C
 	}
 	cut := "" // why the run was stopped early
+	terminate := func() {
+		switch err := proc.Terminate(j.KillGrace); {
+		case err == nil:
+		case errors.Is(err, syscall.EPIPE) || errors.Is(err, supervisor.ErrClosed):
+			// The supervisor is gone: the job just ended, or the
+			// supervisor died, and then Wait kills the job's group.
+			log.Debug("supervisor already gone; not asked to stop the job", "err", err)
+		default:
+			log.Warn("could not ask the supervisor to stop the job", "err", err)
+		}
+	}
+	// Each case fires once: a closed channel left in the select would make
+	// it spin for as long as the job lingers.
+	holdDone, hardDone := hold.Done(), hard.Done()
 	var w waited
 wait:
 	for {
 		select {
 		case w = <-exited:
 			break wait
-		case <-hold.Done():
+		case <-holdDone:
+			holdDone = nil
 			if cut == "" {
 				cut = "aborted"
 				log.Error("lease lost; stopping the job before its validity ends", "err", hold.Err())
 				s.opts.Metrics.Abort(j.Name, "lease_lost")
-				_ = proc.Terminate(j.KillGrace)
+				terminate()
 			}
 		case <-timeout:
 			timeout = nil
@@ -151,21 +168,28 @@ wait:
 				cut = "timeout"
 				log.Warn("job timed out; stopping it", "timeout", j.Timeout)
 				s.opts.Metrics.Abort(j.Name, "timeout")
-				_ = proc.Terminate(j.KillGrace)
+				terminate()
 			}
-		case <-hard.Done():
-			hard = context.Background() // fire once
+		case <-hardDone:
+			hardDone = nil
 			if cut == "" {
 				cut = "shutdown"
 				log.Warn("shutting down; stopping the job", "kill_grace", j.KillGrace)
 				s.opts.Metrics.Abort(j.Name, "shutdown")
-				_ = proc.Terminate(j.KillGrace)
+				terminate()
 			}
 		}
 	}
+	s.drainOutput(proc, &outWG, log)
 	rec.End = time.Now()
 	rec.Exit, rec.Signal = w.exit.Code, w.exit.Signal
 	switch {
+	case errors.Is(w.err, supervisor.ErrSupervisorLost):
+		// Never completed: the job did not run to its end under watch.
+		rec.Result, rec.Error = "aborted", w.err.Error()
+		s.opts.Metrics.Abort(j.Name, "supervisor_lost")
+		log.Error("the job's supervisor died without a report; killed the job's process group",
+			"pgid", proc.JobPID(), "group_dead", w.exit.DeadTime > 0, "err", w.err)
 	case w.err != nil:
 		rec.Result, rec.Error = "error", w.err.Error()
 	case cut != "":
@@ -183,6 +207,30 @@ wait:
 	complete := rec.Result == "ok" || rec.Result == "failed" || rec.Result == "timeout"
 	s.finish(l, hold, rec, complete && !manual, log)
 	return rec
+}
+
+// outputDrain bounds how long a run waits, once its job is dead, for the
+// rest of the job's output: only a process outside the job's group can
+// hold the pipes open that long, and it must not hold up the run.
+const outputDrain = time.Second
+
+// drainOutput waits for the output readers to reach EOF, at most
+// outputDrain, then closes the pipes (which ends the readers).
+func (s *Scheduler) drainOutput(proc *supervisor.Process, outWG *sync.WaitGroup, log *slog.Logger) {
+	drained := make(chan struct{})
+	go func() { outWG.Wait(); close(drained) }()
+	t := time.NewTimer(outputDrain)
+	defer t.Stop()
+	select {
+	case <-drained:
+		return
+	case <-t.C:
+	}
+	log.Warn("the job's output is still open after it ended (held by a process outside its group?); closing it",
+		"wait", outputDrain)
+	_ = proc.Stdout().Close()
+	_ = proc.Stderr().Close()
+	<-drained
 }
 
 // finish completes or releases the lease, records the run and logs it.
@@ -299,83 +347,3 @@ func jobEnv(daemon []string, extra map[string]string) []string {
 	}
 	return env
 }
-
-// maxSpares bounds how many idle supervisors a daemon keeps ready.
-const maxSpares = 8
-
-// startSupervised starts spec under a supervisor: a spare one when there
-// is one (the job then starts with a single exec), else a fresh one.
-func (s *Scheduler) startSupervised(spec supervisor.Spec) (*supervisor.Process, error) {
-	select {
-	case sp := <-s.spares:
-		select {
-		case s.spareWake <- struct{}{}:
-		default:
-		}
-		proc, err := sp.Start(context.Background(), spec)
-		_ = sp.Close() // a no-op once the spare started the job
-		if err == nil || errors.Is(err, supervisor.ErrStart) ||
-			errors.Is(err, supervisor.ErrDeadlinePassed) || errors.Is(err, supervisor.ErrInvalidSpec) {
-			return proc, err
-		}
-		// The spare's supervisor is gone (killed while it waited, say):
-		// start afresh.
-		s.log.Warn("spare supervisor unusable; starting a new one", "err", err)
-	default:
-	}
-	return supervisor.Start(context.Background(), s.opts.Self, spec)
-}
-
-// spareLoop keeps up to maxSpares supervisors (no more than there are
-// jobs) started and waiting for a job, refilling after each use, so that a
-// tick's jobs do not wait for the supervisor's own exec. It closes the
-// unused ones when ctx is done.
-func (s *Scheduler) spareLoop(ctx context.Context) {
-	defer func() {
-		for {
-			select {
-			case sp := <-s.spares:
-				_ = sp.Close()
-			default:
-				return
-			}
-		}
-	}()
-	retry := time.NewTimer(time.Hour)
-	defer retry.Stop()
-	for {
-		want := min(maxSpares, len(s.cfg.Load().Jobs))
-		for len(s.spares) < want && ctx.Err() == nil {
-			sp, err := supervisor.Prepare(s.opts.Self)
-			if err != nil {
-				s.log.Warn("could not start a spare supervisor; jobs start without one", "err", err)
-				retry.Reset(5 * time.Second)
-				break
-			}
-			select {
-			case s.spares <- sp:
-			default:
-				_ = sp.Close()
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.spareWake:
-			// Refill once the tick's jobs have started: a supervisor's
-			// exec now would compete with theirs for the CPU.
-			settle := time.NewTimer(spareRefillDelay)
-			select {
-			case <-ctx.Done():
-				settle.Stop()
-				return
-			case <-settle.C:
-			}
-		case <-retry.C:
-		}
-	}
-}
-
-// spareRefillDelay is how long after a spare was taken spareLoop waits
-// before starting new ones.
-const spareRefillDelay = 250 * time.Millisecond
