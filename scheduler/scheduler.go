@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -59,8 +60,10 @@ type Scheduler struct {
 	spares    chan *supervisor.Spare
 	spareWake chan struct{}
 
-	// clock, when set, replaces the host's clock (tests step it).
-	clock func() time.Time
+	// clock, when set, replaces the host's clock (tests step it), and
+	// recheck, when set, replaces clockRecheck (tests shorten it).
+	clock   func() time.Time
+	recheck time.Duration
 
 	mu      sync.Mutex
 	running map[string]*runState // by job name
@@ -365,9 +368,10 @@ func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*
 				at = t
 			}
 		}
-		wait := clockRecheck
+		recheck := cmp.Or(s.recheck, clockRecheck)
+		wait := recheck
 		if !at.IsZero() {
-			wait = min(max(s.until(at)+s.fireOffset(at), 0), clockRecheck)
+			wait = min(max(s.until(at)+s.fireOffset(at), 0), recheck)
 		}
 		timer.Reset(wait)
 		select {

@@ -55,6 +55,9 @@ func TestLoopClockStep(t *testing.T) {
 		log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		reload: make(chan struct{}, 1),
 		clock:  func() time.Time { return time.Now().Add(time.Duration(offset.Load())) },
+		// The loop notices a step within 20ms (1s in production), so
+		// where each step lands is known to within that.
+		recheck: 20 * time.Millisecond,
 	}
 	s.cfg.Store(cfg)
 	t0 := time.Unix(1_900_000_000, 0) // a tick of @every 2s
