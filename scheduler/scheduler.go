@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -59,6 +60,11 @@ type Scheduler struct {
 	spares    chan *supervisor.Spare
 	spareWake chan struct{}
 
+	// clock, when set, replaces the host's clock (tests step it), and
+	// recheck, when set, replaces clockRecheck (tests shorten it).
+	clock   func() time.Time
+	recheck time.Duration
+
 	mu      sync.Mutex
 	running map[string]*runState // by job name
 	health  healthState
@@ -109,7 +115,12 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 func (s *Scheduler) Close() error { return s.be.Close() }
 
 // now is the scheduler's clock (skewed by ClockOffset in tests).
-func (s *Scheduler) now() time.Time { return time.Now().Add(s.opts.ClockOffset) }
+func (s *Scheduler) now() time.Time {
+	if s.clock != nil {
+		return s.clock()
+	}
+	return time.Now().Add(s.opts.ClockOffset)
+}
 
 // until returns how long until t on the scheduler's clock.
 func (s *Scheduler) until(t time.Time) time.Duration { return t.Sub(s.now()) }
@@ -238,7 +249,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.spareLoop(ctx)
 	}()
 
-	s.loop(ctx, hard, &wg)
+	s.loop(ctx, func(tick time.Time, jobs []*Job) { s.fire(ctx, hard, &wg, tick, jobs) })
 
 	// Shutdown: wait up to ShutdownGrace for running jobs.
 	grace := s.cfg.Load().ShutdownGrace
@@ -287,15 +298,22 @@ func (s *Scheduler) healthLoop(ctx context.Context) {
 	}
 }
 
-// loop computes every job's next tick and fires each batch of jobs that
-// share a tick together. It returns when ctx is done.
-func (s *Scheduler) loop(ctx, hard context.Context, wg *sync.WaitGroup) {
+// loop computes every job's next tick and hands each batch of jobs that
+// share a tick to fire. It returns when ctx is done.
+//
+// A tick is never fired after its deadline. When the loop wakes late for a
+// pending tick (the daemon was paused, the host suspended, or the clock
+// stepped forward), ticks that were overtaken by a later one or whose
+// deadline passed are dropped: the loop attempts only the latest tick,
+// Prev(now), if its deadline has not passed yet, and otherwise goes on
+// with Next(now). Waits are capped at clockRecheck so that a clock step is
+// noticed even while a tick is far ahead. When the clock steps back, the
+// pending tick stays pending until the clock reaches it again.
+func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*Job)) {
 	cfg := s.cfg.Load()
 	next := map[string]time.Time{}
-	// On start, a tick that is still within its deadline is attempted too:
-	// it may have lost its host (completed ticks are refused by epoch).
-	start := s.now()
 	schedule := func(cfg *Config, catchUp bool) {
+		now := s.now()
 		fresh := map[string]time.Time{}
 		for _, j := range cfg.Jobs {
 			if t, ok := next[j.Name]; ok && !catchUp {
@@ -305,13 +323,14 @@ func (s *Scheduler) loop(ctx, hard context.Context, wg *sync.WaitGroup) {
 					continue
 				}
 			}
-			t := j.Next(s.now())
 			if catchUp {
-				if p := j.Prev(start); !p.IsZero() && s.now().Before(j.DeadlineFor(p)) {
-					t = p
-				}
+				// On start, a tick that is still within its deadline is
+				// attempted too: it may have lost its host (completed
+				// ticks are refused by epoch).
+				fresh[j.Name] = current(j, now)
+			} else {
+				fresh[j.Name] = j.Next(now)
 			}
-			fresh[j.Name] = t
 		}
 		next = fresh
 	}
@@ -326,9 +345,10 @@ func (s *Scheduler) loop(ctx, hard context.Context, wg *sync.WaitGroup) {
 				at = t
 			}
 		}
-		wait := time.Hour
+		recheck := cmp.Or(s.recheck, clockRecheck)
+		wait := recheck
 		if !at.IsZero() {
-			wait = max(s.until(at)+s.fireOffset(at), 0)
+			wait = min(max(s.until(at)+s.fireOffset(at), 0), recheck)
 		}
 		timer.Reset(wait)
 		select {
@@ -341,20 +361,53 @@ func (s *Scheduler) loop(ctx, hard context.Context, wg *sync.WaitGroup) {
 			continue
 		case <-timer.C:
 		}
-		if at.IsZero() || s.now().Before(at.Add(s.fireOffset(at))) {
+		now := s.now()
+		if at.IsZero() || now.Before(at.Add(s.fireOffset(at))) {
 			continue
 		}
 		var batch []*Job
 		for _, j := range cfg.Jobs {
-			if t, ok := next[j.Name]; ok && t.Equal(at) {
-				batch = append(batch, j)
-				next[j.Name] = j.Next(at)
+			t, ok := next[j.Name]
+			if !ok || !t.Equal(at) {
+				continue
 			}
+			if !startable(j, at, now) {
+				// Woken too late for at: its deadline passed or a later
+				// tick overtook it. c is the latest tick if it may still
+				// start, else the next one.
+				c := current(j, now)
+				s.log.Warn("tick missed: the daemon was paused or the clock jumped; skipping to the current tick",
+					"job", j.Name, "missed", at.UTC().Format(time.RFC3339),
+					"deadline", j.DeadlineFor(at).UTC().Format(time.RFC3339),
+					"now", now.UTC().Format(time.RFC3339Nano), "resume_with", c.UTC().Format(time.RFC3339))
+				next[j.Name] = c
+				continue
+			}
+			batch = append(batch, j)
+			next[j.Name] = j.Next(at)
 		}
 		if len(batch) > 0 {
-			s.fire(ctx, hard, wg, at, batch)
+			fire(at, batch)
 		}
 	}
+}
+
+// startable reports whether tick of j may be attempted at now: no later
+// tick is due yet and the tick's deadline has not passed.
+func startable(j *Job, tick, now time.Time) bool {
+	if n := j.Next(tick); !n.IsZero() && !n.After(now) {
+		return false
+	}
+	return now.Before(j.DeadlineFor(tick))
+}
+
+// current is the tick of j to attempt at now: the latest tick at or before
+// now while its deadline has not passed, else the next tick.
+func current(j *Job, now time.Time) time.Time {
+	if p := j.Prev(now); !p.IsZero() && now.Before(j.DeadlineFor(p)) {
+		return p
+	}
+	return j.Next(now)
 }
 
 // fireOffset is how long after tick this host fires it: a value in
@@ -398,6 +451,9 @@ const (
 	// lease found no quorum: the wait doubles from the first to the max.
 	noQuorumFirst = 100 * time.Millisecond
 	noQuorumMax   = 5 * time.Second
+	// clockRecheck bounds how long the tick loop sleeps before it reads
+	// the clock again, so that a clock stepped forward is noticed soon.
+	clockRecheck = time.Second
 	// warmTimeout bounds the opening of the nodes' connections at start
 	// (Backend.Warm); a node that takes longer is left to the rounds.
 	warmTimeout = 2 * time.Second
@@ -494,11 +550,24 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 		runsElsewhere = false
 		if res.Err == nil {
 			s.opts.Metrics.Acquire(j.Name, "won")
-			if attempt == 0 {
-				s.opts.Metrics.TickDelay(j.Name, lateBy)
+			// The acquisition may have taken long (the daemon paused, the
+			// clock stepped): check the deadline and the lease's remaining
+			// validity once more, just before the job would start.
+			if err := s.mayStart(deadline, res.Lease); err != nil {
+				s.release(res.Lease, log)
+				if errors.Is(err, errTickDeadline) {
+					log.Warn("won the lease after the tick's deadline; not starting the job", "err", err)
+					s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+					return
+				}
+				res = backend.Result{Err: err} // retried below while the deadline allows
+			} else {
+				if attempt == 0 {
+					s.opts.Metrics.TickDelay(j.Name, lateBy)
+				}
+				s.runLeased(hard, cfg, j, tick, res.Lease, log)
+				return
 			}
-			s.runLeased(hard, cfg, j, tick, res.Lease, log)
-			return
 		}
 		var wait time.Duration
 		var rerr *backend.RefusedError
@@ -534,6 +603,10 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 				}
 				wait = min(rerr.HolderTTL+5*time.Millisecond, time.Second)
 			}
+		case errors.Is(res.Err, errShortValidity):
+			log.Warn("the lease was won with too little validity left to start the job; released it, retrying", "err", res.Err, "retry_in", noQuorumWait)
+			wait = noQuorumWait
+			noQuorumWait = min(noQuorumWait*2, noQuorumMax)
 		case errors.Is(res.Err, backend.ErrNoQuorum) || errors.Is(res.Err, backend.ErrNotObtained):
 			s.opts.Metrics.Acquire(j.Name, "no_quorum")
 			// Warn on the first failure of the tick and then at the slowest
@@ -575,5 +648,40 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 		if err == nil {
 			log.Info("took the tick over")
 		}
+	}
+}
+
+var (
+	// errTickDeadline: the tick's deadline passed before its run started.
+	errTickDeadline = errors.New("the tick's deadline has passed")
+	// errShortValidity: the lease's validity would end (minus the kill
+	// margin) before the job could do anything.
+	errShortValidity = errors.New("the lease's remaining validity is shorter than the kill margin")
+)
+
+// mayStart reports whether a run for a tick whose deadline is deadline may
+// start now under l: the deadline, on the scheduler's (possibly offset)
+// clock, has not passed, and the lease is valid for longer than the kill
+// margin, which the supervisor would otherwise use up at once.
+func (s *Scheduler) mayStart(deadline time.Time, l backend.Lease) error {
+	if now := s.now(); !now.Before(deadline) {
+		return fmt.Errorf("%w: deadline %s, now %s", errTickDeadline,
+			deadline.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339Nano))
+	}
+	if left := time.Until(l.ValidUntil()); left <= s.killMargin() {
+		return fmt.Errorf("%w: %s left, kill margin %s", errShortValidity,
+			left.Round(time.Millisecond), s.killMargin())
+	}
+	return nil
+}
+
+// release gives up a lease that was won but not used, without completing
+// its tick, so that the job's next tick (or another host) is not kept
+// waiting for its TTL.
+func (s *Scheduler) release(l backend.Lease, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.base.Lease.TTL, 5*time.Second))
+	defer cancel()
+	if err := l.Release(ctx); err != nil {
+		log.Warn("could not release the unused lease; it expires with its TTL", "err", err)
 	}
 }
