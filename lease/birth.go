@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -20,6 +21,8 @@ import (
 // the server time at which the dataset began and a random nonce. A marker
 // that is missing or different from the one this client saw last means
 // the dataset was replaced: the node counts as restarted at that moment.
+// Every new connection reads the marker too, so that the first Ping of a
+// node already knows its age.
 // A marker seen for the first time tells how old the dataset is, also for
 // a client that meets the node long after a flush. The marker is read
 // after the round's scripts, in the same pipeline, so a flush before a
@@ -48,6 +51,17 @@ var (
 // Sentinel node.
 func (n *node) birthCall() call {
 	return call{script: birthScript, keys: []string{birthKey}, args: []any{n.nonce}}
+}
+
+// checkBirth reads the data marker on a new connection (before Ping
+// reports whether the node votes, or a round is sent on it), except on a
+// Cluster.
+func (n *node) checkBirth(ctx context.Context, cn *redis.Conn) error {
+	if n.perShard {
+		return nil
+	}
+	bc := n.birthCall()
+	return n.noteBirth(cn.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...), time.Now())
 }
 
 // noteBirth folds the marker check's answer, received at recv, into the

@@ -332,7 +332,7 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("SCRIPT LOAD: %w", err)
 	}
-	return nil
+	return n.checkBirth(ctx, cn)
 }
 
 // unanswered is the error for a round that got no answer from the node
