@@ -28,7 +28,8 @@ var (
 	// quorum of nodes.
 	ErrNotHeld = errors.New("lease: not held")
 	// ErrRestarted is the per-node reason a grant did not count: the node
-	// restarted (or failed over) less than the restart guard ago.
+	// restarted, failed over or lost its data less than the restart guard
+	// ago.
 	ErrRestarted = errors.New("lease: node restarted recently, not voting")
 	// ErrDataYounger is the per-node reason a grant did not count for a
 	// Request with EpochTime: the node's data is younger than EpochTime
