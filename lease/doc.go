@@ -86,8 +86,12 @@
 // that meets a node long after it was flushed. Ages are measured on the
 // server's clock and subtracted from the moment the answer arrived, so only
 // clock rates matter here. A Redis Cluster node has no marker (a key of
-// fixed name lives on one shard); its shards are watched through INFO only,
-// so flushing a Cluster shard is outside the preconditions. A node seen for
+// fixed name lives on one shard); its shards are watched through INFO on
+// new connections only, which sees restarts and failovers to another
+// address but not a flushed shard, nor a master demoted and promoted again
+// while the client's connections to it stayed open (Redis keeps client
+// connections across REPLICAOF): those are outside the preconditions for
+// Cluster nodes. A node seen for
 // the first time without a marker (every node, right after upgrading to this
 // version) does not vote for one guard, like a fresh process.
 //
