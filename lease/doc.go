@@ -76,24 +76,24 @@
 // per node, its data birth: the latest moment at which the node's data may
 // have begun. It is learnt from INFO on every new connection (the process's
 // start from uptime_in_seconds at first sight; a change of run_id or of
-// master_replid, which changes on every restart and promotion, is a
-// restart now; a promoted master met for the first time counts as promoted
-// now) and, for plain and Sentinel nodes, from a data marker read after
-// every round in the same pipeline: the key leasecron:lease:birth, written
-// once into an empty dataset with the server's time (Redis TIME) and a
-// random nonce. A missing or changed marker is a data loss now; a marker
-// seen for the first time gives the age of the dataset, also to a client
-// that meets a node long after it was flushed. Ages are measured on the
-// server's clock and subtracted from the moment the answer arrived, so only
-// clock rates matter here. A Redis Cluster node has no marker (a key of
-// fixed name lives on one shard); its shards are watched through INFO on
-// new connections only, which sees restarts and failovers to another
-// address but not a flushed shard, nor a master demoted and promoted again
-// while the client's connections to it stayed open (Redis keeps client
+// master_replid, which changes on every restart and promotion, is a restart
+// now; a promoted master met for the first time counts as promoted now)
+// and, for plain and Sentinel nodes, from a data marker read after every
+// round in the same pipeline: the key leasecron:lease:birth, written once
+// into an empty dataset with the server's time (Redis TIME) and a random
+// nonce. A missing or changed marker is a data loss now; a marker seen for
+// the first time gives the age of the dataset, also to a client that meets
+// a node long after it was flushed. Ages are measured on the server's clock
+// and subtracted from the moment the answer arrived, so only clock rates
+// matter here. A Redis Cluster node has no marker (a key of fixed name
+// lives on one shard); its shards are watched through INFO on new
+// connections only, which sees restarts and failovers to another address
+// but not a flushed shard, nor a master demoted and promoted again while
+// the client's connections to it stayed open (Redis keeps client
 // connections across REPLICAOF): those are outside the preconditions for
-// Cluster nodes. A node seen for
-// the first time without a marker (every node, right after upgrading to this
-// version) does not vote for one guard, like a fresh process.
+// Cluster nodes. A node seen for the first time without a marker (every
+// node, right after upgrading to this version) does not vote for one guard,
+// like a fresh process.
 //
 // A node votes for a request only when its data birth is at least the
 // restart guard (WithRestartGuard) before now, and, for a Request with
@@ -137,22 +137,22 @@
 //
 // Epochs: an acquisition with Epoch e is refused by a node whose completed
 // epoch for the key is >= e, and one such node's answer refuses the whole
-// attempt (a mark exists only if e's work finished), if it arrives before
-// a quorum granted. Lease.Complete marks e completed and returns once a
+// attempt (a mark exists only if e's work finished), if it arrives before a
+// quorum granted. Lease.Complete marks e completed and returns once a
 // quorum stored the mark; it waits for every node up to the timeout, to
-// store it on as many as possible. Marks live as long as the key's data,
-// so they must survive longer than locks: a client started long after e
-// (a daemon restarted inside a day-long deadline) must not win e on nodes
-// that lost the mark. Request.EpochTime is the instant e's work became
-// eligible (a scheduler's tick); a node whose data birth is less than the
-// restart guard before EpochTime does not vote for the request, since its
-// data may not hold a mark written after EpochTime. With EpochTime set, a
-// completed epoch is therefore acquired again only if a node that stored
-// its mark lost its data without the client being able to see it (a
-// Cluster shard flushed, persistence that loses acknowledged writes
-// without a restart, a key deleted by hand), or if every node that stored
-// the mark lost it and a quorum of nodes whose data is older than e does
-// not carry it. The price is liveness: once a quorum of nodes lost their
+// store it on as many as possible. Marks live as long as the key's data, so
+// they must survive longer than locks: a client started long after e (a
+// daemon restarted inside a day-long deadline) must not win e on nodes that
+// lost the mark. Request.EpochTime is the instant e's work became eligible
+// (a scheduler's tick); a node whose data birth is less than the restart
+// guard before EpochTime does not vote for the request, since its data may
+// not hold a mark written after EpochTime. The mark is on a quorum, and any
+// voting quorum shares a node with it: with EpochTime set, a completed
+// epoch is therefore acquired again only if a node that stored its mark
+// lost it without the client being able to see it (a flushed Cluster shard,
+// persistence that loses acknowledged writes without a restart, the key
+// deleted by hand), and no node that still has the mark answered before a
+// quorum granted. The price is liveness: once a quorum of nodes lost their
 // data after EpochTime, e cannot be acquired any more (the refusal is
 // ErrEpochDone if a node still has the mark, else ErrNoQuorum with
 // ErrDataYounger NodeErrors and a Detail saying so). Clocks: EpochTime is
