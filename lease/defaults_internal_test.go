@@ -146,7 +146,12 @@ func TestFailoverIsRestart(t *testing.T) {
 		}
 	}
 	guard := func() time.Duration { return time.Millisecond }
-	// Let both servers be up for more than the first-sight allowance.
+	// Another client's first connections write the servers' data markers;
+	// then let both servers and markers age more than the first-sight
+	// allowance.
+	other := newNode("other-client", nil, nil, guard)
+	connect(other, cl.Nodes[0].Addr())
+	connect(other, cl.Nodes[1].Addr())
 	time.Sleep(2100 * time.Millisecond)
 
 	n := newNode("sentinel-node", nil, nil, guard)

@@ -134,7 +134,8 @@ type NodeStatus struct {
 	Voting bool
 	// VotingAt is when it votes again (zero if it votes).
 	VotingAt time.Time
-	// RestartedAt is the last detected restart or failover (zero: none).
+	// RestartedAt is the last detected restart, failover or data loss
+	// (zero: none).
 	RestartedAt time.Time
 }
 

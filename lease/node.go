@@ -34,7 +34,7 @@ type node struct {
 	runIDs        map[string]string // server (see perShard) -> run_id last seen
 	perShard      bool              // a Redis Cluster: one server per shard address
 	viaSentinel   bool              // a Sentinel-managed master: connections to the Sentinels run onConnect too
-	votingFrom    time.Time         // base instant; the node votes from votingFrom+guard
+	votingFrom    time.Time         // data birth: the node's data may have begun then; it votes from votingFrom+guard
 	restartedAt   time.Time         // last restart/failover detected (zero: none)
 	onConnectErr  error
 	lastFail      error // the last round's connection-level failure; nil after a round that went through
@@ -43,6 +43,12 @@ type node struct {
 	wake          chan struct{}
 	laneDone      chan struct{}
 	guardAtDetect func() time.Duration
+
+	// The data marker (see birth.go): the value last seen, whether one
+	// was seen, and the nonce this client writes into a new one.
+	marker     string
+	markerSeen bool
+	nonce      string
 
 	// conn is the lane's own connection to a single-server node (nil
 	// until the first round, after a round that failed or an idle spell,
@@ -247,6 +253,7 @@ func newNode(name string, rdb redis.UniversalClient, obs *Observer, guard func()
 		wake:          make(chan struct{}, 1),
 		laneDone:      make(chan struct{}),
 		guardAtDetect: guard,
+		nonce:         newToken(),
 	}
 	return n
 }
@@ -271,7 +278,10 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if fields["role"] == "slave" {
 		return n.refuse(errors.New("node is a replica (role:slave); leasecron needs masters"))
 	}
-	runID := fields["run_id"]
+	// The run_id changes on a restart, the master_replid on a restart
+	// and on every promotion: a master that was demoted and promoted again
+	// keeps its run_id, but its dataset may have been replaced.
+	runID := fields["run_id"] + " " + fields["master_replid"]
 	uptime, _ := strconv.ParseInt(fields["uptime_in_seconds"], 10, 64)
 	// A master that was promoted from a replica keeps the old replication
 	// ID's end offset (second_repl_offset) until it restarts; Redis does
@@ -322,7 +332,7 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("SCRIPT LOAD: %w", err)
 	}
-	return nil
+	return n.checkBirth(ctx, cn)
 }
 
 // unanswered is the error for a round that got no answer from the node
@@ -443,6 +453,12 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 			cmds[i][j] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
 		}
 	}
+	var birth *redis.Cmd
+	if !n.perShard {
+		// After the round's scripts: see birth.go.
+		bc := n.birthCall()
+		birth = pipe.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
+	}
 	_, err := pipe.Exec(ctx)
 	n.connUsed = time.Now()
 	if err != nil {
@@ -451,11 +467,15 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 		n.dropConn()
 	}
 	var nodeErr error
-	if err != nil && (!isReplyError(err) || !anyCmdErr(cmds)) {
+	if err != nil && (!isReplyError(err) || !anyCmdErr(cmds) && (birth == nil || birth.Err() == nil)) {
 		// Connection-level failure: every call failed. An error reply
 		// that no command carries came from setting up the connection
 		// (AUTH with a wrong password: WRONGPASS).
 		nodeErr = err
+	}
+	if nodeErr == nil && birth != nil {
+		// A round whose data marker could not be checked counts as failed.
+		nodeErr = n.noteBirth(birth, n.connUsed)
 	}
 	n.mu.Lock()
 	if cerr := n.onConnectErr; cerr != nil && nodeErr != nil {

@@ -50,15 +50,19 @@ func WithDrift(f float64) Option { return func(o *options) { o.drift = f } }
 // WithRetry sets how Acquire retries a failed attempt. Default NoRetry().
 func WithRetry(r RetryStrategy) Option { return func(o *options) { o.retry = r } }
 
-// WithRestartGuard sets how long a node that restarted (or failed over to a
-// new process) is kept from voting: it must be at least the longest TTL any
-// client uses on these keys. Default: the longest TTL this Client has been
-// asked for so far, which is right when every client of a key uses the same
-// TTL.
+// WithRestartGuard sets how long a node that lost its data (restarted,
+// failed over or was promoted, flushed, or had its dataset replaced) is kept
+// from voting: it must be at least the longest TTL any client uses on these
+// keys, and more than the offset between the wall clocks of the client
+// hosts (it is also the margin of Request.EpochTime). Default: the longest
+// TTL this Client has been asked for so far, which is right when every
+// client of a key uses the same TTL. See the package documentation for
+// Sentinel groups.
 func WithRestartGuard(d time.Duration) Option { return func(o *options) { o.restartGuard = d } }
 
-// WithoutRestartDetection makes restarted nodes vote at once. This is unsafe
-// for nodes without fsync-always persistence and exists for tests that must
+// WithoutRestartDetection makes nodes vote at once after a restart,
+// failover or data loss, and for any Request.EpochTime. This is unsafe for
+// nodes without fsync-always persistence and exists for tests that must
 // show the double grant it allows.
 func WithoutRestartDetection() Option { return func(o *options) { o.detect = false } }
 
@@ -86,7 +90,7 @@ const (
 	VoteGranted   Vote = iota // the node granted / applied the request
 	VoteRefused               // the node answered no (held by another, not ours)
 	VoteFailed                // error or timeout
-	VoteNotVoting             // granted, but the node restarted recently and its vote did not count
+	VoteNotVoting             // granted, but the node's data is too young (a recent restart or data loss, or younger than the request's EpochTime): the vote did not count
 )
 
 func (v Vote) String() string {
@@ -118,5 +122,5 @@ type RenewEvent = backend.RenewEvent
 type Observer struct {
 	OnVote    func(VoteEvent)
 	OnRenew   func(RenewEvent)
-	OnRestart func(node string, votingAgainAt time.Time) // a node restart or failover was detected
+	OnRestart func(node string, votingAgainAt time.Time) // a node restart, failover or data loss was detected
 }
