@@ -36,7 +36,7 @@ var (
 	// Request with EpochTime: the node's data is younger than EpochTime
 	// plus the restart guard (it restarted, failed over or lost its
 	// dataset since), so it may have lost the epoch's completion mark.
-	ErrDataYounger = errors.New("lease: node's data is younger than the epoch, not voting for it")
+	ErrDataYounger = backend.ErrDataYounger
 	// ErrClosed is returned by calls on a closed Client.
 	ErrClosed = backend.ErrClosed
 )

@@ -514,7 +514,7 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 	cfg := s.cfg.Load()
 	reqs := make([]backend.Request, len(jobs))
 	for i, j := range jobs {
-		reqs[i] = backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)}
+		reqs[i] = backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)}
 	}
 	delay := s.until(tick)
 	results := s.be.TryAcquireBatch(ctx, reqs)
@@ -535,6 +535,7 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 	deadline := j.DeadlineFor(tick)
 	noQuorumWait := noQuorumFirst
 	lastTry := false
+	youngerLogged := false
 	// givenUp logs that the tick's deadline passed without this host
 	// running it: normal (debug) while another host runs the tick, worth a
 	// warning when it was for want of a quorum.
@@ -608,7 +609,19 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 			wait = noQuorumWait
 			noQuorumWait = min(noQuorumWait*2, noQuorumMax)
 		case errors.Is(res.Err, backend.ErrNoQuorum) || errors.Is(res.Err, backend.ErrNotObtained):
-			s.opts.Metrics.Acquire(j.Name, "no_quorum")
+			outcome := "no_quorum"
+			if errors.Is(res.Err, backend.ErrDataYounger) {
+				// Servers that lost their data since the tick do not vote
+				// for it: the tick may have completed and lost its mark
+				// with them. Not running it (again) is the safe side.
+				outcome = "data_younger"
+				if !youngerLogged {
+					youngerLogged = true
+					log.Warn("servers whose data is younger than the tick do not vote for it; the tick is not taken over unless a quorum that saw it answers",
+						"err", res.Err)
+				}
+			}
+			s.opts.Metrics.Acquire(j.Name, outcome)
 			// Warn on the first failure of the tick and then at the slowest
 			// retry pace; the quick retries in between (nodes that just
 			// restarted vote again within a TTL, say) are debug lines.
@@ -643,7 +656,7 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 			givenUp()
 			return
 		}
-		l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)})
+		l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)})
 		res = backend.Result{Lease: l, Err: err}
 		if err == nil {
 			log.Info("took the tick over")

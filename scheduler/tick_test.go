@@ -194,7 +194,7 @@ func TestLateWinNotStarted(t *testing.T) {
 	s, cfg := tickScheduler(t, j)
 	ctx := context.Background()
 	tick := j.Prev(s.now().Add(-10 * time.Second)) // deadline long gone
-	l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)})
+	l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestShortValidityRetried(t *testing.T) {
 	ctx := context.Background()
 	tick := j.Prev(s.now())
 	short := s.killMargin() / 2
-	l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: short, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)})
+	l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: short, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)})
 	if err != nil {
 		t.Fatal(err)
 	}
