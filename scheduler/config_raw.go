@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -212,3 +213,90 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// parent is the path of the mapping or list that holds path.
+func parent(path string) string {
+	if i := strings.LastIndexAny(path, ".["); i >= 0 {
+		return path[:i]
+	}
+	return ""
+}
+
+// hasDuplicateKeys reports whether yaml.v3 refuses to decode mapping n
+// because a key appears twice in it.
+func hasDuplicateKeys(n *yaml.Node) bool {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i < len(n.Content); i += 2 {
+		for j := i + 2; j < len(n.Content); j += 2 {
+			if a, b := n.Content[i], n.Content[j]; a.Kind == b.Kind && a.Value == b.Value {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// yamlKey is the key of struct field f in the file.
+func yamlKey(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return name
+}
+
+// keysOf lists the keys of struct type t in the order of its fields.
+func keysOf(t reflect.Type) []string {
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	keys := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		if k := yamlKey(t.Field(i)); k != "" && k != "-" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// resolve follows aliases.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 64; i++ {
+		n = n.Alias
+	}
+	if n != nil && n.Kind == yaml.AliasNode {
+		return nil
+	}
+	return n
+}
+
+// isNull reports whether n is absent or an explicit null ("key:" or "~").
+func isNull(n *yaml.Node) bool {
+	n = resolve(n)
+	return n == nil || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
+}
+
+// kind names n's kind for messages.
+func kind(n *yaml.Node) string {
+	n = resolve(n)
+	if n == nil {
+		return "an alias that cannot be resolved"
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	return "a single value"
+}
+
+// join appends key to the field path.
+func join(field, key string) string {
+	if field == "" {
+		return key
+	}
+	return field + "." + key
+}
+
+// typeOf is the reflect.Type of T.
+func typeOf[T any]() reflect.Type { return reflect.TypeOf((*T)(nil)).Elem() }
