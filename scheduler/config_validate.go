@@ -139,11 +139,15 @@ func (v *validator) lease() {
 	if c.src != nil && c.src.noBackend {
 		return
 	}
-	switch t, f := c.Timeout(), c.timeoutField(); {
+	t, f, dflt := c.Timeout(), c.timeoutField(), ""
+	if c.src != nil && c.src.lines[f] == 0 {
+		dflt = " (the default)"
+	}
+	switch {
 	case t <= 0:
 		v.errorf(f, 0, "timeout %s must be positive", t)
 	case l.TTL > 0 && t >= l.TTL/10:
-		v.errorf(f, 0, "timeout %s must be less than a tenth of lease.ttl (%s): a slow server would use up the lease", t, l.TTL/10)
+		v.errorf(f, 0, "timeout %s%s must be less than a tenth of lease.ttl (%s): a slow server would use up the lease", t, dflt, l.TTL/10)
 	}
 }
 
