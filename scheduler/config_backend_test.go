@@ -355,3 +355,34 @@ func TestPasswordFile(t *testing.T) {
 		}
 	})
 }
+
+// TestExamplePostgres: the commented postgres section of jobs.example.yaml,
+// in place of its redis section, loads cleanly too.
+func TestExamplePostgres(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "jobs.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	start := strings.Index(text, "\nredis:\n")
+	end := start + 1 + strings.Index(text[start+1:], "\n\n")
+	pgStart := strings.Index(text, "# postgres:\n")
+	pgEnd := pgStart + strings.Index(text[pgStart:], "\n\n")
+	if start < 0 || end <= start || pgStart < 0 || pgEnd <= pgStart {
+		t.Fatal("jobs.example.yaml has no redis section and commented postgres section")
+	}
+	var pg []string
+	for _, line := range strings.Split(text[pgStart:pgEnd], "\n") {
+		pg = append(pg, strings.TrimPrefix(strings.TrimPrefix(line, "#"), " "))
+	}
+	text = text[:start+1] + strings.Join(pg, "\n") + text[pgEnd:]
+	dir := t.TempDir()
+	text = strings.ReplaceAll(text, "/etc/leasecron/postgres.pass", writeSecret(t, dir, "pg.pass", "pw", 0o600))
+	c, err := Parse(strings.NewReader(text), "jobs.example.yaml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if c.Backend != BackendPostgres || c.Postgres.Table != "leasecron_leases" || len(c.Jobs) == 0 || len(c.Warnings) != 0 {
+		t.Errorf("backend %q, %+v, %d jobs, warnings %q", c.Backend, c.Postgres, len(c.Jobs), c.Warnings)
+	}
+}
