@@ -106,3 +106,19 @@ func TestUnknownKeyHints(t *testing.T) {
 		}
 	}
 }
+
+// TestAliasBombBelowLimit: a file under Parse's own node limit that
+// yaml.v3 still finds too alias-heavy is one "too large" error, not a
+// half-decoded config with errors about the part yaml.v3 did not reach.
+func TestAliasBombBelowLimit(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(node1 + "jobs:\n  - &j0 {name: a, schedule: '@daily', shell: x}\n")
+	for i := 1; i <= 14; i++ {
+		fmt.Fprintf(&b, "  - &j%d {<<: [*j%d, *j%d], name: a%d}\n", i, i-1, i-1, i)
+	}
+	_, err := parse(t, b.String())
+	errs := configErrors(t, err)
+	if len(errs) != 1 || !strings.Contains(errs[0].Msg, "too large") {
+		t.Errorf("want one \"too large\" error, got:\n%v", err)
+	}
+}

@@ -110,7 +110,9 @@ func decode(data []byte, file string) (*Config, []*ConfigError) {
 			d.decodeYAML(data, &raw)
 			return nil, d.errs
 		}
-		d.decodeYAML(data, &raw)
+		if !d.decodeYAML(data, &raw) {
+			return nil, d.errs
+		}
 	}
 	c := DefaultConfig()
 	c.File = file
@@ -332,20 +334,25 @@ var (
 )
 
 // decodeYAML decodes data into raw with yaml.v3, strictly, and turns its
-// complaints into problems with a field path and our wording.
-func (d *decoder) decodeYAML(data []byte, raw *rawConfig) {
+// complaints into problems with a field path and our wording. It returns
+// false when yaml.v3 gave up part way (raw is then incomplete).
+func (d *decoder) decodeYAML(data []byte, raw *rawConfig) bool {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	err := dec.Decode(raw)
 	var te *yaml.TypeError
 	switch {
 	case err == nil || errors.Is(err, io.EOF):
-		return
+		return true
 	case !errors.As(err, &te):
-		if len(d.errs) == 0 { // not one of the failures the walk foresaw
-			d.errs = append(d.errs, &ConfigError{File: d.file, Msg: "cannot decode: " + strings.TrimPrefix(err.Error(), "yaml: "), Err: err})
+		msg := "cannot decode: " + strings.TrimPrefix(err.Error(), "yaml: ")
+		if strings.Contains(err.Error(), "excessive aliasing") {
+			msg = "too large: too many aliases or merge keys (yaml.v3: excessive aliasing)"
 		}
-		return
+		if len(d.errs) == 0 { // else one of the failures the walk foresaw
+			d.errs = append(d.errs, &ConfigError{File: d.file, Msg: msg, Err: err})
+		}
+		return false
 	}
 	for _, msg := range te.Errors {
 		if m := yamlUnknownKey.FindStringSubmatch(msg); m != nil {
@@ -369,6 +376,7 @@ func (d *decoder) decodeYAML(data []byte, raw *rawConfig) {
 			d.errs = append(d.errs, &ConfigError{File: d.file, Msg: msg})
 		}
 	}
+	return true
 }
 
 // pathOf is the field path of key written at line.
