@@ -220,15 +220,18 @@ var dsnPassword = regexp.MustCompile(`(?i)(\w*pass\w*\s*=\s*)('(?:[^'\\]|\\.)*'|
 
 // Redact returns raw with its password, and the value of every query
 // parameter whose name contains "pass", replaced by "xxxxx", safe to log
-// (like lease.Redact). Strings that are not URLs with a host part lose
-// everything up to the last '@'; in a keyword/value string, password=...
-// is replaced.
+// (like lease.Redact). In a keyword/value string, password=... is
+// replaced; other strings that are not URLs with a host part lose
+// everything up to the last '@', or else everything after the first ':'.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Opaque != "" || u.Scheme == "" || (u.User == nil && strings.Contains(raw, "@")) {
 		s := dsnPassword.ReplaceAllString(raw, "${1}xxxxx")
 		if i := strings.LastIndex(s, "@"); i >= 0 {
 			return "xxxxx@" + s[i+1:]
+		}
+		if before, _, ok := strings.Cut(s, ":"); ok {
+			return before + ":xxxxx" // "user:password", a port or a password: cannot tell
 		}
 		return s
 	}

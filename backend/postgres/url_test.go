@@ -81,6 +81,8 @@ func TestRedact(t *testing.T) {
 		{"u:hunter2@db1/ops", "xxxxx@db1/ops"},
 		{"host=db1 password=hunter2 dbname=ops", "host=db1 password=xxxxx dbname=ops"},
 		{"host=db1 password='hun ter2' dbname=ops", "host=db1 password=xxxxx dbname=ops"},
+		{":hunter2", ":xxxxx"},
+		{"db1:hunter2/ops", "db1:xxxxx"},
 	} {
 		if got := Redact(tc.in); got != tc.want {
 			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
