@@ -138,15 +138,14 @@ func (s *Scheduler) Reload(cfg *Config) error {
 		return errors.New("reload: nil config")
 	}
 	var keep []string
-	if !slicesEqual(cfg.Redis.Nodes, s.base.Redis.Nodes) || cfg.Redis.Prefix != s.base.Redis.Prefix ||
-		cfg.Redis.Timeout != s.base.Redis.Timeout {
-		keep = append(keep, "redis")
+	if !sameBackend(cfg, s.base) {
+		keep = append(keep, "the backend section")
 	}
 	if cfg.Lease != s.base.Lease {
 		keep = append(keep, "lease")
 	}
 	c := *cfg
-	c.Redis, c.Lease, c.ID = s.base.Redis, s.base.Lease, s.base.ID
+	c.Backend, c.Redis, c.Postgres, c.Lease, c.ID = s.base.Backend, s.base.Redis, s.base.Postgres, s.base.Lease, s.base.ID
 	s.cfg.Store(&c)
 	for _, ch := range []chan struct{}{s.reload, s.spareWake} {
 		select {
@@ -158,6 +157,17 @@ func (s *Scheduler) Reload(cfg *Config) error {
 		return fmt.Errorf("reload: changes to %s need a restart; kept the running values", strings.Join(keep, " and "))
 	}
 	return nil
+}
+
+// sameBackend reports whether a and b name the same backend with the same
+// settings (the connections are opened once, at start).
+func sameBackend(a, b *Config) bool {
+	if a.Backend != b.Backend {
+		return false
+	}
+	ra, rb := a.Redis, b.Redis
+	return slicesEqual(ra.NodeURLs(), rb.NodeURLs()) && ra.Prefix == rb.Prefix && ra.Timeout == rb.Timeout &&
+		a.Postgres == b.Postgres
 }
 
 func slicesEqual(a, b []string) bool {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/leasecron/leasecron/backend"
+	pgbackend "github.com/leasecron/leasecron/backend/postgres"
 	redisbackend "github.com/leasecron/leasecron/backend/redis"
 	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/scheduler"
@@ -26,7 +28,30 @@ type backendOptions struct {
 // openBackend opens the lease backend that cfg's one backend section names.
 // It is the one place the daemon, trigger and status pick a backend; the
 // scheduler sees only the backend.Backend interface.
-func openBackend(cfg *scheduler.Config, o backendOptions) (backend.Backend, error) {
+func openBackend(ctx context.Context, cfg *scheduler.Config, o backendOptions) (backend.Backend, error) {
+	switch cfg.Backend {
+	case scheduler.BackendPostgres:
+		pc := cfg.Postgres
+		schema, table := pc.TableName()
+		if schema != "" {
+			table = schema + "." + table
+		}
+		octx, cancel := context.WithTimeout(ctx, max(pc.Timeout, o.minTimeout, 5*time.Second))
+		defer cancel()
+		be, err := pgbackend.Open(octx, pc.ConnString(), pgbackend.WithTable(table),
+			pgbackend.WithTimeout(max(pc.Timeout, o.minTimeout)), pgbackend.WithDrift(cfg.Lease.Drift))
+		if err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		return be, nil
+	case "", scheduler.BackendRedis:
+		return openRedis(cfg, o)
+	}
+	return nil, fmt.Errorf("backend %q: not built into this leasecron", cfg.Backend)
+}
+
+// openRedis opens the Redlock over cfg's Redis nodes.
+func openRedis(cfg *scheduler.Config, o backendOptions) (backend.Backend, error) {
 	m, log := o.metrics, o.log
 	lopts := []lease.Option{
 		lease.WithTimeout(max(cfg.Redis.Timeout, o.minTimeout)),
@@ -46,7 +71,7 @@ func openBackend(cfg *scheduler.Config, o backendOptions) (backend.Backend, erro
 	if o.unsafeNoRestartDetection {
 		lopts = append(lopts, lease.WithoutRestartDetection())
 	}
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, lopts...)
+	be, err := redisbackend.Open(cfg.Redis.NodeURLs(), cfg.Redis.Prefix, lopts...)
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}

@@ -128,7 +128,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		defer ln.Close()
 	}
 
-	be, err := openBackend(cfg, backendOptions{log: log, metrics: metrics, unsafeNoRestartDetection: f.noRestartDetection})
+	be, err := openBackend(ctx, cfg, backendOptions{log: log, metrics: metrics, unsafeNoRestartDetection: f.noRestartDetection})
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		metricsAddr = ln.Addr().String()
 	}
 	log.Info("leasecron starting", "version", Version(), "id", cfg.ID, "config", cfg.File,
-		"jobs", len(cfg.Jobs), "nodes", len(cfg.Redis.Nodes), "metrics", metricsAddr)
+		"jobs", len(cfg.Jobs), "backend", cfg.Backend, "servers", len(be.Servers()), "metrics", metricsAddr)
 
 	// schedDone is closed when the scheduler's Run has returned: the
 	// watchdog keeps pinging until then, also through the shutdown grace.

@@ -65,7 +65,7 @@ func (c *TriggerCommand) Run(ctx context.Context, args []string) error {
 	// release the lease.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	be, err := openBackend(cfg, backendOptions{log: log})
+	be, err := openBackend(ctx, cfg, backendOptions{log: log})
 	if err != nil {
 		return err
 	}
