@@ -102,13 +102,14 @@ func TestReleasedLeasesLeaveNoPermanentKeys(t *testing.T) {
 func TestFenceAfterCounterExpired(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 3)
-	const expiry = 400 * time.Millisecond
+	const expiry = time.Second
 	c := votingClient(t, cl.URLs(), lease.WithFenceExpiry(expiry))
 	k := key(t)
 	var last int64
-	for round := range 3 {
+	for round := range 2 {
 		l1 := mustAcquire(t, c, lease.Request{Key: k, TTL: 200 * time.Millisecond})
 		_ = l1.Release(ctxT(t, 5*time.Second))
+		t2 := time.Now()
 		l2 := mustAcquire(t, c, lease.Request{Key: k, TTL: 200 * time.Millisecond})
 		_ = l2.Release(ctxT(t, 5*time.Second))
 		if l1.Fence() <= last || l2.Fence() <= l1.Fence() {
@@ -116,9 +117,12 @@ func TestFenceAfterCounterExpired(t *testing.T) {
 		}
 		last = l2.Fence()
 		for _, n := range cl.Nodes {
-			// The guard (300 ms in tests) is below the expiry: the
-			// counter lives for the expiry.
+			// The guard (300 ms in tests) and the TTL are below the
+			// expiry: the counter lives for the expiry.
 			ttl := n.Client().PTTL(context.Background(), "{"+k+"}:fence").Val()
+			if ttl == -2 && time.Since(t2) > expiry {
+				continue // expired already (a slow machine)
+			}
 			if ttl <= 0 || ttl > expiry {
 				t.Fatalf("round %d: %s: fencing counter expires in %s, want (0, %s]", round, n.Addr(), ttl, expiry)
 			}
