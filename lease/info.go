@@ -41,7 +41,8 @@ type Info struct {
 	TTL time.Duration
 	// DoneEpoch is the highest completed epoch.
 	DoneEpoch int64
-	// Fence is the highest fencing token stored.
+	// Fence is the highest fencing token stored (0 when the key's
+	// counters expired: see WithFenceExpiry).
 	Fence int64
 	// Note is the newest note (see SetNote).
 	Note string
