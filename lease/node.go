@@ -47,6 +47,12 @@ type node struct {
 	servers       *servers    // the client's run_id registry (duplicate servers)
 	noReload      atomic.Bool // tests only: do not reload scripts on NOSCRIPT
 
+	// liveErr is why the server failed checkServer on a connection the
+	// lane kept using (nil: it passed); checkedAt is when the lane last
+	// checked (lane goroutine only).
+	liveErr   error
+	checkedAt time.Time
+
 	// conn is the lane's own connection to a single-server node (nil
 	// until the first round, after a round that failed or an idle spell,
 	// and for a Cluster), last used at connUsed; only the lane goroutine
@@ -450,6 +456,7 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 		return
 	}
 	pipe := n.pipeline()
+	info := n.recheck(ctx, pipe)
 	cmds := make([][]*redis.Cmd, len(live))
 	for i, o := range live {
 		if len(o.calls) == 0 {
@@ -485,6 +492,13 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	if cerr := n.onConnectErr; cerr != nil && nodeErr != nil {
 		nodeErr = cerr
 	}
+	n.mu.Unlock()
+	if lerr := n.rechecked(info); lerr != nil {
+		// The server was found unsafe before the round's calls ran:
+		// none of its answers count.
+		nodeErr = lerr
+	}
+	n.mu.Lock()
 	n.lastFail = nodeErr
 	n.mu.Unlock()
 	for i, o := range live {

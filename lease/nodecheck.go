@@ -1,10 +1,14 @@
 package lease
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // ErrUnsafeNode is wrapped by the refusal of a node that could lose lease
@@ -78,4 +82,44 @@ func (s *servers) claim(n *node, runID, prev string) error {
 	}
 	s.owner[runID] = n
 	return nil
+}
+
+// recheckEvery is how often a lane checks its server again (INFO server
+// and memory, in front of a round) on connections it keeps using: a
+// server reconfigured to evict keys (CONFIG SET maxmemory-policy) keeps
+// its client connections, so onConnect would not see it.
+const recheckEvery = time.Second
+
+// recheck queues INFO in front of the round's calls when a check is due
+// (every recheckEvery, and every round while the server fails it) and
+// returns the command, or nil. A Cluster's shards are checked on their
+// new connections only.
+func (n *node) recheck(ctx context.Context, pipe redis.Pipeliner) *redis.StringCmd {
+	if n.perShard {
+		return nil
+	}
+	n.mu.Lock()
+	failing := n.liveErr != nil
+	n.mu.Unlock()
+	if !failing && time.Since(n.checkedAt) < recheckEvery {
+		return nil
+	}
+	return pipe.Info(ctx, "server", "memory")
+}
+
+// rechecked applies the result of recheck's INFO and returns the reason
+// the server is unsafe (nil if it passed; while it fails, also when no
+// check ran or INFO failed).
+func (n *node) rechecked(info *redis.StringCmd) error {
+	if info == nil || info.Err() != nil {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.liveErr
+	}
+	n.checkedAt = time.Now()
+	err := checkServer(parseInfo(info.Val()))
+	n.mu.Lock()
+	n.liveErr = err
+	n.mu.Unlock()
+	return err
 }

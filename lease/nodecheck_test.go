@@ -76,9 +76,12 @@ func TestEvictingNodeRefused(t *testing.T) {
 	}
 }
 
-// TestEvictionConfiguredLater: a node reconfigured to evict after the
-// daemon connected is refused by every new client (what `leasecron
-// status` runs) and on every new connection.
+// TestEvictionConfiguredLater: a node reconfigured to evict while the
+// client's connections stay open (CONFIG SET keeps them) is found by the
+// lane's periodic check: its answers stop counting and Ping says why; a
+// new client (what `leasecron status` runs) refuses it at once. Set back
+// to noeviction, it votes again. The control before the change: the same
+// client's rounds and Ping pass.
 func TestEvictionConfiguredLater(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 3)
@@ -86,14 +89,36 @@ func TestEvictionConfiguredLater(t *testing.T) {
 	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 5 * time.Second})
 	_ = l.Release(ctxT(t, 5*time.Second))
 	rdb := cl.Nodes[1].Client()
-	if err := rdb.ConfigSet(context.Background(), "maxmemory", "100mb").Err(); err != nil {
-		t.Fatal(err)
+	set := func(k, v string) {
+		t.Helper()
+		if err := rdb.ConfigSet(context.Background(), k, v).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := rdb.ConfigSet(context.Background(), "maxmemory-policy", "volatile-lfu").Err(); err != nil {
-		t.Fatal(err)
-	}
+	set("maxmemory", "100mb")
+	set("maxmemory-policy", "volatile-lfu")
 	fresh := newClient(t, cl.URLs(), lease.WithRestartGuard(time.Millisecond), lease.WithTimeout(testTimeout))
 	unsafe(t, fresh, 1, "maxmemory-policy volatile-lfu", "104857600")
+
+	if !waitFor(10*time.Second, func() bool {
+		return errors.Is(c.Ping(context.Background())[1].Err, lease.ErrUnsafeNode)
+	}) {
+		t.Fatalf("the running client still counts the evicting node: %+v", c.Ping(context.Background())[1])
+	}
+	unsafe(t, c, 1, "maxmemory-policy volatile-lfu")
+	// Its grants do not count: with node 0 paused there is no quorum.
+	cl.Nodes[0].Pause()
+	_, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: key(t, "2"), TTL: 5 * time.Second})
+	cl.Nodes[0].Resume()
+	re := refused(t, err, lease.ErrNoQuorum)
+	if !errors.Is(re, lease.ErrUnsafeNode) {
+		t.Errorf("refusal does not name the evicting node: %v", re)
+	}
+
+	set("maxmemory-policy", "noeviction")
+	waitVoting(t, c, nil)
+	l = mustAcquire(t, c, lease.Request{Key: key(t, "3"), TTL: 5 * time.Second})
+	_ = l.Release(ctxT(t, 5*time.Second))
 }
 
 // TestNoRunIDRefused: a server reached through a proxy that hides run_id
