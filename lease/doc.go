@@ -58,9 +58,11 @@
 //     master also listed by itself): the node that reached it second is
 //     refused, so that one server has one vote. ErrDuplicateNode.
 //
-// These are checked when a connection is opened: a server reconfigured to
-// evict while the client's connections stay open is refused at the next
-// one (every new client, such as leasecron status, sees it at once). A
+// These are checked when a connection is opened, and again every second
+// by each lane on the connection it keeps using (INFO in front of a
+// round; a Cluster's shards only on new connections): a server
+// reconfigured to evict (CONFIG SET keeps the connections) stops counting
+// from the first round that finds it, and counts again once it passes. A
 // node whose script cache was emptied (SCRIPT FLUSH) answers NOSCRIPT; the
 // lane loads the scripts again and resends the calls of that round that
 // failed so, in their order (except a call on a lease that a later call of
@@ -92,7 +94,8 @@
 // closes Done before validity ends when renewals fail, and (4) nodes do not
 // drop lease keys by themselves while they run: the client refuses servers
 // that can evict keys (above), but a key deleted by hand, a FLUSHALL, or
-// eviction switched on while the client's connections stay open is outside.
+// keys evicted in the second before a lane's check saw the setting are
+// outside.
 //
 // Fencing tokens: every successful acquisition gets Fence() strictly
 // greater than the Fence of every earlier acquisition of the key that was
