@@ -145,7 +145,7 @@ type tally struct {
 	req      Request
 	value    string
 	keys     []string // lock, fence, epoch (release uses keys[:1], fence keys[:2])
-	args     []any    // value, ttl ms, epoch, fencing floor (release uses args[:1])
+	args     []any    // value, ttl ms, epoch, fencing floor, fence expiry ms (release uses args[:1])
 	granted  int
 	bad      int // refused, failed or not voting
 	done     int64
@@ -213,12 +213,13 @@ func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) 
 	// all tallies: a batch of 10,000 keys costs a few allocations per key
 	// (its value and key names), not a dozen.
 	keyArr := make([]string, 3*len(tallies))
-	argArr := make([]any, 4*len(tallies))
+	argArr := make([]any, 5*len(tallies))
 	freeArr := make([]time.Duration, n*len(tallies))
 	floor := any("0")
 	if c.opts.fencing {
 		floor = strconv.FormatInt(time.Now().UnixMicro(), 10)
 	}
+	fenceExp := any(c.fenceExpiry().Milliseconds())
 	var lastTTL, lastEpoch int64 = -1, -1
 	var ttlArg, epochArg any
 	for k := range tallies {
@@ -234,8 +235,8 @@ func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) 
 		if r.Epoch != lastEpoch {
 			lastEpoch, epochArg = r.Epoch, r.Epoch
 		}
-		t.args = argArr[4*k : 4*k+4 : 4*k+4]
-		t.args[0], t.args[1], t.args[2], t.args[3] = t.value, ttlArg, epochArg, floor
+		t.args = argArr[5*k : 5*k+5 : 5*k+5]
+		t.args[0], t.args[1], t.args[2], t.args[3], t.args[4] = t.value, ttlArg, epochArg, floor, fenceExp
 		t.freeIn = freeArr[n*k : n*k : n*k+n]
 	}
 
@@ -518,7 +519,7 @@ func (c *Client) fenceRound(ctx context.Context, winners []*tally) {
 	for k, t := range winners {
 		t.fence = max(t.fmax, t.seen+1, floor)
 		t.fenceOK = 0
-		calls[k] = call{script: fenceScript, keys: t.keys[:2], args: []any{t.value, strconv.FormatInt(t.fence, 10)}}
+		calls[k] = call{script: fenceScript, keys: t.keys[:2], args: []any{t.value, strconv.FormatInt(t.fence, 10), t.args[4]}}
 	}
 	abandon := make(chan struct{})
 	defer close(abandon)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,6 +44,14 @@ type node struct {
 	wake          chan struct{}
 	laneDone      chan struct{}
 	guardAtDetect func() time.Duration
+	servers       *servers    // the client's run_id registry (duplicate servers)
+	noReload      atomic.Bool // tests only: do not reload scripts on NOSCRIPT
+
+	// liveErr is why the server failed checkServer on a connection the
+	// lane kept using (nil: it passed); checkedAt is when the lane last
+	// checked (lane goroutine only).
+	liveErr   error
+	checkedAt time.Time
 
 	// The data marker (see birth.go): the value last seen, whether one
 	// was seen, and the nonce this client writes into a new one.
@@ -143,6 +152,11 @@ func parseNode(raw string, tlsConf *tls.Config, connTimeout time.Duration, onCon
 		}
 		if o.MasterName == "" {
 			return name, nil, errors.New("sentinel node needs ?master_name=")
+		}
+		if o.ReplicaOnly {
+			// go-redis would send every round to a replica, which the
+			// client refuses on connect: say so before that.
+			return name, nil, errors.New("replica_only=true sends the rounds to replicas; leasecron needs the master (drop replica_only)")
 		}
 		// The user/password in the URL's user info is for the master too;
 		// go-redis puts it on the sentinels only. ?username= and
@@ -259,10 +273,12 @@ func newNode(name string, rdb redis.UniversalClient, obs *Observer, guard func()
 }
 
 // onConnect runs on every new connection before it is used: it learns the
-// server's run_id and uptime (restart detection), refuses replicas, and loads
-// the scripts so that EVALSHA works inside pipelines.
+// server's run_id and uptime (restart detection), refuses replicas, servers
+// that can evict keys or hide their run_id (checkServer) and a server
+// another node already reached (servers.claim), and loads the scripts so
+// that EVALSHA works inside pipelines.
 func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
-	info, err := cn.Info(ctx, "server", "replication").Result()
+	info, err := cn.Info(ctx, "server", "replication", "memory").Result()
 	if err != nil {
 		return fmt.Errorf("INFO: %w", err)
 	}
@@ -278,6 +294,9 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if fields["role"] == "slave" {
 		return n.refuse(errors.New("node is a replica (role:slave); leasecron needs masters"))
 	}
+	if err := checkServer(fields); err != nil {
+		return n.refuse(err)
+	}
 	// The run_id changes on a restart, the master_replid on a restart
 	// and on every promotion: a master that was demoted and promoted again
 	// keeps its run_id, but its dataset may have been replaced.
@@ -289,7 +308,6 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	promoted := fields["second_repl_offset"] != "" && fields["second_repl_offset"] != "-1"
 	now := time.Now()
 	n.mu.Lock()
-	n.onConnectErr = nil
 	// A plain or Sentinel node is one server at a time: a new run_id behind
 	// it is a restart or a failover, even at a new address (a promoted
 	// replica may lack the latest writes). A Cluster has one per shard.
@@ -298,6 +316,12 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 		addr = cn.String()
 	}
 	prev, seen := n.runIDs[addr]
+	if err := n.servers.claim(n, runID, prev); err != nil {
+		n.onConnectErr = err
+		n.mu.Unlock()
+		return err
+	}
+	n.onConnectErr = nil
 	n.runIDs[addr] = runID
 	var base time.Time
 	restarted := false
@@ -442,6 +466,7 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 		return
 	}
 	pipe := n.pipeline()
+	info := n.recheck(ctx, pipe)
 	cmds := make([][]*redis.Cmd, len(live))
 	for i, o := range live {
 		if len(o.calls) == 0 {
@@ -461,6 +486,12 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	}
 	_, err := pipe.Exec(ctx)
 	n.connUsed = time.Now()
+	if err != nil && isReplyError(err) && !n.noReload.Load() && anyNoScript(cmds) {
+		n.reloadAndRetry(ctx, live, cmds)
+		if !anyCmdErr(cmds) {
+			err = nil
+		}
+	}
 	if err != nil {
 		// A failed round may leave the connection unusable (go-redis
 		// then refuses it for good): the next round dials afresh.
@@ -481,6 +512,13 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	if cerr := n.onConnectErr; cerr != nil && nodeErr != nil {
 		nodeErr = cerr
 	}
+	n.mu.Unlock()
+	if lerr := n.rechecked(info); lerr != nil {
+		// The server was found unsafe before the round's calls ran:
+		// none of its answers count.
+		nodeErr = lerr
+	}
+	n.mu.Lock()
 	n.lastFail = nodeErr
 	n.mu.Unlock()
 	for i, o := range live {

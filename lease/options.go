@@ -11,6 +11,9 @@ import (
 const (
 	DefaultTimeout = 50 * time.Millisecond
 	DefaultDrift   = 0.01
+	// DefaultFenceExpiry is how long a key's fencing counter is kept after
+	// the last acquisition raised it (see WithFenceExpiry).
+	DefaultFenceExpiry = time.Hour
 )
 
 // Option configures a Client.
@@ -26,6 +29,7 @@ type options struct {
 	observer     Observer
 	tls          *tls.Config
 	connTimeout  time.Duration
+	fenceExpiry  time.Duration
 }
 
 func defaultOptions() options {
@@ -36,6 +40,7 @@ func defaultOptions() options {
 		detect:      true,
 		fencing:     true,
 		connTimeout: 5 * time.Second,
+		fenceExpiry: DefaultFenceExpiry,
 	}
 }
 
@@ -73,6 +78,17 @@ func WithoutRestartDetection() Option { return func(o *options) { o.detect = fal
 // nodes' counters disagree. Use it only when nothing downstream checks
 // tokens.
 func WithoutFencing() Option { return func(o *options) { o.fencing = false } }
+
+// WithFenceExpiry sets how long a key's fencing counter is kept on a node
+// after the last acquisition raised it (each raise starts the time anew;
+// never less than the restart guard or the longest TTL requested).
+// Default DefaultFenceExpiry (1 hour). A counter that expired is like one
+// lost with a node's data: the next token comes from the time floor (the
+// acquiring client's unix microseconds), so tokens keep increasing across
+// the gap as long as the client hosts' wall clocks differ by less than
+// the expiry. Longer keeps more keys: one counter per key acquired within
+// the last expiry.
+func WithFenceExpiry(d time.Duration) Option { return func(o *options) { o.fenceExpiry = d } }
 
 // WithObserver installs hooks for metrics. Hooks are called synchronously
 // from the client's goroutines and must be fast and safe for concurrent use.

@@ -61,6 +61,7 @@ func badNodes(t *testing.T) []struct {
 	dead := ln.Addr().String()
 	ln.Close() // nothing listens there any more
 	sentinel := redistest.StartSentinelGroup(t).Sentinel
+	evicting := redistest.Start(t, 1, redistest.WithArgs("--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"))
 	return []struct {
 		name  string
 		nodes []string
@@ -72,6 +73,8 @@ func badNodes(t *testing.T) []struct {
 		{"replicas are not a quorum", []string{pair.URLs()[1], "redis://:wr0ng@" + addr + "/0", "redis://" + dead + "/0"}, "replica"},
 		{"unreachable", []string{"redis://" + dead + "/0"}, dead},
 		{"Sentinel listed as redis://", []string{sentinel.URL()}, "redis+sentinel://"},
+		{"evicts keys", evicting.URLs(), "maxmemory-policy volatile-lru"},
+		{"same server twice", []string{"redis://" + pair.Nodes[0].Addr(), "redis://localhost:" + port}, "same server"},
 	}
 }
 
