@@ -486,9 +486,10 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	}
 	_, err := pipe.Exec(ctx)
 	n.connUsed = time.Now()
-	if err != nil && isReplyError(err) && !n.noReload.Load() && anyNoScript(cmds) {
-		n.reloadAndRetry(ctx, live, cmds)
-		if !anyCmdErr(cmds) {
+	if err != nil && isReplyError(err) && !n.noReload.Load() &&
+		(anyNoScript(cmds) || birth != nil && isNoScript(birth.Err())) {
+		birth = n.reloadAndRetry(ctx, live, cmds, birth)
+		if !anyCmdErr(cmds) && (birth == nil || birth.Err() == nil) {
 			err = nil
 		}
 	}

@@ -46,8 +46,11 @@ func hashTag(key string) string {
 // connection had loaded the scripts again in between, counts as reached:
 // resending an earlier call on its lease would apply it after a later
 // one). The others keep their NOSCRIPT error. The new replies replace the
-// old ones in cmds; nothing is sent more than once more.
-func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.Cmd) {
+// old ones in cmds; nothing is sent more than once more. The round's data
+// marker call (birth, nil if none) always comes last and only reads or
+// creates the marker, so it is resent whenever it failed with NOSCRIPT;
+// reloadAndRetry returns its reply.
+func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.Cmd, birth *redis.Cmd) *redis.Cmd {
 	type pos struct{ i, j int }
 	var again []pos
 	reached := map[string]bool{}
@@ -65,8 +68,9 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 			reached[tag] = true
 		}
 	}
-	if len(again) == 0 {
-		return
+	birthAgain := birth != nil && isNoScript(birth.Err())
+	if len(again) == 0 && !birthAgain {
+		return birth
 	}
 	var pipe redis.Pipeliner
 	if cc, ok := n.rdb.(*redis.ClusterClient); ok {
@@ -74,7 +78,7 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 		// would go to one).
 		for _, src := range allScriptSources {
 			if err := cc.ScriptLoad(ctx, src).Err(); err != nil {
-				return
+				return birth
 			}
 		}
 		pipe = n.pipeline()
@@ -90,8 +94,13 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 		c := live[p.i].calls[p.j]
 		resent[k] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
 	}
+	if birthAgain {
+		bc := n.birthCall()
+		birth = pipe.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
+	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	for k, p := range again {
 		cmds[p.i][p.j] = resent[k]
 	}
+	return birth
 }
