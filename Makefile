@@ -4,12 +4,18 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 10s
 
-.PHONY: test build demo fuzz fmt vet clean bench
+.PHONY: test deps build demo fuzz fmt vet clean bench
 
-# go vet, gofmt check, then every test (real redis-server processes, race
-# detector). -count=1: the fleet tests build the daemon themselves, which the
-# test cache cannot see.
-test:
+# The servers the tests start as throwaway processes (installed from
+# Debian's packages when missing; their system services never start).
+deps:
+	./scripts/deps.sh redis postgres etcd zookeeper
+	@./scripts/deps.sh systemd || echo "warning: no systemd-analyze; TestSystemdUnit will skip" >&2
+
+# go vet, gofmt check, then every test (real redis-server, postgres, etcd
+# and ZooKeeper processes, race detector). -count=1: the fleet tests build
+# the daemon themselves, which the test cache cannot see.
+test: deps
 	$(GO) vet ./...
 	@files=$$(gofmt -l .); if [ -n "$$files" ]; then echo "gofmt needed (run make fmt):"; echo "$$files"; exit 1; fi
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -18,9 +24,11 @@ test:
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o leasecron ./cmd/leasecron
 
-# 3 throwaway Redis nodes + 2 daemons on jobs.example.yaml; Ctrl-C cleans up.
+# 2 daemons on jobs.example.yaml and the throwaway servers of BACKEND
+# (redis: 3 nodes; postgres: 1 cluster); Ctrl-C cleans up.
+BACKEND ?= redis
 demo:
-	./scripts/demo.sh
+	BACKEND=$(BACKEND) ./scripts/demo.sh
 
 # Every Fuzz target of the module, FUZZTIME each (make fuzz FUZZTIME=5m).
 fuzz:

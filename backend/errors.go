@@ -28,6 +28,13 @@ var (
 	ErrMaxLifetime = errors.New("lease: maximum lifetime reached")
 	// ErrNotHeld is returned by Extend when the lease is no longer ours.
 	ErrNotHeld = errors.New("lease: not held")
+	// ErrDataYounger is a server's reason not to vote for an epoch: its
+	// data is younger than the Request's EpochTime (plus a guard), so it
+	// may have lost the epoch's completion mark (a Redlock node that
+	// restarted empty or failed over since). It is found in a refusal's
+	// NodeErrs; a tick refused for it is not taken over — the price of
+	// never running a completed tick again.
+	ErrDataYounger = errors.New("lease: node's data is younger than the epoch, not voting for it")
 	// ErrClosed is returned by calls on a closed Backend.
 	ErrClosed = errors.New("lease: client closed")
 )

@@ -24,6 +24,14 @@ type Request struct {
 	// Epoch, when positive, makes the acquisition a run-once attempt: a node
 	// refuses it when Key's completed epoch is >= Epoch (see Lease.Complete).
 	Epoch int64
+	// EpochTime, when set, is the instant the epoch's work became eligible
+	// (for a scheduler: the tick). A node whose data is younger than that
+	// (it restarted, failed over, was flushed or had its dataset replaced
+	// less than the restart guard before EpochTime) does not vote for the
+	// request: it may have lost the epoch's completion mark. Leave it zero
+	// for requests without an epoch; with an epoch, zero turns the check
+	// off (see the package documentation, "Epochs").
+	EpochTime time.Time
 	// Owner is free text stored with the lease and reported to refused
 	// callers, e.g. "host=web1 tick=1700000000".
 	Owner string
@@ -137,7 +145,7 @@ type tally struct {
 	req      Request
 	value    string
 	keys     []string // lock, fence, epoch (release uses keys[:1], fence keys[:2])
-	args     []any    // value, ttl ms, epoch, fencing floor (release uses args[:1])
+	args     []any    // value, ttl ms, epoch, fencing floor, fence expiry ms (release uses args[:1])
 	granted  int
 	bad      int // refused, failed or not voting
 	done     int64
@@ -146,6 +154,8 @@ type tally struct {
 	seen     int64 // highest fence counter in the other answers
 	fence    int64 // the token handed out
 	epochHit bool
+	young    int // grants that did not count: the node's data is younger than EpochTime
+	answers  int // nodes that answered (or failed)
 	holders  []holderCount
 	freeIn   []time.Duration
 	errs     []error
@@ -153,7 +163,16 @@ type tally struct {
 	fenceOK  int
 }
 
-func (t *tally) decided(q, n int) bool { return t.granted >= q || t.bad > n-q }
+// decided reports whether the attempt's outcome is known: a quorum
+// granted, too many nodes refused or failed for one, or a node reported
+// the epoch completed (a mark exists only if the epoch's work finished, so
+// one node's mark refuses it whatever the others say). An attempt lost
+// because nodes' data is younger than the epoch waits for every node's
+// answer (up to the timeout): the others may hold the completion mark the
+// young ones lost, and the refusal should then say the epoch is done.
+func (t *tally) decided(q, n int) bool {
+	return t.granted >= q || t.epochHit || (t.bad > n-q && (t.young == 0 || t.answers == n))
+}
 
 func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) []Result {
 	out := make([]Result, len(reqs))
@@ -194,12 +213,13 @@ func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) 
 	// all tallies: a batch of 10,000 keys costs a few allocations per key
 	// (its value and key names), not a dozen.
 	keyArr := make([]string, 3*len(tallies))
-	argArr := make([]any, 4*len(tallies))
+	argArr := make([]any, 5*len(tallies))
 	freeArr := make([]time.Duration, n*len(tallies))
 	floor := any("0")
 	if c.opts.fencing {
 		floor = strconv.FormatInt(time.Now().UnixMicro(), 10)
 	}
+	fenceExp := any(c.fenceExpiry().Milliseconds())
 	var lastTTL, lastEpoch int64 = -1, -1
 	var ttlArg, epochArg any
 	for k := range tallies {
@@ -215,8 +235,8 @@ func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) 
 		if r.Epoch != lastEpoch {
 			lastEpoch, epochArg = r.Epoch, r.Epoch
 		}
-		t.args = argArr[4*k : 4*k+4 : 4*k+4]
-		t.args[0], t.args[1], t.args[2], t.args[3] = t.value, ttlArg, epochArg, floor
+		t.args = argArr[5*k : 5*k+5 : 5*k+5]
+		t.args[0], t.args[1], t.args[2], t.args[3], t.args[4] = t.value, ttlArg, epochArg, floor, fenceExp
 		t.freeIn = freeArr[n*k : n*k : n*k+n]
 	}
 
@@ -240,11 +260,15 @@ collect:
 			got++
 			answered[a.node] = true
 			nd := c.nodes[a.node]
-			voting := c.voting(nd, time.Now())
+			now, birth, guard := time.Now(), nd.dataBirth(), c.guard()
 			for k := range tallies {
 				t := &tallies[k]
 				wasDecided := t.decided(q, n)
-				c.countAcquire(t, nd, a, k, voting)
+				var notVoting error
+				if c.opts.detect {
+					_, notVoting = votesFor(birth, now, t.req.EpochTime, guard)
+				}
+				c.countAcquire(t, nd, a, k, notVoting)
 				if !wasDecided && t.decided(q, n) {
 					undecided--
 				}
@@ -298,6 +322,8 @@ collect:
 		i := idx[k]
 		var err *RefusedError
 		switch {
+		case t.epochHit:
+			err = c.refusal(t)
 		case t.granted >= q && (!c.opts.fencing || t.fenceOK >= q):
 			v := c.validity(t.req.TTL, start)
 			if v <= 0 {
@@ -363,8 +389,11 @@ func (c *Client) cleanUp(start time.Time, losers []*tally) {
 	c.lost.remember(keys, cl, end, end.Sub(start), c.opts.timeout)
 }
 
-// countAcquire folds node nd's answer for tally k into t.
-func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, voting bool) {
+// countAcquire folds node nd's answer for tally k into t. notVoting, when
+// not nil, is why a grant of the node does not count (ErrRestarted,
+// ErrDataYounger).
+func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting error) {
+	t.answers++
 	if err := a.callErr(k); err != nil {
 		t.bad++
 		t.errs = append(t.errs, &NodeError{Node: nd.name, Err: err})
@@ -386,7 +415,7 @@ func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, voting bool) 
 	switch status {
 	case 1:
 		t.freeIn = append(t.freeIn, 0)
-		if voting {
+		if notVoting == nil {
 			t.granted++
 			if t.granted == 1 {
 				t.fmin, t.fmax = fence, fence
@@ -397,7 +426,10 @@ func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, voting bool) 
 		} else {
 			t.seen = max(t.seen, fence)
 			t.bad++
-			t.errs = append(t.errs, &NodeError{Node: nd.name, Err: ErrRestarted})
+			t.errs = append(t.errs, &NodeError{Node: nd.name, Err: notVoting})
+			if errors.Is(notVoting, ErrDataYounger) {
+				t.young++
+			}
 			v = VoteNotVoting
 		}
 	case 2:
@@ -471,6 +503,9 @@ func (c *Client) refusal(t *tally) *RefusedError {
 	default:
 		e.Reason = ErrNoQuorum
 	}
+	if t.young > 0 {
+		e.Detail = fmt.Sprintf("%d node(s) did not vote for the epoch: their data is younger than its EpochTime (a restart, failover or flush since); an old epoch is not taken over once a quorum lost its data after it", t.young)
+	}
 	return e
 }
 
@@ -484,7 +519,7 @@ func (c *Client) fenceRound(ctx context.Context, winners []*tally) {
 	for k, t := range winners {
 		t.fence = max(t.fmax, t.seen+1, floor)
 		t.fenceOK = 0
-		calls[k] = call{script: fenceScript, keys: t.keys[:2], args: []any{t.value, strconv.FormatInt(t.fence, 10)}}
+		calls[k] = call{script: fenceScript, keys: t.keys[:2], args: []any{t.value, strconv.FormatInt(t.fence, 10), t.args[4]}}
 	}
 	abandon := make(chan struct{})
 	defer close(abandon)

@@ -42,7 +42,7 @@ var (
 	noteScript     = redis.NewScript(noteSrc)
 	inspectScript  = redis.NewScript(inspectSrc)
 
-	allScriptSources = []string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc}
+	allScriptSources = []string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc}
 )
 
 // Client takes leases on N independent Redis nodes with the Redlock
@@ -81,8 +81,10 @@ func New(urls []string, opts ...Option) (*Client, error) {
 	}
 	c := &Client{opts: o, quorum: len(urls)/2 + 1}
 	seen := map[string]bool{}
+	srv := newServers()
 	for i, raw := range urls {
 		n := newNode(Redact(raw), nil, &c.opts.observer, c.guard)
+		n.servers = srv
 		scheme := strings.SplitN(raw, "://", 2)[0]
 		n.perShard = strings.Contains(scheme, "+cluster")
 		n.viaSentinel = strings.Contains(scheme, "+sentinel")
@@ -166,6 +168,15 @@ func (c *Client) guard() time.Duration {
 		return c.opts.restartGuard
 	}
 	return time.Duration(c.maxTTL.Load())
+}
+
+// fenceExpiry is how long a fencing counter is kept after it was raised:
+// the WithFenceExpiry setting, but never less than the restart guard (so
+// the time floor that covers a counter lost with a node's data covers an
+// expired one too, under the same clock precondition) nor the longest TTL
+// requested.
+func (c *Client) fenceExpiry() time.Duration {
+	return max(c.opts.fenceExpiry, c.guard(), time.Duration(c.maxTTL.Load()), time.Millisecond)
 }
 
 func (c *Client) voting(n *node, now time.Time) bool {

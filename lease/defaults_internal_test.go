@@ -13,9 +13,30 @@ import (
 
 // TestDocumentedDefaults pins every default the documentation names.
 func TestDocumentedDefaults(t *testing.T) {
-	if DefaultTimeout != 50*time.Millisecond || DefaultDrift != 0.01 {
-		t.Fatalf("DefaultTimeout %s, DefaultDrift %v", DefaultTimeout, DefaultDrift)
+	if DefaultTimeout != 50*time.Millisecond || DefaultDrift != 0.01 || DefaultFenceExpiry != time.Hour {
+		t.Fatalf("DefaultTimeout %s, DefaultDrift %v, DefaultFenceExpiry %s", DefaultTimeout, DefaultDrift, DefaultFenceExpiry)
 	}
+	// The fence expiry is never below the restart guard or the longest TTL.
+	fc, err := New([]string{"redis://127.0.0.1:1"}, WithFenceExpiry(time.Second), WithRestartGuard(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := fc.fenceExpiry(); d != 2*time.Second {
+		t.Errorf("fence expiry %s, want the guard 2s", d)
+	}
+	fc.noteTTL(5 * time.Second)
+	if d := fc.fenceExpiry(); d != 5*time.Second {
+		t.Errorf("fence expiry %s, want the longest TTL 5s", d)
+	}
+	_ = fc.Close()
+	dc, err := New([]string{"redis://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := dc.fenceExpiry(); d != time.Hour {
+		t.Errorf("default fence expiry %s", d)
+	}
+	_ = dc.Close()
 	urls := []string{"redis://127.0.0.1:1", "redis://127.0.0.1:2", "redis://127.0.0.1:3", "redis://127.0.0.1:4", "redis://127.0.0.1:5"}
 	for n := 1; n <= len(urls); n++ {
 		c, err := New(urls[:n])
@@ -146,7 +167,12 @@ func TestFailoverIsRestart(t *testing.T) {
 		}
 	}
 	guard := func() time.Duration { return time.Millisecond }
-	// Let both servers be up for more than the first-sight allowance.
+	// Another client's first connections write the servers' data markers;
+	// then let both servers and markers age more than the first-sight
+	// allowance.
+	other := newNode("other-client", nil, nil, guard)
+	connect(other, cl.Nodes[0].Addr())
+	connect(other, cl.Nodes[1].Addr())
 	time.Sleep(2100 * time.Millisecond)
 
 	n := newNode("sentinel-node", nil, nil, guard)

@@ -36,60 +36,181 @@
 //	redis+cluster://[user:password@]host:port[?addr=host2:port&addr=host3:port]
 //
 // A Sentinel or Cluster URL is one Redlock node: one vote. All keys of a
-// lease share the hash tag {key}, so the scripts work on a Cluster. A node
-// that reports role:slave is refused with a clear error, and so is a
-// Sentinel listed with redis:// instead of redis+sentinel://. The user info
-// of a Sentinel URL logs in to the Sentinels and the master; ?username= and
-// ?password= set the master's own. Other query options are go-redis's URL
-// options; CheckURL tells whether New accepts a URL without connecting.
+// lease share the hash tag {key}, so the scripts work on a Cluster. The user
+// info of a Sentinel URL logs in to the Sentinels and the master;
+// ?username= and ?password= set the master's own. Other query options are
+// go-redis's URL options, except replica_only, which would send the rounds
+// to replicas; CheckURL tells whether New accepts a URL without connecting.
+//
+// Every new connection checks the server (INFO server, replication and
+// memory) and refuses it, with an error naming the node and the reason
+// (Ping reports it), when it
+//
+//   - is a replica (role:slave), or a Sentinel listed with redis://
+//     instead of redis+sentinel://;
+//   - can evict keys: maxmemory > 0 with any maxmemory-policy but
+//     noeviction (volatile-* evicts lock keys and fencing counters, which
+//     have a TTL; allkeys-* completion marks too). ErrUnsafeNode;
+//   - has no run_id in INFO (a proxy, some Redis-compatible servers): its
+//     restarts could not be detected. ErrUnsafeNode;
+//   - is the same server (same run_id) as another node of the client, under
+//     another address (localhost and 127.0.0.1, a proxy, a Sentinel's
+//     master also listed by itself): the node that reached it second is
+//     refused, so that one server has one vote. ErrDuplicateNode.
+//
+// These are checked when a connection is opened, and again every second
+// by each lane on the connection it keeps using (INFO in front of a
+// round; a Cluster's shards only on new connections): a server
+// reconfigured to evict (CONFIG SET keeps the connections) stops counting
+// from the first round that finds it, and counts again once it passes. A
+// node whose script cache was emptied (SCRIPT FLUSH) answers NOSCRIPT; the
+// lane loads the scripts again and resends the calls of that round that
+// failed so, in their order (except a call on a lease that a later call of
+// the round reached: resent, it would be applied after that call), so the
+// node keeps voting. Ping checks a node with a script round through its lane,
+// like the other rounds.
 //
 // A Sentinel failover puts a promoted replica behind the node, which may
 // lack the last leases the old master granted. A client that knew the old
 // master sees the new run_id on its next connection and keeps the node from
 // voting for the restart guard. A client that meets a promoted master for
 // the first time cannot tell when it was promoted (Redis does not say), so
-// it keeps the node from voting for the guard as well. The old master
-// still takes writes until the Sentinel demotes it; grants it makes then
-// are lost with it, and are covered by the same guard. Passwords never
+// it keeps the node from voting for the guard as well. Passwords never
 // appear in errors (see Redact).
+//
+// The old master still takes writes until the Sentinels demote it, and a
+// client cut off from the Sentinels but not from the old master keeps
+// using it: its grants there are not seen by clients that moved to the new
+// master, so the two can hand out the same lease (a split brain inside one
+// node). The client does not detect that; it is a precondition. Bound it
+// in Redis with min-replicas-to-write 1 and min-replicas-max-lag L on every
+// master of the group: a master whose replicas stopped acknowledging
+// refuses writes after at most L+1 seconds. The promoted master votes one
+// restart guard after the promotion, while the old master's last grants
+// last one TTL from at most L+1 s after it (its replicas stop acknowledging
+// at the promotion at the latest), so the restart guard must be at least
+// the longest TTL plus L+1 s (WithRestartGuard). With a guard equal to the
+// TTL, the old master must stop writing before the promotion: it must be
+// cut off from its replicas as well, and L+1 s must be shorter than the
+// Sentinels' down-after-milliseconds.
+//
+// # Restarts, failovers and lost data
+//
+// A node that lost its data (a restart without fsync-always persistence, a
+// failover to a replica that lacks the last writes, FLUSHALL or FLUSHDB, a
+// master that was made a replica of another server and promoted again) no
+// longer knows the leases and completion marks it stored. The client keeps,
+// per node, its data birth: the latest moment at which the node's data may
+// have begun. It is learnt from INFO on every new connection (the process's
+// start from uptime_in_seconds at first sight; a change of run_id or of
+// master_replid, which changes on every restart and promotion, is a restart
+// now; a promoted master met for the first time counts as promoted now)
+// and, for plain and Sentinel nodes, from a data marker read after every
+// round in the same pipeline: the key leasecron:lease:birth, written once
+// into an empty dataset with the server's time (Redis TIME) and a random
+// nonce. A missing or changed marker is a data loss now; a marker seen for
+// the first time gives the age of the dataset, also to a client that meets
+// a node long after it was flushed. Ages are measured on the server's clock
+// and subtracted from the moment the answer arrived, so only clock rates
+// matter here. A Redis Cluster node has no marker (a key of fixed name
+// lives on one shard); its shards are watched through INFO on new
+// connections only, which sees restarts and failovers to another address
+// but not a flushed shard, nor a master demoted and promoted again while
+// the client's connections to it stayed open (Redis keeps client
+// connections across REPLICAOF): those are outside the preconditions for
+// Cluster nodes. A node seen for the first time without a marker (every
+// node, right after upgrading to this version) does not vote for one guard,
+// like a fresh process.
+//
+// A node votes for a request only when its data birth is at least the
+// restart guard (WithRestartGuard) before now, and, for a Request with
+// EpochTime, at least the guard before EpochTime (see Epochs). Its other
+// grants are reported as NodeErrors with ErrRestarted or ErrDataYounger and
+// as VoteNotVoting; WithoutRestartDetection turns all of this off, for
+// tests only.
 //
 // # Guarantees and their preconditions
 //
 // Mutual exclusion: while a Lease's ValidUntil has not passed, no other
 // Acquire of the same key succeeds, provided that (1) the clocks of the
 // Redis hosts and of the client advance at rates that differ by less than
-// the drift factor, (2) a node that lost its data (restarted without
-// fsync-always persistence, or failed over to a replica) does not vote until
-// the restart guard (the longest TTL in use) has passed since it came back —
-// the client enforces this itself by watching each node's run_id and
-// uptime on every new connection (WithoutRestartDetection turns it off, for
-// tests only), and (3) the holder stops its work before ValidUntil: Hold
-// closes Done before validity ends when renewals fail.
+// the drift factor, (2) a node that lost its data (see above) does not vote
+// until the restart guard (the longest TTL in use) has passed since — the
+// client enforces this itself through the data birth, for every data loss
+// it can see: restarts, failovers and promotions, and, except on a Cluster,
+// flushes and replaced datasets, (3) a Sentinel-managed master that was
+// demoted does not keep granting to clients cut off from the Sentinels
+// (see min-replicas-to-write above), (4) the holder stops its work before
+// ValidUntil: Hold closes Done before validity ends when renewals fail,
+// and (5) nodes do not drop single lease keys by themselves while they
+// run: the client refuses servers that can evict keys (above), but a key
+// deleted by hand, or keys evicted in the second before a lane's check saw
+// the setting, are outside.
 //
 // Fencing tokens: every successful acquisition gets Fence() strictly
 // greater than the Fence of every earlier acquisition of the key that was
-// handed out. Each node keeps a counter per key; a node that grants an
-// acquisition raises it in the same script, only where the lock is ours, to
-// max(counter+1, the client's unix microseconds) and returns it. When the
-// granting quorum returned one value (the usual case) that value, now
-// stored on a quorum, is the token; otherwise a second round writes the
-// highest value seen to a quorum (again only where the lock is ours) before
-// the lease is handed out. Either way a Lease's token is stored on a quorum
-// of nodes where it held the lock. Say W nodes stored the earlier token (W >= N/2+1): any voting
-// quorum of a later acquisition shares at least W-N/2 nodes with them, so
-// the counters alone guarantee the order while fewer than W-N/2 of those W
-// nodes lost their data (with W = N/2+1: none). A node that lost its data
-// does not vote until the restart guard has passed, so by then the earlier
-// token is at least that old, and the time floor keeps the order as long as
-// the wall clocks of the client hosts differ by less than the restart guard
-// (and a key is not acquired more than once per microsecond on average).
+// handed out, under the conditions below. Each node keeps a counter per
+// key; a node that grants an acquisition raises it in the same script, only
+// where the lock is ours, to max(counter+1, the client's unix microseconds)
+// and returns it. When the granting quorum returned one value (the usual
+// case) that value, now stored on a quorum, is the token; otherwise a
+// second round writes the highest value seen to a quorum (again only where
+// the lock is ours) before the lease is handed out. Either way a Lease's
+// token is stored on a quorum of nodes where it held the lock. A counter
+// expires E after the last raise (E is the fence expiry: WithFenceExpiry,
+// default 1 hour, never less than the restart guard), so a key nobody takes
+// again leaves no counter behind.
+//
+// Exactly when tokens increase: say W nodes stored the earlier token T at
+// time t (W >= N/2+1). Any voting quorum of a later acquisition at time t'
+// shares at least W-N/2 nodes with them. If one of those still has its
+// counter (t' - t < E and it did not lose its data), the later token is
+// above T. Otherwise every shared node lost the counter, by expiry (then
+// t' >= t+E) or with its data (it does not vote until the restart guard
+// has passed since it came back, so t' >= t+guard, and E >= guard); the
+// later token is then at least the later client's unix microseconds, which
+// is above T as long as the client hosts' wall clocks differ by less than
+// E (with a node's data lost: the restart guard), and a key is not
+// acquired more than once per microsecond on average.
+//
+// Keys and memory: a lease's keys are {key}:lock (only while held, with
+// the lease's TTL), {key}:fence (expires E after the last acquisition, about
+// 90 bytes), {key}:epoch (the completed epoch, about 90 bytes, kept without
+// TTL: a run-once mark that expired would let its epoch run again) and
+// {key}:note (SetNote's newest note, kept without TTL, about 100 bytes plus
+// the note). A lease released without an epoch leaves only its fencing
+// counter, which expires; a key used with epochs or notes keeps one mark
+// and one note per key, however many epochs pass (leasecron's daemon: one
+// of each per job, under 1 KB per node with its run record). Locking many
+// distinct keys costs one counter per key acquired within the last E.
 //
 // Epochs: an acquisition with Epoch e is refused by a node whose completed
-// epoch for the key is >= e. Lease.Complete marks e completed and returns
-// once a quorum stored the mark; after that no acquisition of e or older
-// can gain a quorum, as long as fewer than (nodes holding the mark) - (N/2)
-// of them lose their data. Complete waits for every node up to the timeout
-// to make that margin as large as possible.
+// epoch for the key is >= e, and one such node's answer refuses the whole
+// attempt (a mark exists only if e's work finished), if it arrives before a
+// quorum granted. Lease.Complete marks e completed and returns once a
+// quorum stored the mark; it waits for every node up to the timeout, to
+// store it on as many as possible. Marks live as long as the key's data, so
+// they must survive longer than locks: a client started long after e (a
+// daemon restarted inside a day-long deadline) must not win e on nodes that
+// lost the mark. Request.EpochTime is the instant e's work became eligible
+// (a scheduler's tick); a node whose data birth is less than the restart
+// guard before EpochTime does not vote for the request, since its data may
+// not hold a mark written after EpochTime. The mark is on a quorum, and any
+// voting quorum shares a node with it: with EpochTime set, a completed
+// epoch is therefore acquired again only if a node that stored its mark
+// lost it without the client being able to see it (a flushed Cluster shard,
+// persistence that loses acknowledged writes without a restart, the key
+// deleted by hand), and no node that still has the mark answered before a
+// quorum granted. The price is liveness: once a quorum of nodes lost their
+// data after EpochTime, e cannot be acquired any more (the refusal is
+// ErrEpochDone if a node still has the mark, else ErrNoQuorum with
+// ErrDataYounger NodeErrors and a Detail saying so). Clocks: EpochTime is
+// read on the caller's host and the data birth on this client's, so the
+// guard also covers the offset between the wall clocks of the host that
+// completed e and of the one acquiring it; it must stay below the guard.
+// Without EpochTime only the restart guard applies, and a completed epoch
+// runs again if so many nodes that stored its mark lose their data that a
+// quorum without it votes again.
 //
 // Reentrancy: acquiring again with the same token (a retry inside one
 // Acquire call) acts as an extend. Every Acquire call uses a fresh token, so

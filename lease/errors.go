@@ -29,8 +29,14 @@ var (
 	// quorum of nodes.
 	ErrNotHeld = backend.ErrNotHeld
 	// ErrRestarted is the per-node reason a grant did not count: the node
-	// restarted (or failed over) less than the restart guard ago.
+	// restarted, failed over or lost its data less than the restart guard
+	// ago.
 	ErrRestarted = errors.New("lease: node restarted recently, not voting")
+	// ErrDataYounger is the per-node reason a grant did not count for a
+	// Request with EpochTime: the node's data is younger than EpochTime
+	// plus the restart guard (it restarted, failed over or lost its
+	// dataset since), so it may have lost the epoch's completion mark.
+	ErrDataYounger = backend.ErrDataYounger
 	// ErrClosed is returned by calls on a closed Client.
 	ErrClosed = backend.ErrClosed
 )

@@ -51,7 +51,7 @@ func votingClient(t testing.TB, urls []string, opts ...lease.Option) *lease.Clie
 }
 
 // waitVoting waits (bounded) until the nodes with the given indexes (all
-// when idx is nil) answer PING and vote, and the client's request lanes to
+// when idx is nil) answer a round and PING and vote, and the client's request lanes to
 // them are connected: PING uses go-redis's main connection pool, the lanes
 // its pipeline pool, and a cold pipeline connection (dial, INFO, SCRIPT
 // LOAD) can take longer than a per-node timeout under load.
@@ -59,6 +59,9 @@ func waitVoting(t testing.TB, c *lease.Client, idx []int) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
+		// A round first: a node's first round writes its data marker, and
+		// a node met with a new marker does not vote for the guard.
+		_, _ = c.Inspect(context.Background(), "warm-up")
 		st := c.Ping(context.Background())
 		var bad []string
 		for i, s := range st {

@@ -41,7 +41,8 @@ type Info struct {
 	TTL time.Duration
 	// DoneEpoch is the highest completed epoch.
 	DoneEpoch int64
-	// Fence is the highest fencing token stored.
+	// Fence is the highest fencing token stored (0 when the key's
+	// counters expired: see WithFenceExpiry).
 	Fence int64
 	// Note is the newest note (see SetNote).
 	Note string
@@ -128,13 +129,14 @@ loop:
 // NodeStatus is one node's health as seen by Ping.
 type NodeStatus struct {
 	Node    string        // redacted URL
-	Err     error         // nil when the node answered PING
-	Latency time.Duration // PING round trip
+	Err     error         // nil when the node ran the check round
+	Latency time.Duration // round trip of the check (through the node's lane)
 	// Voting is false while a restarted node is kept from voting.
 	Voting bool
 	// VotingAt is when it votes again (zero if it votes).
 	VotingAt time.Time
-	// RestartedAt is the last detected restart or failover (zero: none).
+	// RestartedAt is the last detected restart, failover or data loss
+	// (zero: none).
 	RestartedAt time.Time
 }
 
@@ -174,18 +176,49 @@ func (c *Client) Warm(ctx context.Context) error {
 	return errors.Join(all...)
 }
 
+// pingKey is the lease whose (absent) keys Ping reads.
+const pingKey = "lease.ping"
+
 // Ping checks every node in parallel, each bounded by the larger of the
 // per-node timeout and 1 s (a health check may wait for a cold connection).
+// The check is a round like the others, through the node's ordered lane: a
+// read-only script call on an unused key (on a Cluster, on that key's
+// shard), so a node that answers PING but cannot run the lease scripts is
+// reported with the error its rounds get, and one refused on connection
+// (a replica, a server that evicts keys, the same server as another node)
+// with the reason.
 func (c *Client) Ping(ctx context.Context) []NodeStatus {
 	out := make([]NodeStatus, len(c.nodes))
 	done := make(chan struct{}, len(c.nodes))
+	k := keysOf(pingKey)
+	probe := []call{{script: inspectScript, keys: []string{k.lock, k.fence, k.epoch, k.note}}}
 	for i, n := range c.nodes {
 		go func(i int, n *node) {
 			defer func() { done <- struct{}{} }()
-			pctx, cancel := context.WithTimeout(ctx, max(c.opts.timeout, time.Second))
-			defer cancel()
+			wait := max(c.opts.timeout, time.Second)
+			timer := time.NewTimer(wait)
+			defer timer.Stop()
+			abandon := make(chan struct{})
+			defer close(abandon)
+			replies := make(chan error, 1)
 			t0 := time.Now()
-			err := n.rdb.Ping(pctx).Err()
+			var err error
+			if !n.submit(&op{calls: probe, abandoned: abandon, reply: func(res []*redis.Cmd, err error) {
+				if err == nil && len(res) > 0 {
+					err = res[0].Err()
+				}
+				replies <- err
+			}}) {
+				err = ErrClosed
+			} else {
+				select {
+				case err = <-replies:
+				case <-timer.C:
+					err = n.unanswered(timeoutErr{d: wait})
+				case <-ctx.Done():
+					err = ctx.Err()
+				}
+			}
 			st := NodeStatus{Node: n.name, Err: err, Latency: time.Since(t0)}
 			if err != nil {
 				n.mu.Lock()

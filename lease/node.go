@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,7 +35,7 @@ type node struct {
 	runIDs        map[string]string // server (see perShard) -> run_id last seen
 	perShard      bool              // a Redis Cluster: one server per shard address
 	viaSentinel   bool              // a Sentinel-managed master: connections to the Sentinels run onConnect too
-	votingFrom    time.Time         // base instant; the node votes from votingFrom+guard
+	votingFrom    time.Time         // data birth: the node's data may have begun then; it votes from votingFrom+guard
 	restartedAt   time.Time         // last restart/failover detected (zero: none)
 	onConnectErr  error
 	lastFail      error // the last round's connection-level failure; nil after a round that went through
@@ -43,6 +44,20 @@ type node struct {
 	wake          chan struct{}
 	laneDone      chan struct{}
 	guardAtDetect func() time.Duration
+	servers       *servers    // the client's run_id registry (duplicate servers)
+	noReload      atomic.Bool // tests only: do not reload scripts on NOSCRIPT
+
+	// liveErr is why the server failed checkServer on a connection the
+	// lane kept using (nil: it passed); checkedAt is when the lane last
+	// checked (lane goroutine only).
+	liveErr   error
+	checkedAt time.Time
+
+	// The data marker (see birth.go): the value last seen, whether one
+	// was seen, and the nonce this client writes into a new one.
+	marker     string
+	markerSeen bool
+	nonce      string
 
 	// conn is the lane's own connection to a single-server node (nil
 	// until the first round, after a round that failed or an idle spell,
@@ -137,6 +152,11 @@ func parseNode(raw string, tlsConf *tls.Config, connTimeout time.Duration, onCon
 		}
 		if o.MasterName == "" {
 			return name, nil, errors.New("sentinel node needs ?master_name=")
+		}
+		if o.ReplicaOnly {
+			// go-redis would send every round to a replica, which the
+			// client refuses on connect: say so before that.
+			return name, nil, errors.New("replica_only=true sends the rounds to replicas; leasecron needs the master (drop replica_only)")
 		}
 		// The user/password in the URL's user info is for the master too;
 		// go-redis puts it on the sentinels only. ?username= and
@@ -247,15 +267,18 @@ func newNode(name string, rdb redis.UniversalClient, obs *Observer, guard func()
 		wake:          make(chan struct{}, 1),
 		laneDone:      make(chan struct{}),
 		guardAtDetect: guard,
+		nonce:         newToken(),
 	}
 	return n
 }
 
 // onConnect runs on every new connection before it is used: it learns the
-// server's run_id and uptime (restart detection), refuses replicas, and loads
-// the scripts so that EVALSHA works inside pipelines.
+// server's run_id and uptime (restart detection), refuses replicas, servers
+// that can evict keys or hide their run_id (checkServer) and a server
+// another node already reached (servers.claim), and loads the scripts so
+// that EVALSHA works inside pipelines.
 func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
-	info, err := cn.Info(ctx, "server", "replication").Result()
+	info, err := cn.Info(ctx, "server", "replication", "memory").Result()
 	if err != nil {
 		return fmt.Errorf("INFO: %w", err)
 	}
@@ -271,7 +294,13 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if fields["role"] == "slave" {
 		return n.refuse(errors.New("node is a replica (role:slave); leasecron needs masters"))
 	}
-	runID := fields["run_id"]
+	if err := checkServer(fields); err != nil {
+		return n.refuse(err)
+	}
+	// The run_id changes on a restart, the master_replid on a restart
+	// and on every promotion: a master that was demoted and promoted again
+	// keeps its run_id, but its dataset may have been replaced.
+	runID := fields["run_id"] + " " + fields["master_replid"]
 	uptime, _ := strconv.ParseInt(fields["uptime_in_seconds"], 10, 64)
 	// A master that was promoted from a replica keeps the old replication
 	// ID's end offset (second_repl_offset) until it restarts; Redis does
@@ -279,7 +308,6 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	promoted := fields["second_repl_offset"] != "" && fields["second_repl_offset"] != "-1"
 	now := time.Now()
 	n.mu.Lock()
-	n.onConnectErr = nil
 	// A plain or Sentinel node is one server at a time: a new run_id behind
 	// it is a restart or a failover, even at a new address (a promoted
 	// replica may lack the latest writes). A Cluster has one per shard.
@@ -288,6 +316,12 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 		addr = cn.String()
 	}
 	prev, seen := n.runIDs[addr]
+	if err := n.servers.claim(n, runID, prev); err != nil {
+		n.onConnectErr = err
+		n.mu.Unlock()
+		return err
+	}
+	n.onConnectErr = nil
 	n.runIDs[addr] = runID
 	var base time.Time
 	restarted := false
@@ -322,7 +356,7 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("SCRIPT LOAD: %w", err)
 	}
-	return nil
+	return n.checkBirth(ctx, cn)
 }
 
 // unanswered is the error for a round that got no answer from the node
@@ -432,6 +466,7 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 		return
 	}
 	pipe := n.pipeline()
+	info := n.recheck(ctx, pipe)
 	cmds := make([][]*redis.Cmd, len(live))
 	for i, o := range live {
 		if len(o.calls) == 0 {
@@ -443,24 +478,48 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 			cmds[i][j] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
 		}
 	}
+	var birth *redis.Cmd
+	if !n.perShard {
+		// After the round's scripts: see birth.go.
+		bc := n.birthCall()
+		birth = pipe.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
+	}
 	_, err := pipe.Exec(ctx)
 	n.connUsed = time.Now()
+	if err != nil && isReplyError(err) && !n.noReload.Load() &&
+		(anyNoScript(cmds) || birth != nil && isNoScript(birth.Err())) {
+		birth = n.reloadAndRetry(ctx, live, cmds, birth)
+		if !anyCmdErr(cmds) && (birth == nil || birth.Err() == nil) {
+			err = nil
+		}
+	}
 	if err != nil {
 		// A failed round may leave the connection unusable (go-redis
 		// then refuses it for good): the next round dials afresh.
 		n.dropConn()
 	}
 	var nodeErr error
-	if err != nil && (!isReplyError(err) || !anyCmdErr(cmds)) {
+	if err != nil && (!isReplyError(err) || !anyCmdErr(cmds) && (birth == nil || birth.Err() == nil)) {
 		// Connection-level failure: every call failed. An error reply
 		// that no command carries came from setting up the connection
 		// (AUTH with a wrong password: WRONGPASS).
 		nodeErr = err
 	}
+	if nodeErr == nil && birth != nil {
+		// A round whose data marker could not be checked counts as failed.
+		nodeErr = n.noteBirth(birth, n.connUsed)
+	}
 	n.mu.Lock()
 	if cerr := n.onConnectErr; cerr != nil && nodeErr != nil {
 		nodeErr = cerr
 	}
+	n.mu.Unlock()
+	if lerr := n.rechecked(info); lerr != nil {
+		// The server was found unsafe before the round's calls ran:
+		// none of its answers count.
+		nodeErr = lerr
+	}
+	n.mu.Lock()
 	n.lastFail = nodeErr
 	n.mu.Unlock()
 	for i, o := range live {

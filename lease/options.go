@@ -11,6 +11,9 @@ import (
 const (
 	DefaultTimeout = 50 * time.Millisecond
 	DefaultDrift   = 0.01
+	// DefaultFenceExpiry is how long a key's fencing counter is kept after
+	// the last acquisition raised it (see WithFenceExpiry).
+	DefaultFenceExpiry = time.Hour
 )
 
 // Option configures a Client.
@@ -26,6 +29,7 @@ type options struct {
 	observer     Observer
 	tls          *tls.Config
 	connTimeout  time.Duration
+	fenceExpiry  time.Duration
 }
 
 func defaultOptions() options {
@@ -36,6 +40,7 @@ func defaultOptions() options {
 		detect:      true,
 		fencing:     true,
 		connTimeout: 5 * time.Second,
+		fenceExpiry: DefaultFenceExpiry,
 	}
 }
 
@@ -50,15 +55,19 @@ func WithDrift(f float64) Option { return func(o *options) { o.drift = f } }
 // WithRetry sets how Acquire retries a failed attempt. Default NoRetry().
 func WithRetry(r RetryStrategy) Option { return func(o *options) { o.retry = r } }
 
-// WithRestartGuard sets how long a node that restarted (or failed over to a
-// new process) is kept from voting: it must be at least the longest TTL any
-// client uses on these keys. Default: the longest TTL this Client has been
-// asked for so far, which is right when every client of a key uses the same
-// TTL.
+// WithRestartGuard sets how long a node that lost its data (restarted,
+// failed over or was promoted, flushed, or had its dataset replaced) is kept
+// from voting: it must be at least the longest TTL any client uses on these
+// keys, and more than the offset between the wall clocks of the client
+// hosts (it is also the margin of Request.EpochTime). Default: the longest
+// TTL this Client has been asked for so far, which is right when every
+// client of a key uses the same TTL. See the package documentation for
+// Sentinel groups.
 func WithRestartGuard(d time.Duration) Option { return func(o *options) { o.restartGuard = d } }
 
-// WithoutRestartDetection makes restarted nodes vote at once. This is unsafe
-// for nodes without fsync-always persistence and exists for tests that must
+// WithoutRestartDetection makes nodes vote at once after a restart,
+// failover or data loss, and for any Request.EpochTime. This is unsafe for
+// nodes without fsync-always persistence and exists for tests that must
 // show the double grant it allows.
 func WithoutRestartDetection() Option { return func(o *options) { o.detect = false } }
 
@@ -69,6 +78,17 @@ func WithoutRestartDetection() Option { return func(o *options) { o.detect = fal
 // nodes' counters disagree. Use it only when nothing downstream checks
 // tokens.
 func WithoutFencing() Option { return func(o *options) { o.fencing = false } }
+
+// WithFenceExpiry sets how long a key's fencing counter is kept on a node
+// after the last acquisition raised it (each raise starts the time anew;
+// never less than the restart guard or the longest TTL requested).
+// Default DefaultFenceExpiry (1 hour). A counter that expired is like one
+// lost with a node's data: the next token comes from the time floor (the
+// acquiring client's unix microseconds), so tokens keep increasing across
+// the gap as long as the client hosts' wall clocks differ by less than
+// the expiry. Longer keeps more keys: one counter per key acquired within
+// the last expiry.
+func WithFenceExpiry(d time.Duration) Option { return func(o *options) { o.fenceExpiry = d } }
 
 // WithObserver installs hooks for metrics. Hooks are called synchronously
 // from the client's goroutines and must be fast and safe for concurrent use.
@@ -86,7 +106,7 @@ const (
 	VoteGranted   Vote = iota // the node granted / applied the request
 	VoteRefused               // the node answered no (held by another, not ours)
 	VoteFailed                // error or timeout
-	VoteNotVoting             // granted, but the node restarted recently and its vote did not count
+	VoteNotVoting             // granted, but the node's data is too young (a recent restart or data loss, or younger than the request's EpochTime): the vote did not count
 )
 
 func (v Vote) String() string {
@@ -118,5 +138,5 @@ type RenewEvent = backend.RenewEvent
 type Observer struct {
 	OnVote    func(VoteEvent)
 	OnRenew   func(RenewEvent)
-	OnRestart func(node string, votingAgainAt time.Time) // a node restart or failover was detected
+	OnRestart func(node string, votingAgainAt time.Time) // a node restart, failover or data loss was detected
 }

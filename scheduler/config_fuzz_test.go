@@ -11,8 +11,9 @@ import (
 )
 
 // FuzzParse: Parse never panics; what it rejects it rejects with
-// *ConfigError values that name the file and hide node passwords; what it
-// accepts validates again and has working schedules.
+// *ConfigError values that name the file and hide the passwords of node
+// and postgres URLs; what it accepts validates again and has working
+// schedules.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.yaml"))
 	files = append(files, filepath.Join("..", "jobs.example.yaml"))
@@ -33,6 +34,10 @@ func FuzzParse(f *testing.F) {
 		node1 + "jobs:\n  - {name: a, schedule: '0 0 29 2 *', shell: x, env: {A: 1}, dir: /tmp}\n",
 		"redis:\n  nodes: ['redis://u:hunter2@h:1', 'redis://u:hunter2@h:1', 'http://u:hunter2@x']\n" + job1,
 		"redis:\n  nodes: [redis://a:1, redis://b:1]\n  timeout: 1s\nlease: {ttl: 1m, renew: 20s, drift: 0.05}\nshutdown_grace: 1m\n" + job1,
+		pg1 + job1,
+		"postgres:\n  url: postgres://lc:hunter2@db1:5432,db2/ops?sslmode=verify-full&target_session_attrs=read-write\n  table: ops.leases\n  timeout: 1s\nlease: {ttl: 20s}\n" + job1,
+		"postgres: {url: 'postgres://lc:hunter2@db1:99999/ops?sslmode=on', table: Bad.Table.x, password_file: nope}\n" + node1 + job1,
+		"postgres:\n  <<: {url: 'host=db1 password=hunter2'}\n" + job1,
 	} {
 		f.Add([]byte(s))
 	}
@@ -46,7 +51,7 @@ func FuzzParse(f *testing.F) {
 			// A node's password (the seeds use hunter2) is never shown
 			// where it was: after a ':' or before an '@'.
 			for _, e := range configErrors(t, err) {
-				if strings.HasPrefix(e.Field, "redis.nodes") && (strings.Contains(e.Msg, ":hunter2") || strings.Contains(e.Msg, "hunter2@")) {
+				if (strings.HasPrefix(e.Field, "redis.nodes") || e.Field == "postgres.url") && (strings.Contains(e.Msg, ":hunter2") || strings.Contains(e.Msg, "hunter2@") || strings.Contains(e.Msg, "=hunter2")) {
 					t.Fatalf("password in %q", e)
 				}
 			}

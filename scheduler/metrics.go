@@ -48,10 +48,10 @@ var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25
 //
 //	leasecron_runs_total{job,result}              runs by result: ok, failed, timeout, aborted, shutdown, error, skipped
 //	leasecron_run_duration_seconds{job}           histogram of run durations (skipped ticks are not observed)
-//	leasecron_lease_acquire_total{job,outcome}    acquisition attempts: won, held, done, no_quorum, error
+//	leasecron_lease_acquire_total{job,outcome}    acquisition attempts: won, held, done, no_quorum, data_younger, error
 //	leasecron_lease_renew_total{job,result}       lease renewals: ok, failed
 //	leasecron_lease_renew_seconds{job}            histogram of renewal round times
-//	leasecron_job_aborts_total{job,reason}        runs stopped early: lease_lost, timeout, shutdown
+//	leasecron_job_aborts_total{job,reason}        runs stopped early: lease_lost, timeout, shutdown, supervisor_lost
 //	leasecron_node_requests_total{node,op,vote}   per-node answers to acquire/extend/release/...
 //	leasecron_node_latency_seconds{node}          histogram of per-node request latency
 //	leasecron_node_up{node}                       1 if the node answered the last health ping
@@ -75,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"job"}),
 		acquires: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "lease_acquire_total",
-			Help: "Lease acquisition attempts by outcome (won, held, done, no_quorum, error).",
+			Help: "Lease acquisition attempts by outcome (won, held, done, no_quorum, data_younger: servers that lost their data since the tick do not vote for it, error).",
 		}, []string{"job", "outcome"}),
 		renews: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "lease_renew_total",
@@ -88,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"job"}),
 		aborts: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "job_aborts_total",
-			Help: "Runs stopped early by reason (lease_lost, timeout, shutdown).",
+			Help: "Runs stopped early by reason (lease_lost, timeout, shutdown, supervisor_lost).",
 		}, []string{"job", "reason"}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "node_requests_total",
@@ -143,7 +143,8 @@ func (m *Metrics) RunFinished(job, result string, d time.Duration) {
 
 // Acquire counts one lease acquisition attempt for job by outcome: won,
 // held (by another host or an older tick), done (tick already completed),
-// no_quorum or error.
+// no_quorum, data_younger (servers whose data is younger than the tick
+// refused to vote for it) or error.
 func (m *Metrics) Acquire(job, outcome string) {
 	if m == nil {
 		return
@@ -165,8 +166,8 @@ func (m *Metrics) Renew(job string, ok bool, latency time.Duration) {
 	m.renewTime.WithLabelValues(job).Observe(latency.Seconds())
 }
 
-// Abort counts a run of job stopped early, by reason: lease_lost, timeout
-// or shutdown.
+// Abort counts a run of job stopped early, by reason: lease_lost, timeout,
+// shutdown or supervisor_lost.
 func (m *Metrics) Abort(job, reason string) {
 	if m == nil {
 		return

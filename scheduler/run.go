@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasecron/leasecron/backend"
 	"github.com/leasecron/leasecron/internal/supervisor"
-	"github.com/leasecron/leasecron/lease"
 )
 
 // RunRecord describes one run of a job; the last one of each job is stored
@@ -49,13 +49,13 @@ type runState struct {
 // must have killed the job: it leaves room for the kill itself and for
 // process scheduling delays of the supervisor.
 func (s *Scheduler) killMargin() time.Duration {
-	return 200*time.Millisecond + 2*s.base.Redis.Timeout
+	return 200*time.Millisecond + 2*s.be.Timeout()
 }
 
 // runLeased runs job j for tick under lease l (already acquired), renewing
 // it while the job runs, and completes the tick (or releases the lease when
 // the run was cut short by a lost lease or shutdown).
-func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick time.Time, l *lease.Lease, log *slog.Logger) RunRecord {
+func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick time.Time, l backend.Lease, log *slog.Logger) RunRecord {
 	manual := l.Epoch() == 0
 	rec := RunRecord{Job: j.Name, Host: s.host, Fence: l.Fence(), Start: time.Now()}
 	if !manual {
@@ -84,9 +84,10 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	log.Info("job started", "pid", proc.JobPID(), "valid_until", l.ValidUntil())
 
 	margin := s.killMargin()
-	holdOpts := []lease.HoldOption{
-		lease.RenewEvery(cfg.Lease.Renew),
-		lease.OnRenew(func(v time.Time) {
+	holdOpts := []backend.HoldOption{
+		backend.RenewEvery(cfg.Lease.Renew),
+		backend.ObserveRenew(func(e backend.RenewEvent) { s.opts.Metrics.Renew(e.Key, e.OK, e.Latency) }),
+		backend.OnRenew(func(v time.Time) {
 			// Logged before the supervisor is extended, so the log never
 			// lags the deadline the supervisor enforces (the fault suite
 			// measures abort slack from it).
@@ -105,9 +106,9 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	if j.Timeout > 0 {
 		// Renewal is not forever: past timeout + kill_grace the lease runs
 		// out even if the job refuses to die (the supervisor kills it).
-		holdOpts = append(holdOpts, lease.MaxLifetime(j.Timeout+j.KillGrace+time.Second))
+		holdOpts = append(holdOpts, backend.MaxLifetime(j.Timeout+j.KillGrace+time.Second))
 	}
-	hold := l.Hold(holdOpts...)
+	hold := backend.NewHold(l, s.be.Timeout(), holdOpts...)
 
 	var outWG sync.WaitGroup
 	outWG.Add(2)
@@ -119,7 +120,9 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	}
 	exited := make(chan waited, 1)
 	go func() {
-		outWG.Wait() // Wait closes the pipes; read them to the end first
+		// Not after the output's EOF: a process outside the job's group
+		// (or one left by a dead supervisor) may hold the pipes open, and
+		// Wait is what kills the group when the supervisor is lost.
 		e, err := proc.Wait()
 		exited <- waited{e, err}
 	}()
@@ -131,18 +134,33 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 		timeout = t.C
 	}
 	cut := "" // why the run was stopped early
+	terminate := func() {
+		switch err := proc.Terminate(j.KillGrace); {
+		case err == nil:
+		case errors.Is(err, syscall.EPIPE) || errors.Is(err, supervisor.ErrClosed):
+			// The supervisor is gone: the job just ended, or the
+			// supervisor died, and then Wait kills the job's group.
+			log.Debug("supervisor already gone; not asked to stop the job", "err", err)
+		default:
+			log.Warn("could not ask the supervisor to stop the job", "err", err)
+		}
+	}
+	// Each case fires once: a closed channel left in the select would make
+	// it spin for as long as the job lingers.
+	holdDone, hardDone := hold.Done(), hard.Done()
 	var w waited
 wait:
 	for {
 		select {
 		case w = <-exited:
 			break wait
-		case <-hold.Done():
+		case <-holdDone:
+			holdDone = nil
 			if cut == "" {
 				cut = "aborted"
 				log.Error("lease lost; stopping the job before its validity ends", "err", hold.Err())
 				s.opts.Metrics.Abort(j.Name, "lease_lost")
-				_ = proc.Terminate(j.KillGrace)
+				terminate()
 			}
 		case <-timeout:
 			timeout = nil
@@ -150,21 +168,28 @@ wait:
 				cut = "timeout"
 				log.Warn("job timed out; stopping it", "timeout", j.Timeout)
 				s.opts.Metrics.Abort(j.Name, "timeout")
-				_ = proc.Terminate(j.KillGrace)
+				terminate()
 			}
-		case <-hard.Done():
-			hard = context.Background() // fire once
+		case <-hardDone:
+			hardDone = nil
 			if cut == "" {
 				cut = "shutdown"
 				log.Warn("shutting down; stopping the job", "kill_grace", j.KillGrace)
 				s.opts.Metrics.Abort(j.Name, "shutdown")
-				_ = proc.Terminate(j.KillGrace)
+				terminate()
 			}
 		}
 	}
+	s.drainOutput(proc, &outWG, log)
 	rec.End = time.Now()
 	rec.Exit, rec.Signal = w.exit.Code, w.exit.Signal
 	switch {
+	case errors.Is(w.err, supervisor.ErrSupervisorLost):
+		// Never completed: the job did not run to its end under watch.
+		rec.Result, rec.Error = "aborted", w.err.Error()
+		s.opts.Metrics.Abort(j.Name, "supervisor_lost")
+		log.Error("the job's supervisor died without a report; killed the job's process group",
+			"pgid", proc.JobPID(), "group_dead", w.exit.DeadTime > 0, "err", w.err)
 	case w.err != nil:
 		rec.Result, rec.Error = "error", w.err.Error()
 	case cut != "":
@@ -184,8 +209,32 @@ wait:
 	return rec
 }
 
+// outputDrain bounds how long a run waits, once its job is dead, for the
+// rest of the job's output: only a process outside the job's group can
+// hold the pipes open that long, and it must not hold up the run.
+const outputDrain = time.Second
+
+// drainOutput waits for the output readers to reach EOF, at most
+// outputDrain, then closes the pipes (which ends the readers).
+func (s *Scheduler) drainOutput(proc *supervisor.Process, outWG *sync.WaitGroup, log *slog.Logger) {
+	drained := make(chan struct{})
+	go func() { outWG.Wait(); close(drained) }()
+	t := time.NewTimer(outputDrain)
+	defer t.Stop()
+	select {
+	case <-drained:
+		return
+	case <-t.C:
+	}
+	log.Warn("the job's output is still open after it ended (held by a process outside its group?); closing it",
+		"wait", outputDrain)
+	_ = proc.Stdout().Close()
+	_ = proc.Stderr().Close()
+	<-drained
+}
+
 // finish completes or releases the lease, records the run and logs it.
-func (s *Scheduler) finish(l *lease.Lease, hold *lease.Hold, rec RunRecord, complete bool, log *slog.Logger) {
+func (s *Scheduler) finish(l backend.Lease, hold *backend.Hold, rec RunRecord, complete bool, log *slog.Logger) {
 	cfg := s.cfg.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), max(cfg.Lease.TTL, 5*time.Second))
 	defer cancel()
@@ -205,7 +254,7 @@ func (s *Scheduler) finish(l *lease.Lease, hold *lease.Hold, rec RunRecord, comp
 	}
 	s.opts.Metrics.RunFinished(rec.Job, rec.Result, rec.Duration())
 	if b, jerr := json.Marshal(rec); jerr == nil {
-		if err := s.lc.SetNote(ctx, l.Key(), rec.End.UnixMilli(), string(b)); err != nil {
+		if err := s.be.SetNote(ctx, l.Key(), rec.End.UnixMilli(), string(b)); err != nil {
 			log.Warn("could not record the run", "err", err)
 		}
 	}
@@ -214,7 +263,7 @@ func (s *Scheduler) finish(l *lease.Lease, hold *lease.Hold, rec RunRecord, comp
 }
 
 // startJob starts the job's supervisor with the LEASECRON_* environment.
-func (s *Scheduler) startJob(j *Job, tick time.Time, l *lease.Lease, manual bool) (*supervisor.Process, error) {
+func (s *Scheduler) startJob(j *Job, tick time.Time, l backend.Lease, manual bool) (*supervisor.Process, error) {
 	env := jobEnv(os.Environ(), j.Env)
 	tickUnix := tick.Unix()
 	env = append(env,
@@ -265,7 +314,7 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (RunRecord, error)
 	// A fresh process: open the connections first, so that the node
 	// timeout measures the acquisition, not a dial and TLS handshake.
 	s.warm(ctx)
-	l, err := s.lc.Acquire(ctx, lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host})
+	l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host})
 	if err != nil {
 		return RunRecord{}, fmt.Errorf("trigger %s: %w", name, err)
 	}
@@ -298,83 +347,3 @@ func jobEnv(daemon []string, extra map[string]string) []string {
 	}
 	return env
 }
-
-// maxSpares bounds how many idle supervisors a daemon keeps ready.
-const maxSpares = 8
-
-// startSupervised starts spec under a supervisor: a spare one when there
-// is one (the job then starts with a single exec), else a fresh one.
-func (s *Scheduler) startSupervised(spec supervisor.Spec) (*supervisor.Process, error) {
-	select {
-	case sp := <-s.spares:
-		select {
-		case s.spareWake <- struct{}{}:
-		default:
-		}
-		proc, err := sp.Start(context.Background(), spec)
-		_ = sp.Close() // a no-op once the spare started the job
-		if err == nil || errors.Is(err, supervisor.ErrStart) ||
-			errors.Is(err, supervisor.ErrDeadlinePassed) || errors.Is(err, supervisor.ErrInvalidSpec) {
-			return proc, err
-		}
-		// The spare's supervisor is gone (killed while it waited, say):
-		// start afresh.
-		s.log.Warn("spare supervisor unusable; starting a new one", "err", err)
-	default:
-	}
-	return supervisor.Start(context.Background(), s.opts.Self, spec)
-}
-
-// spareLoop keeps up to maxSpares supervisors (no more than there are
-// jobs) started and waiting for a job, refilling after each use, so that a
-// tick's jobs do not wait for the supervisor's own exec. It closes the
-// unused ones when ctx is done.
-func (s *Scheduler) spareLoop(ctx context.Context) {
-	defer func() {
-		for {
-			select {
-			case sp := <-s.spares:
-				_ = sp.Close()
-			default:
-				return
-			}
-		}
-	}()
-	retry := time.NewTimer(time.Hour)
-	defer retry.Stop()
-	for {
-		want := min(maxSpares, len(s.cfg.Load().Jobs))
-		for len(s.spares) < want && ctx.Err() == nil {
-			sp, err := supervisor.Prepare(s.opts.Self)
-			if err != nil {
-				s.log.Warn("could not start a spare supervisor; jobs start without one", "err", err)
-				retry.Reset(5 * time.Second)
-				break
-			}
-			select {
-			case s.spares <- sp:
-			default:
-				_ = sp.Close()
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.spareWake:
-			// Refill once the tick's jobs have started: a supervisor's
-			// exec now would compete with theirs for the CPU.
-			settle := time.NewTimer(spareRefillDelay)
-			select {
-			case <-ctx.Done():
-				settle.Stop()
-				return
-			case <-settle.C:
-			}
-		case <-retry.C:
-		}
-	}
-}
-
-// spareRefillDelay is how long after a spare was taken spareLoop waits
-// before starting new ones.
-const spareRefillDelay = 250 * time.Millisecond

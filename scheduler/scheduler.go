@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -16,8 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasecron/leasecron/backend"
 	"github.com/leasecron/leasecron/internal/supervisor"
-	"github.com/leasecron/leasecron/lease"
 )
 
 // Options configures a Scheduler beyond its Config.
@@ -34,10 +35,10 @@ type Options struct {
 	ClockOffset time.Duration
 	// Notify, when set, receives systemd status lines ("STATUS=...").
 	Notify func(state string)
-	// UnsafeNoRestartDetection lets restarted Redis nodes vote at once. It
-	// exists only for the fault suite's negative control, which must show
-	// the double run this allows.
-	UnsafeNoRestartDetection bool
+	// Backend is where the leases live (required): the Redis nodes, a
+	// PostgreSQL table, ... The caller opens it (cmd/leasecron picks it from
+	// the config) and closes it after Run returned.
+	Backend backend.Backend
 }
 
 // Scheduler fires the jobs of a Config on every host of a fleet so that
@@ -46,9 +47,9 @@ type Options struct {
 type Scheduler struct {
 	opts Options
 	log  *slog.Logger
-	lc   *lease.Client
+	be   backend.Backend
 	host string
-	base *Config // redis and lease settings fixed at New
+	base *Config // backend and lease settings fixed at New
 
 	cfg atomic.Pointer[Config]
 
@@ -58,6 +59,11 @@ type Scheduler struct {
 	// spareLoop); spareWake asks spareLoop to refill them.
 	spares    chan *supervisor.Spare
 	spareWake chan struct{}
+
+	// clock, when set, replaces the host's clock (tests step it), and
+	// recheck, when set, replaces clockRecheck (tests shorten it).
+	clock   func() time.Time
+	recheck time.Duration
 
 	mu      sync.Mutex
 	running map[string]*runState // by job name
@@ -86,12 +92,13 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		}
 		opts.Self = self
 	}
-	if strings.ContainsAny(cfg.Redis.Prefix, "{}") {
-		return nil, fmt.Errorf("scheduler: redis.prefix %q must not contain braces", cfg.Redis.Prefix)
+	if opts.Backend == nil {
+		return nil, errors.New("scheduler: no backend")
 	}
 	s := &Scheduler{
 		opts:    opts,
 		log:     opts.Logger,
+		be:      opts.Backend,
 		host:    cfg.ID,
 		base:    cfg,
 		reload:  make(chan struct{}, 1),
@@ -100,46 +107,27 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		spares:    make(chan *supervisor.Spare, maxSpares),
 		spareWake: make(chan struct{}, 1),
 	}
-	m := opts.Metrics
-	lopts := []lease.Option{
-		lease.WithTimeout(cfg.Redis.Timeout),
-		lease.WithDrift(cfg.Lease.Drift),
-		lease.WithRestartGuard(cfg.Lease.TTL),
-		lease.WithObserver(lease.Observer{
-			OnVote: func(e lease.VoteEvent) { m.Vote(e.Node, e.Op, e.Vote.String(), e.Latency) },
-			OnRenew: func(e lease.RenewEvent) {
-				m.Renew(strings.TrimPrefix(e.Key, cfg.Redis.Prefix+":"), e.OK, e.Latency)
-			},
-			OnRestart: func(node string, at time.Time) {
-				m.NodeRestart(node)
-				s.log.Warn("redis node restarted or failed over; it does not vote until the restart guard passed",
-					"node", node, "votes_again_in", time.Until(at).Round(time.Second))
-			},
-		}),
-	}
-	if opts.UnsafeNoRestartDetection {
-		lopts = append(lopts, lease.WithoutRestartDetection())
-	}
-	lc, err := lease.New(cfg.Redis.Nodes, lopts...)
-	if err != nil {
-		return nil, fmt.Errorf("scheduler: %w", err)
-	}
-	s.lc = lc
 	s.cfg.Store(cfg)
 	return s, nil
 }
 
-// Close releases the Redis connections. Call it after Run returned.
-func (s *Scheduler) Close() error { return s.lc.Close() }
+// Close closes the backend given in Options. Call it after Run returned.
+func (s *Scheduler) Close() error { return s.be.Close() }
 
 // now is the scheduler's clock (skewed by ClockOffset in tests).
-func (s *Scheduler) now() time.Time { return time.Now().Add(s.opts.ClockOffset) }
+func (s *Scheduler) now() time.Time {
+	if s.clock != nil {
+		return s.clock()
+	}
+	return time.Now().Add(s.opts.ClockOffset)
+}
 
 // until returns how long until t on the scheduler's clock.
 func (s *Scheduler) until(t time.Time) time.Duration { return t.Sub(s.now()) }
 
-// key is the lease key of a job: one key per job, not per tick.
-func (s *Scheduler) key(job string) string { return s.base.Redis.Prefix + ":" + job }
+// key is the lease key of a job: one key per job, not per tick (the
+// backend adds its own prefix or table).
+func (s *Scheduler) key(job string) string { return job }
 
 // Reload swaps in a new schedule. Jobs that are running keep running under
 // their old settings; the next ticks use the new ones. Changes to the redis
@@ -150,15 +138,14 @@ func (s *Scheduler) Reload(cfg *Config) error {
 		return errors.New("reload: nil config")
 	}
 	var keep []string
-	if !slicesEqual(cfg.Redis.Nodes, s.base.Redis.Nodes) || cfg.Redis.Prefix != s.base.Redis.Prefix ||
-		cfg.Redis.Timeout != s.base.Redis.Timeout {
-		keep = append(keep, "redis")
+	if !sameBackend(cfg, s.base) {
+		keep = append(keep, "the backend section")
 	}
 	if cfg.Lease != s.base.Lease {
 		keep = append(keep, "lease")
 	}
 	c := *cfg
-	c.Redis, c.Lease, c.ID = s.base.Redis, s.base.Lease, s.base.ID
+	c.Backend, c.Redis, c.Postgres, c.Lease, c.ID = s.base.Backend, s.base.Redis, s.base.Postgres, s.base.Lease, s.base.ID
 	s.cfg.Store(&c)
 	for _, ch := range []chan struct{}{s.reload, s.spareWake} {
 		select {
@@ -170,6 +157,17 @@ func (s *Scheduler) Reload(cfg *Config) error {
 		return fmt.Errorf("reload: changes to %s need a restart; kept the running values", strings.Join(keep, " and "))
 	}
 	return nil
+}
+
+// sameBackend reports whether a and b name the same backend with the same
+// settings (the connections are opened once, at start).
+func sameBackend(a, b *Config) bool {
+	if a.Backend != b.Backend {
+		return false
+	}
+	ra, rb := a.Redis, b.Redis
+	return slicesEqual(ra.NodeURLs(), rb.NodeURLs()) && ra.Prefix == rb.Prefix && ra.Timeout == rb.Timeout &&
+		a.Postgres == b.Postgres
 }
 
 func slicesEqual(a, b []string) bool {
@@ -186,23 +184,23 @@ func slicesEqual(a, b []string) bool {
 
 // Healthy returns nil when a quorum of nodes answers and votes.
 func (s *Scheduler) Healthy(ctx context.Context) error {
-	st := s.lc.Ping(ctx)
+	st := s.be.Health(ctx)
 	ok := 0
 	var errs []error
 	for _, n := range st {
-		s.opts.Metrics.NodeUp(n.Node, n.Err == nil, n.Latency)
+		s.opts.Metrics.NodeUp(n.Server, n.Err == nil, n.Latency)
 		switch {
 		case n.Err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", n.Node, n.Err))
+			errs = append(errs, fmt.Errorf("%s: %w", n.Server, n.Err))
 		case !n.Voting:
-			errs = append(errs, fmt.Errorf("%s: restarted recently, votes again in %s", n.Node, time.Until(n.VotingAt).Round(time.Second)))
+			errs = append(errs, fmt.Errorf("%s: restarted recently, votes again in %s", n.Server, time.Until(n.VotingAt).Round(time.Second)))
 		default:
 			ok++
 		}
 	}
 	var err error
-	if ok < s.lc.Quorum() {
-		err = fmt.Errorf("no quorum: %d of %d nodes usable, %d needed: %w", ok, len(st), s.lc.Quorum(), errors.Join(errs...))
+	if ok < s.be.Quorum() {
+		err = fmt.Errorf("no quorum: %d of %d nodes usable, %d needed: %w", ok, len(st), s.be.Quorum(), errors.Join(errs...))
 	}
 	s.opts.Metrics.QuorumHealthy(err == nil)
 	s.mu.Lock()
@@ -261,7 +259,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		s.spareLoop(ctx)
 	}()
 
-	s.loop(ctx, hard, &wg)
+	s.loop(ctx, func(tick time.Time, jobs []*Job) { s.fire(ctx, hard, &wg, tick, jobs) })
 
 	// Shutdown: wait up to ShutdownGrace for running jobs.
 	grace := s.cfg.Load().ShutdownGrace
@@ -310,15 +308,22 @@ func (s *Scheduler) healthLoop(ctx context.Context) {
 	}
 }
 
-// loop computes every job's next tick and fires each batch of jobs that
-// share a tick together. It returns when ctx is done.
-func (s *Scheduler) loop(ctx, hard context.Context, wg *sync.WaitGroup) {
+// loop computes every job's next tick and hands each batch of jobs that
+// share a tick to fire. It returns when ctx is done.
+//
+// A tick is never fired after its deadline. When the loop wakes late for a
+// pending tick (the daemon was paused, the host suspended, or the clock
+// stepped forward), ticks that were overtaken by a later one or whose
+// deadline passed are dropped: the loop attempts only the latest tick,
+// Prev(now), if its deadline has not passed yet, and otherwise goes on
+// with Next(now). Waits are capped at clockRecheck so that a clock step is
+// noticed even while a tick is far ahead. When the clock steps back, the
+// pending tick stays pending until the clock reaches it again.
+func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*Job)) {
 	cfg := s.cfg.Load()
 	next := map[string]time.Time{}
-	// On start, a tick that is still within its deadline is attempted too:
-	// it may have lost its host (completed ticks are refused by epoch).
-	start := s.now()
 	schedule := func(cfg *Config, catchUp bool) {
+		now := s.now()
 		fresh := map[string]time.Time{}
 		for _, j := range cfg.Jobs {
 			if t, ok := next[j.Name]; ok && !catchUp {
@@ -328,13 +333,14 @@ func (s *Scheduler) loop(ctx, hard context.Context, wg *sync.WaitGroup) {
 					continue
 				}
 			}
-			t := j.Next(s.now())
 			if catchUp {
-				if p := j.Prev(start); !p.IsZero() && s.now().Before(j.DeadlineFor(p)) {
-					t = p
-				}
+				// On start, a tick that is still within its deadline is
+				// attempted too: it may have lost its host (completed
+				// ticks are refused by epoch).
+				fresh[j.Name] = current(j, now)
+			} else {
+				fresh[j.Name] = j.Next(now)
 			}
-			fresh[j.Name] = t
 		}
 		next = fresh
 	}
@@ -349,9 +355,10 @@ func (s *Scheduler) loop(ctx, hard context.Context, wg *sync.WaitGroup) {
 				at = t
 			}
 		}
-		wait := time.Hour
+		recheck := cmp.Or(s.recheck, clockRecheck)
+		wait := recheck
 		if !at.IsZero() {
-			wait = max(s.until(at)+s.fireOffset(at), 0)
+			wait = min(max(s.until(at)+s.fireOffset(at), 0), recheck)
 		}
 		timer.Reset(wait)
 		select {
@@ -364,20 +371,53 @@ func (s *Scheduler) loop(ctx, hard context.Context, wg *sync.WaitGroup) {
 			continue
 		case <-timer.C:
 		}
-		if at.IsZero() || s.now().Before(at.Add(s.fireOffset(at))) {
+		now := s.now()
+		if at.IsZero() || now.Before(at.Add(s.fireOffset(at))) {
 			continue
 		}
 		var batch []*Job
 		for _, j := range cfg.Jobs {
-			if t, ok := next[j.Name]; ok && t.Equal(at) {
-				batch = append(batch, j)
-				next[j.Name] = j.Next(at)
+			t, ok := next[j.Name]
+			if !ok || !t.Equal(at) {
+				continue
 			}
+			if !startable(j, at, now) {
+				// Woken too late for at: its deadline passed or a later
+				// tick overtook it. c is the latest tick if it may still
+				// start, else the next one.
+				c := current(j, now)
+				s.log.Warn("tick missed: the daemon was paused or the clock jumped; skipping to the current tick",
+					"job", j.Name, "missed", at.UTC().Format(time.RFC3339),
+					"deadline", j.DeadlineFor(at).UTC().Format(time.RFC3339),
+					"now", now.UTC().Format(time.RFC3339Nano), "resume_with", c.UTC().Format(time.RFC3339))
+				next[j.Name] = c
+				continue
+			}
+			batch = append(batch, j)
+			next[j.Name] = j.Next(at)
 		}
 		if len(batch) > 0 {
-			s.fire(ctx, hard, wg, at, batch)
+			fire(at, batch)
 		}
 	}
+}
+
+// startable reports whether tick of j may be attempted at now: no later
+// tick is due yet and the tick's deadline has not passed.
+func startable(j *Job, tick, now time.Time) bool {
+	if n := j.Next(tick); !n.IsZero() && !n.After(now) {
+		return false
+	}
+	return now.Before(j.DeadlineFor(tick))
+}
+
+// current is the tick of j to attempt at now: the latest tick at or before
+// now while its deadline has not passed, else the next tick.
+func current(j *Job, now time.Time) time.Time {
+	if p := j.Prev(now); !p.IsZero() && now.Before(j.DeadlineFor(p)) {
+		return p
+	}
+	return j.Next(now)
 }
 
 // fireOffset is how long after tick this host fires it: a value in
@@ -421,23 +461,26 @@ const (
 	// lease found no quorum: the wait doubles from the first to the max.
 	noQuorumFirst = 100 * time.Millisecond
 	noQuorumMax   = 5 * time.Second
+	// clockRecheck bounds how long the tick loop sleeps before it reads
+	// the clock again, so that a clock stepped forward is noticed soon.
+	clockRecheck = time.Second
 	// warmTimeout bounds the opening of the nodes' connections at start
-	// (lease.Client.Warm); a node that takes longer is left to the rounds.
+	// (Backend.Warm); a node that takes longer is left to the rounds.
 	warmTimeout = 2 * time.Second
 )
 
-// warm opens the nodes' connections (lease.Client.Warm), for at most
+// warm opens the nodes' connections (Backend.Warm), for at most
 // warmTimeout. A node that fails is left alone: the rounds that follow
 // report it.
 func (s *Scheduler) warm(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, warmTimeout)
 	defer cancel()
-	_ = s.lc.Warm(wctx)
+	_ = s.be.Warm(wctx)
 }
 
 // heldWait is how long a loser that found its tick held by another host
 // waits before its next attempt (the attempt-th retry).
-func heldWait(rerr *lease.RefusedError, quorum, attempt int) time.Duration {
+func heldWait(rerr *backend.RefusedError, quorum, attempt int) time.Duration {
 	wait := rerr.HolderTTL + 5*time.Millisecond
 	switch {
 	case rerr.HolderNodes >= quorum:
@@ -479,12 +522,12 @@ func parseOwner(s string) (tick int64, host string, ok bool) {
 // winners; losers are followed up per job (overlap, takeover, retry).
 func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick time.Time, jobs []*Job) {
 	cfg := s.cfg.Load()
-	reqs := make([]lease.Request, len(jobs))
+	reqs := make([]backend.Request, len(jobs))
 	for i, j := range jobs {
-		reqs[i] = lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)}
+		reqs[i] = backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)}
 	}
 	delay := s.until(tick)
-	results := s.lc.TryAcquireBatch(ctx, reqs)
+	results := s.be.TryAcquireBatch(ctx, reqs)
 	for i, j := range jobs {
 		j, res := j, results[i]
 		wg.Add(1)
@@ -497,11 +540,12 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 
 // followTick carries one (job, tick) from its first acquisition attempt to
 // the end: run it if won, else apply the loser rules until the deadline.
-func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, tick time.Time, res lease.Result, lateBy time.Duration) {
+func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, tick time.Time, res backend.Result, lateBy time.Duration) {
 	log := s.log.With("job", j.Name, "tick", tick.UTC().Format(time.RFC3339))
 	deadline := j.DeadlineFor(tick)
 	noQuorumWait := noQuorumFirst
 	lastTry := false
+	youngerLogged := false
 	// givenUp logs that the tick's deadline passed without this host
 	// running it: normal (debug) while another host runs the tick, worth a
 	// warning when it was for want of a quorum.
@@ -517,20 +561,33 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 		runsElsewhere = false
 		if res.Err == nil {
 			s.opts.Metrics.Acquire(j.Name, "won")
-			if attempt == 0 {
-				s.opts.Metrics.TickDelay(j.Name, lateBy)
+			// The acquisition may have taken long (the daemon paused, the
+			// clock stepped): check the deadline and the lease's remaining
+			// validity once more, just before the job would start.
+			if err := s.mayStart(deadline, res.Lease); err != nil {
+				s.release(res.Lease, log)
+				if errors.Is(err, errTickDeadline) {
+					log.Warn("won the lease after the tick's deadline; not starting the job", "err", err)
+					s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+					return
+				}
+				res = backend.Result{Err: err} // retried below while the deadline allows
+			} else {
+				if attempt == 0 {
+					s.opts.Metrics.TickDelay(j.Name, lateBy)
+				}
+				s.runLeased(hard, cfg, j, tick, res.Lease, log)
+				return
 			}
-			s.runLeased(hard, cfg, j, tick, res.Lease, log)
-			return
 		}
 		var wait time.Duration
-		var rerr *lease.RefusedError
+		var rerr *backend.RefusedError
 		switch {
-		case errors.Is(res.Err, lease.ErrEpochDone):
+		case errors.Is(res.Err, backend.ErrEpochDone):
 			s.opts.Metrics.Acquire(j.Name, "done")
 			log.Debug("tick already completed")
 			return
-		case errors.As(res.Err, &rerr) && errors.Is(rerr.Reason, lease.ErrHeld):
+		case errors.As(res.Err, &rerr) && errors.Is(rerr.Reason, backend.ErrHeld):
 			s.opts.Metrics.Acquire(j.Name, "held")
 			ht, hh, ok := parseOwner(rerr.Holder)
 			switch {
@@ -541,7 +598,7 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 				if attempt == 0 {
 					log.Debug("tick running on another host; watching for takeover", "holder", hh, "ttl", rerr.HolderTTL)
 				}
-				wait = heldWait(rerr, s.lc.Quorum(), attempt)
+				wait = heldWait(rerr, s.be.Quorum(), attempt)
 			case ok && ht > tick.Unix():
 				log.Info("a newer tick is already running; skipping this one", "holder_tick", time.Unix(ht, 0).UTC().Format(time.RFC3339), "holder", hh)
 				return
@@ -557,8 +614,24 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 				}
 				wait = min(rerr.HolderTTL+5*time.Millisecond, time.Second)
 			}
-		case errors.Is(res.Err, lease.ErrNoQuorum) || errors.Is(res.Err, lease.ErrNotObtained):
-			s.opts.Metrics.Acquire(j.Name, "no_quorum")
+		case errors.Is(res.Err, errShortValidity):
+			log.Warn("the lease was won with too little validity left to start the job; released it, retrying", "err", res.Err, "retry_in", noQuorumWait)
+			wait = noQuorumWait
+			noQuorumWait = min(noQuorumWait*2, noQuorumMax)
+		case errors.Is(res.Err, backend.ErrNoQuorum) || errors.Is(res.Err, backend.ErrNotObtained):
+			outcome := "no_quorum"
+			if errors.Is(res.Err, backend.ErrDataYounger) {
+				// Servers that lost their data since the tick do not vote
+				// for it: the tick may have completed and lost its mark
+				// with them. Not running it (again) is the safe side.
+				outcome = "data_younger"
+				if !youngerLogged {
+					youngerLogged = true
+					log.Warn("servers whose data is younger than the tick do not vote for it; the tick is not taken over unless a quorum that saw it answers",
+						"err", res.Err)
+				}
+			}
+			s.opts.Metrics.Acquire(j.Name, outcome)
 			// Warn on the first failure of the tick and then at the slowest
 			// retry pace; the quick retries in between (nodes that just
 			// restarted vote again within a TTL, say) are debug lines.
@@ -593,10 +666,45 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 			givenUp()
 			return
 		}
-		l, err := s.lc.Acquire(ctx, lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)})
-		res = lease.Result{Lease: l, Err: err}
+		l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)})
+		res = backend.Result{Lease: l, Err: err}
 		if err == nil {
 			log.Info("took the tick over")
 		}
+	}
+}
+
+var (
+	// errTickDeadline: the tick's deadline passed before its run started.
+	errTickDeadline = errors.New("the tick's deadline has passed")
+	// errShortValidity: the lease's validity would end (minus the kill
+	// margin) before the job could do anything.
+	errShortValidity = errors.New("the lease's remaining validity is shorter than the kill margin")
+)
+
+// mayStart reports whether a run for a tick whose deadline is deadline may
+// start now under l: the deadline, on the scheduler's (possibly offset)
+// clock, has not passed, and the lease is valid for longer than the kill
+// margin, which the supervisor would otherwise use up at once.
+func (s *Scheduler) mayStart(deadline time.Time, l backend.Lease) error {
+	if now := s.now(); !now.Before(deadline) {
+		return fmt.Errorf("%w: deadline %s, now %s", errTickDeadline,
+			deadline.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339Nano))
+	}
+	if left := time.Until(l.ValidUntil()); left <= s.killMargin() {
+		return fmt.Errorf("%w: %s left, kill margin %s", errShortValidity,
+			left.Round(time.Millisecond), s.killMargin())
+	}
+	return nil
+}
+
+// release gives up a lease that was won but not used, without completing
+// its tick, so that the job's next tick (or another host) is not kept
+// waiting for its TTL.
+func (s *Scheduler) release(l backend.Lease, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.base.Lease.TTL, 5*time.Second))
+	defer cancel()
+	if err := l.Release(ctx); err != nil {
+		log.Warn("could not release the unused lease; it expires with its TTL", "err", err)
 	}
 }

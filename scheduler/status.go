@@ -3,10 +3,9 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
-	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/backend"
 )
 
 // Status is what `leasecron status` shows: every job's lease and last run,
@@ -44,18 +43,13 @@ type NodeStatus struct {
 	RestartedAt time.Time
 }
 
-// ReadStatus connects to cfg's nodes and reads every job's lease, last run
-// and the nodes' health. now is the clock used for next ticks.
-func ReadStatus(ctx context.Context, cfg *Config, now time.Time) (*Status, error) {
-	lc, err := lease.New(cfg.Redis.Nodes, lease.WithTimeout(max(cfg.Redis.Timeout, 500*time.Millisecond)),
-		lease.WithRestartGuard(cfg.Lease.TTL))
-	if err != nil {
-		return nil, fmt.Errorf("status: %w", err)
-	}
-	defer lc.Close()
-	st := &Status{Host: cfg.ID, Quorum: lc.Quorum()}
-	for _, n := range lc.Ping(ctx) {
-		ns := NodeStatus{Node: n.Node, OK: n.Err == nil, Latency: n.Latency, Voting: n.Voting, VotingAt: n.VotingAt, RestartedAt: n.RestartedAt}
+// ReadStatus reads every job's lease and last run, and the servers'
+// health, from be (opened on cfg's backend). now is the clock used for
+// next ticks.
+func ReadStatus(ctx context.Context, cfg *Config, be backend.Backend, now time.Time) (*Status, error) {
+	st := &Status{Host: cfg.ID, Quorum: be.Quorum()}
+	for _, n := range be.Health(ctx) {
+		ns := NodeStatus{Node: n.Server, OK: n.Err == nil, Latency: n.Latency, Voting: n.Voting, VotingAt: n.VotingAt, RestartedAt: n.RestartedAt}
 		if n.Err != nil {
 			ns.Err = n.Err.Error()
 		}
@@ -63,7 +57,7 @@ func ReadStatus(ctx context.Context, cfg *Config, now time.Time) (*Status, error
 	}
 	for _, j := range cfg.Jobs {
 		js := JobStatus{Name: j.Name, Next: j.Next(now)}
-		info, err := lc.Inspect(ctx, cfg.Redis.Prefix+":"+j.Name)
+		info, err := be.Inspect(ctx, j.Name)
 		if err != nil {
 			js.Err = err.Error()
 		}

@@ -1,42 +1,35 @@
 #!/usr/bin/env bash
-# make demo: three throwaway redis-server nodes (127.0.0.1:7001-7003, no
-# persistence) and two leasecron daemons (demo-a, demo-b) on
-# jobs.example.yaml, in the foreground with their logs prefixed. Ctrl-C
-# stops the daemons (gracefully), then the Redis nodes this script started,
-# and removes .demo/. A second Ctrl-C during that stops everything at once.
+# make demo [BACKEND=redis|postgres]: two leasecron daemons (demo-a,
+# demo-b) on jobs.example.yaml, in the foreground with their logs prefixed,
+# and the throwaway servers of the chosen backend:
+#   redis     3 redis-server nodes, 127.0.0.1:7001-7003, no persistence
+#   postgres  1 PostgreSQL cluster, 127.0.0.1:7201 (initdb into .demo/)
+# For a backend other than redis the daemons run on .demo/jobs.yaml: the
+# example file with its redis: section replaced by that backend's section,
+# nothing else changed. Ctrl-C stops the daemons (gracefully), then the
+# servers this script started, and removes .demo/. A second Ctrl-C during
+# that stops everything at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEMO=.demo
+BACKEND=${BACKEND:-redis}
 CONFIG=jobs.example.yaml
 PORTS=(7001 7002 7003)
+PG_PORT=7201
 DAEMONS=(demo-a demo-b)
 METRICS=(127.0.0.1:7101 127.0.0.1:7102)
 
 log() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-# --- redis-server ---------------------------------------------------------
-if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
-  log "installing redis-server (apt-get); its system service is kept from starting"
-  SUDO=
-  if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null || die "redis-server is missing: install it (apt-get install redis-server) or run as root"
-    SUDO=sudo
-  fi
-  policy=
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    # invoke-rc.d asks policy-rc.d; exit 101 = "do not start services".
-    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-    $SUDO chmod +x /usr/sbin/policy-rc.d
-    policy=1
-  fi
-  rc=0
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server redis-tools || rc=$?
-  if [ -n "$policy" ]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
-  [ "$rc" = 0 ] || die "apt-get install redis-server failed"
-fi
+case $BACKEND in
+redis | postgres) ;;
+*) die "BACKEND=$BACKEND: want redis or postgres" ;;
+esac
+
+# --- servers ---------------------------------------------------------------
+./scripts/deps.sh "$BACKEND"
 
 # --- processes we start -----------------------------------------------------
 # Every process is started in its own session (setsid), so a Ctrl-C in the
@@ -85,8 +78,9 @@ cleanup() {
   [ -d "$DEMO/pids" ] || { rm -rf "$DEMO"; return; }
   log "stopping the daemons (running jobs get shutdown_grace; Ctrl-C again to kill them now)"
   stop "$DEMO/leasecron run" 40 "$DEMO"/pids/demo-*.pid
-  log "stopping the Redis nodes"
+  log "stopping the $BACKEND servers"
   stop "redis-server" 10 "$DEMO"/pids/redis-*.pid
+  stop "postgres" 10 "$DEMO"/pids/postgres.pid
   # The log prefixers end when the daemons' output closes.
   sleep 0.2
   rm -rf "$DEMO"
@@ -101,31 +95,68 @@ fi
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-for p in "${PORTS[@]}"; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-    die "port $p is in use; the demo needs 127.0.0.1:${PORTS[0]}-${PORTS[-1]} free"
-  fi
-done
+free() { # free PORT...: fail unless every port is free
+  for p in "$@"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      die "port $p is in use; the $BACKEND demo needs 127.0.0.1 ports $* free"
+    fi
+  done
+}
 mkdir -p "$DEMO/pids"
+
+start_redis() {
+  free "${PORTS[@]}"
+  log "starting redis-server on ports ${PORTS[*]} (no persistence)"
+  for p in "${PORTS[@]}"; do
+    mkdir -p "$DEMO/redis-$p"
+    setsid redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
+      --dir "$DEMO/redis-$p" --logfile "$PWD/$DEMO/redis-$p.log" </dev/null &
+    echo $! >"$DEMO/pids/redis-$p.pid"
+  done
+  for p in "${PORTS[@]}"; do
+    for ((i = 0; i < 100; i++)); do
+      [ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] && break
+      sleep 0.1
+    done
+    [ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] || die "redis-server on port $p did not start; see $DEMO/redis-$p.log"
+  done
+  HINT="redis-cli -p ${PORTS[0]} shutdown nosave   # lose a node: 2 of 3 are still a quorum"
+}
+
+start_postgres() {
+  free "$PG_PORT"
+  local bin run=() pg="$PWD/$DEMO/pg"
+  bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+  mkdir -p "$pg"
+  if [ "$(id -u)" = 0 ]; then
+    # PostgreSQL refuses to run as root: run it as the package's user.
+    chown postgres: "$pg"
+    run=(setpriv --reuid=postgres --regid=postgres --init-groups)
+  fi
+  log "initdb into $DEMO/pg, starting postgres on 127.0.0.1:$PG_PORT"
+  "${run[@]}" "$bin/initdb" -D "$pg/data" -U leasecron --auth=trust -E UTF8 >"$pg/initdb.log" 2>&1 ||
+    die "initdb failed; see $DEMO/pg/initdb.log"
+  setsid "${run[@]}" "$bin/postgres" -D "$pg/data" -p "$PG_PORT" -k "$pg" \
+    -c listen_addresses=127.0.0.1 </dev/null >"$pg/postgres.log" 2>&1 &
+  echo $! >"$DEMO/pids/postgres.pid"
+  for ((i = 0; i < 100; i++)); do
+    "$bin/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" && break
+    sleep 0.1
+  done
+  "$bin/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" || die "postgres did not start; see $DEMO/pg/postgres.log"
+  # The example's redis: section, replaced by a postgres: one.
+  CONFIG=$DEMO/jobs.yaml
+  awk -v url="postgres://leasecron@127.0.0.1:$PG_PORT/postgres?sslmode=disable" '
+    /^redis:/ { print "postgres:"; print "  url: \"" url "\""; print "  table: leasecron_leases"; print "  timeout: 500ms"; skip = 1; next }
+    skip && /^[^ #]/ { skip = 0 }
+    !skip' jobs.example.yaml >"$CONFIG"
+  HINT="kill -STOP \$(cat $DEMO/pids/postgres.pid)   # pause the database: jobs are killed before their leases run out"
+}
 
 log "building $DEMO/leasecron"
 go build -o "$DEMO/leasecron" ./cmd/leasecron
+"start_$BACKEND"
 "$DEMO/leasecron" check -c "$CONFIG"
-
-log "starting redis-server on ports ${PORTS[*]} (no persistence)"
-for p in "${PORTS[@]}"; do
-  mkdir -p "$DEMO/redis-$p"
-  setsid redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
-    --dir "$DEMO/redis-$p" --logfile "$PWD/$DEMO/redis-$p.log" </dev/null &
-  echo $! >"$DEMO/pids/redis-$p.pid"
-done
-for p in "${PORTS[@]}"; do
-  for ((i = 0; i < 100; i++)); do
-    [ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] && break
-    sleep 0.1
-  done
-  [ "$(redis-cli -p "$p" ping 2>/dev/null)" = PONG ] || die "redis-server on port $p did not start; see $DEMO/redis-$p.log"
-done
 
 colors=(36 35)
 export INVENTORY_STORE="$PWD/$DEMO/inventory-store"
@@ -141,14 +172,16 @@ for i in "${!DAEMONS[@]}"; do
   echo $! >"$DEMO/pids/$d.pid"
 done
 
-log "2 daemons running on $CONFIG with 3 Redis nodes. The nodes are new, so
-   they do not vote for one lease TTL (10s): the first runs start after that.
+fresh="The nodes are new, so
+   they do not vote for one lease TTL (10s): the first runs start after that."
+[ "$BACKEND" = redis ] || fresh="The first runs start at their next tick."
+log "2 daemons running on $CONFIG with the $BACKEND backend. $fresh
    In another terminal:
      $DEMO/leasecron status -c $CONFIG
      $DEMO/leasecron trigger -c $CONFIG hello
      curl -s ${METRICS[0]}/healthz; curl -s ${METRICS[0]}/metrics | grep ^leasecron_
      kill -STOP \$(cat $DEMO/pids/demo-a.pid)   # pause demo-a; its jobs are killed before its leases expire
-     redis-cli -p ${PORTS[0]} shutdown nosave   # lose a node: 2 of 3 are still a quorum
+     $HINT
    Ctrl-C stops everything."
 
 while :; do

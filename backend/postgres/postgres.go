@@ -68,7 +68,7 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 		return nil, err
 	}
 	table, _ := parseTable(o.table)
-	server := redactServer(connString)
+	server := Redact(connString)
 	if l := strings.ToLower(connString); !strings.HasPrefix(l, "postgres://") && !strings.HasPrefix(l, "postgresql://") {
 		scheme, _, ok := strings.Cut(connString, "://")
 		what := "no scheme"
@@ -79,7 +79,7 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 	}
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
-		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrubSecret(err.Error(), passwordOf(connString)))
+		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrub(err.Error(), connString))
 	}
 	cc := cfg.ConnConfig
 	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
@@ -101,7 +101,7 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrubSecret(err.Error(), passwordOf(connString)))
+		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrub(err.Error(), connString))
 	}
 	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.unlogged), timeout: o.timeout}
 	tctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -116,11 +116,10 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 
 // scrubErr makes sure err's text does not quote the URL's password.
 func (b *Backend) scrubErr(err error, connString string) error {
-	pw := passwordOf(connString)
-	if pw == "" || !strings.Contains(err.Error(), pw) {
-		return err
+	if msg := scrub(err.Error(), connString); msg != err.Error() {
+		return &backend.NodeError{Node: b.server, Err: errors.New(msg)}
 	}
-	return &backend.NodeError{Node: b.server, Err: errors.New(scrubSecret(err.Error(), pw))}
+	return err
 }
 
 func (b *Backend) nodeErr(err error) error {

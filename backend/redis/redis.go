@@ -52,7 +52,7 @@ func (b *Backend) Client() *lease.Client { return b.c }
 func (b *Backend) Key(key string) string { return b.prefix + ":" + key }
 
 func (b *Backend) request(r backend.Request) lease.Request {
-	return lease.Request{Key: b.Key(r.Key), TTL: r.TTL, Epoch: r.Epoch, Owner: r.Owner}
+	return lease.Request{Key: b.Key(r.Key), TTL: r.TTL, Epoch: r.Epoch, EpochTime: r.EpochTime, Owner: r.Owner}
 }
 
 // Lease is a held Redlock lease whose Key is the backend key (without the

@@ -61,6 +61,7 @@ func badNodes(t *testing.T) []struct {
 	dead := ln.Addr().String()
 	ln.Close() // nothing listens there any more
 	sentinel := redistest.StartSentinelGroup(t).Sentinel
+	evicting := redistest.Start(t, 1, redistest.WithArgs("--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"))
 	return []struct {
 		name  string
 		nodes []string
@@ -72,6 +73,8 @@ func badNodes(t *testing.T) []struct {
 		{"replicas are not a quorum", []string{pair.URLs()[1], "redis://:wr0ng@" + addr + "/0", "redis://" + dead + "/0"}, "replica"},
 		{"unreachable", []string{"redis://" + dead + "/0"}, dead},
 		{"Sentinel listed as redis://", []string{sentinel.URL()}, "redis+sentinel://"},
+		{"evicts keys", evicting.URLs(), "maxmemory-policy volatile-lru"},
+		{"same server twice", []string{"redis://" + pair.Nodes[0].Addr(), "redis://localhost:" + port}, "same server"},
 	}
 }
 
@@ -160,6 +163,10 @@ func TestBadConfigNothingRuns(t *testing.T) {
 		"no jobs key value": unreachable + "jobs: 3\n",
 		"tabs in yaml":      "redis:\n\tnodes: []\n",
 		"empty file":        "",
+		"two backends":      unreachable + "postgres:\n  url: postgres://u@127.0.0.1:1/ops\njobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
+		"no backend":        "jobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
+		"bad postgres url":  "postgres:\n  url: postgres://u:" + badInputPassword + "@127.0.0.1:99999/ops\njobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
+		"no password file":  unreachable + "  password_file: /nonexistent/redis.pass\njobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
 	}
 	dir := t.TempDir()
 	for name, text := range more {
@@ -179,6 +186,9 @@ func TestBadConfigNothingRuns(t *testing.T) {
 				code, out, errOut := cli(t, args...)
 				if code != exitUsage || !strings.Contains(errOut, f) {
 					t.Errorf("%s: exit %d, want %d, and the file named; stdout %q, stderr:\n%s", args[0], code, exitUsage, out, errOut)
+				}
+				if strings.Contains(out+errOut, badInputPassword) {
+					t.Errorf("%s: a password is shown:\n%s%s", args[0], out, errOut)
 				}
 				if took := time.Since(start); took > 5*time.Second {
 					t.Errorf("%s: took %s to reject the config", args[0], took)
@@ -278,5 +288,58 @@ func TestTriggerOverTLS(t *testing.T) {
 	triggerFresh(t, trigger("SSL_CERT_FILE="+ca.CAFile))
 	if _, err := os.Stat(marker); err != nil {
 		t.Errorf("the job did not run: %v", err)
+	}
+}
+
+// TestCheckBackends: check reports the backend it validated, or each
+// problem of the backend sections on its own line with file, line and
+// field, and never shows a password (from a URL or a password_file).
+func TestCheckBackends(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "pg.pass")
+	if err := os.WriteFile(secret, []byte(badInputPassword+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	job := "jobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n"
+	for _, tc := range []struct {
+		name, config string
+		code         int
+		stdout       string   // exactly, when code is 0
+		stderr       []string // each in stderr; "FILE" is the config's path
+	}{
+		{"postgres", "postgres:\n  url: postgres://lc:" + badInputPassword + "@127.0.0.1:5432/ops?sslmode=disable\n" + job,
+			0, "ok: 1 job, postgres postgres://lc:xxxxx@127.0.0.1:5432/ops?sslmode=disable\n", nil},
+		{"postgres with password_file", "postgres:\n  url: postgres://lc@127.0.0.1:5432/ops\n  password_file: " + secret + "\n" + job,
+			0, "ok: 1 job, postgres postgres://lc@127.0.0.1:5432/ops\n", nil},
+		{"redis with password_file", unreachable + "  password_file: " + secret + "\n" + job,
+			0, "ok: 1 job, 3 nodes\n", nil},
+		{"two backend sections", unreachable + "postgres:\n  url: postgres://lc@127.0.0.1/ops\n" + job,
+			exitUsage, "", []string{"FILE:6: postgres: a second backend section: the file chose redis at line 1"}},
+		{"no backend section", job, exitUsage, "", []string{"FILE: no backend section"}},
+		{"every postgres problem", "postgres:\n  url: postgres://lc:" + badInputPassword + "@db1/ops?sslmode=maybe\n  table: Bad-Name\n  password_file: " + filepath.Join(dir, "nope") + "\n" + job,
+			exitUsage, "", []string{
+				"FILE:2: postgres.url: postgres://lc:xxxxx@db1/ops?sslmode=maybe: bad sslmode \"maybe\"",
+				"FILE:3: postgres.table: ",
+				"FILE:4: postgres.password_file: cannot read " + filepath.Join(dir, "nope"),
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeConfig(t, tc.config)
+			code, out, errOut := cli(t, "check", "-c", path)
+			if code != tc.code || (code == 0 && out != tc.stdout) {
+				t.Errorf("exit %d, want %d; stdout %q, want %q; stderr:\n%s", code, tc.code, out, tc.stdout, errOut)
+			}
+			for _, w := range tc.stderr {
+				if w = strings.ReplaceAll(w, "FILE", path); !strings.Contains(errOut, w) {
+					t.Errorf("stderr does not have %q:\n%s", w, errOut)
+				}
+			}
+			if n := len(tc.stderr); n > 0 && strings.Count(errOut, "\n") != n {
+				t.Errorf("%d lines on stderr, want one per problem (%d):\n%s", strings.Count(errOut, "\n"), n, errOut)
+			}
+			if strings.Contains(out+errOut, badInputPassword) {
+				t.Errorf("a password is shown:\n%s%s", out, errOut)
+			}
+		})
 	}
 }

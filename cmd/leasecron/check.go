@@ -4,17 +4,21 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"github.com/leasecron/leasecron/backend/postgres"
+	"github.com/leasecron/leasecron/scheduler"
 )
 
-// CheckCommand validates a config file without contacting Redis, the same
-// validation the daemon does at start and on SIGHUP.
+// CheckCommand validates a config file without contacting the backend, the
+// same validation the daemon does at start and on SIGHUP.
 type CheckCommand struct {
 	stdout, stderr io.Writer
 }
 
 // Run loads the config file. It prints every error on its own line (file,
 // line and field first) and returns a config error (exit code 2) if there
-// is any; otherwise it prints the warnings and "ok: N jobs, M nodes".
+// is any; otherwise it prints the warnings and "ok: N jobs, M nodes" (for
+// redis) or "ok: N jobs, postgres URL" (the URL without its password).
 func (c *CheckCommand) Run(_ context.Context, args []string) error {
 	fs := newFlagSet("check")
 	config := configFlag(fs)
@@ -35,7 +39,12 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(c.stderr, "warning: %s\n", w)
 	}
-	fmt.Fprintf(c.stdout, "ok: %s, %s\n", plural(len(cfg.Jobs), "job"), plural(len(cfg.Redis.Nodes), "node"))
+	switch cfg.Backend {
+	case scheduler.BackendPostgres:
+		fmt.Fprintf(c.stdout, "ok: %s, postgres %s\n", plural(len(cfg.Jobs), "job"), postgres.Redact(cfg.Postgres.URL))
+	default:
+		fmt.Fprintf(c.stdout, "ok: %s, %s\n", plural(len(cfg.Jobs), "job"), plural(len(cfg.Redis.Nodes), "node"))
+	}
 	return nil
 }
 
@@ -44,9 +53,10 @@ func (c *CheckCommand) Usage() {
 	fmt.Fprintf(c.stdout, `Usage: leasecron check [-c FILE]
 
 Validates a config file the way the daemon does at start and on SIGHUP
-(YAML syntax, unknown keys, duplicate job names, cron expressions,
-durations, lease timing) without contacting Redis. Every problem is printed
-on its own line with the file, line and field.
+(YAML syntax, unknown keys, exactly one backend section, node and database
+URLs, password files, duplicate job names, cron expressions, durations,
+lease timing) without contacting the backend. Every problem is printed on
+its own line with the file, line and field.
 
 Flags:
 	-c, --config FILE   config file (default %s)

@@ -210,6 +210,7 @@ func TestCheck(t *testing.T) {
 		{"bad duration", unreachable + "lease:\n  ttl: ten seconds\njobs:\n  - name: a\n    schedule: \"@hourly\"\n    shell: \"true\"\n", []string{"ttl"}},
 		{"duplicate name", unreachable + "jobs:\n  - name: a\n    schedule: \"@hourly\"\n    shell: \"true\"\n  - name: a\n    schedule: \"@daily\"\n    shell: \"true\"\n", []string{"a"}},
 		{"not yaml", "redis: [\n", []string{"jobs.yaml"}},
+		{"sentinel replica_only", "redis:\n  nodes:\n    - redis+sentinel://127.0.0.1:1?master_name=m&replica_only=true\njobs:\n  - name: a\n    schedule: \"@hourly\"\n    shell: \"true\"\n", []string{"replica_only"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeConfig(t, tc.config)

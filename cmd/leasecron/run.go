@@ -128,14 +128,19 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		defer ln.Close()
 	}
 
+	be, err := openBackend(ctx, cfg, backendOptions{log: log, metrics: metrics, unsafeNoRestartDetection: f.noRestartDetection})
+	if err != nil {
+		return err
+	}
 	sched, err := scheduler.New(cfg, scheduler.Options{
-		Logger:                   log,
-		Metrics:                  metrics,
-		ClockOffset:              f.clockOffset,
-		Notify:                   func(state string) { notify(state) },
-		UnsafeNoRestartDetection: f.noRestartDetection,
+		Logger:      log,
+		Metrics:     metrics,
+		ClockOffset: f.clockOffset,
+		Notify:      func(state string) { notify(state) },
+		Backend:     be,
 	})
 	if err != nil {
+		_ = be.Close()
 		return err
 	}
 	defer sched.Close()
@@ -147,7 +152,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		metricsAddr = ln.Addr().String()
 	}
 	log.Info("leasecron starting", "version", Version(), "id", cfg.ID, "config", cfg.File,
-		"jobs", len(cfg.Jobs), "nodes", len(cfg.Redis.Nodes), "metrics", metricsAddr)
+		"jobs", len(cfg.Jobs), "backend", cfg.Backend, "servers", len(be.Servers()), "metrics", metricsAddr)
 
 	// schedDone is closed when the scheduler's Run has returned: the
 	// watchdog keeps pinging until then, also through the shutdown grace.

@@ -45,7 +45,12 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	now := time.Now()
-	st, err := scheduler.ReadStatus(ctx, cfg, now)
+	be, err := openBackend(ctx, cfg, backendOptions{minTimeout: 500 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	st, err := scheduler.ReadStatus(ctx, cfg, be, now)
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,16 @@ func TestSystemdUnit(t *testing.T) {
 			t.Errorf("unit lacks %s", want)
 		}
 	}
+	// When every leasecron process is SIGKILLed at once, only the unit's
+	// cgroup kill reaches the job's orphaned children (README, "What is
+	// guaranteed"): with KillMode=mixed systemd SIGKILLs what is left of
+	// the cgroup as soon as the main process is gone. These settings would
+	// leave them running.
+	for _, bad := range []string{"KillMode=process", "KillMode=none", "SendSIGKILL=no"} {
+		if strings.Contains(text, "\n"+bad) {
+			t.Errorf("unit sets %s: a job's children could outlive every leasecron process", bad)
+		}
+	}
 	path := filepath.Join(t.TempDir(), "leasecron.service")
 	if err := os.WriteFile(path, []byte(strings.ReplaceAll(text, "/usr/local/bin/leasecron", self)), 0o644); err != nil {
 		t.Fatal(err)

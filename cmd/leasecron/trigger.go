@@ -65,8 +65,13 @@ func (c *TriggerCommand) Run(ctx context.Context, args []string) error {
 	// release the lease.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	sched, err := scheduler.New(cfg, scheduler.Options{Logger: log})
+	be, err := openBackend(ctx, cfg, backendOptions{log: log})
 	if err != nil {
+		return err
+	}
+	sched, err := scheduler.New(cfg, scheduler.Options{Logger: log, Backend: be})
+	if err != nil {
+		_ = be.Close()
 		return err
 	}
 	defer sched.Close()

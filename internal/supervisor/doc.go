@@ -48,8 +48,15 @@
 // in its own process group, so a terminal's Ctrl-Z or a signal to the
 // daemon's group does not reach it) or a host suspend (CLOCK_MONOTONIC does
 // not advance during suspend) delays the kill. If the supervisor is
-// SIGKILLed, the job leader gets SIGKILL through PR_SET_PDEATHSIG and
-// [Process.Wait] SIGKILLs the job's group as a backstop. A process stuck in
+// SIGKILLed, the job leader gets SIGKILL through PR_SET_PDEATHSIG and the
+// rest of the job comes to the daemon, a child subreaper from [Prepare]
+// on: [Process.Wait] returns as soon as the supervisor is gone (it does not
+// wait for the job's output to end) after SIGKILLing the job's whole
+// process group until no member is alive and reaping the members
+// (descendants that left the group with setsid are not killed then). If
+// the daemon and the supervisor are both SIGKILLed, the job leader's
+// children are left to the environment (a systemd unit's cgroup kill, a
+// container's PID namespace). A process stuck in
 // uninterruptible sleep cannot be killed by anyone; the supervisor then
 // gives up after [ConfirmTimeout] and reports the job as not confirmed dead.
 //

@@ -16,8 +16,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // controlWriteTimeout bounds one write to the control pipe. A message is
@@ -61,9 +59,10 @@ type Exit struct {
 	// process was reaped (zero when unknown), as local times.
 	Started, Ended time.Time
 	// DeadTime is the CLOCK_MONOTONIC instant (ns) at which the
-	// supervisor confirmed that no process of the job was left; 0 when it
-	// could not (Wait then returns ErrNotConfirmedDead or
-	// ErrSupervisorLost).
+	// supervisor confirmed that no process of the job was left, or, with
+	// ErrSupervisorLost, at which the daemon saw no live process of the
+	// job's group left after killing it; 0 when neither could (Wait then
+	// returns ErrNotConfirmedDead or ErrSupervisorLost).
 	DeadTime int64
 	// TermTime and KillTime are the CLOCK_MONOTONIC instants (ns) at which
 	// the supervisor sent SIGTERM and SIGKILL to the job (by the deadline,
@@ -150,6 +149,10 @@ type Spare struct {
 
 // Prepare starts a supervisor (the executable self with the single
 // argument [Arg]) that waits for its job; hand it one with Spare.Start.
+//
+// It makes the calling process a child subreaper (PR_SET_CHILD_SUBREAPER):
+// should a supervisor die, the job processes it leaves behind are
+// re-parented to the caller, which [Process.Wait] kills and reaps.
 func Prepare(self string) (*Spare, error) {
 	var pipes [5][2]*os.File // spec, control, status, stdout, stderr: {read, write}
 	closeAll := func() {
@@ -174,6 +177,11 @@ func Prepare(self string) (*Spare, error) {
 	statR, statW := pipes[2][0], pipes[2][1]
 	outR, outW := pipes[3][0], pipes[3][1]
 	errR, errW := pipes[4][0], pipes[4][1]
+
+	// The job processes a dying supervisor leaves behind come to the
+	// daemon, which kills and reaps them (see killLostGroup). Without it
+	// (a kernel older than 3.4) they go to init and are still killed.
+	_ = becomeSubreaper()
 
 	cmd := exec.Command(self, Arg)
 	cmd.Stdout = outW
@@ -394,9 +402,13 @@ func (p *Process) Close() error {
 //
 // Errors, with Exit filled in as far as known: ErrNotConfirmedDead when the
 // supervisor could not confirm that every process of the job was gone;
-// ErrSupervisorLost when the supervisor died without a report (Wait then
-// SIGKILLs the job's process group itself, as a backstop to the job's
-// parent-death signal).
+// ErrSupervisorLost when the supervisor died without a report. Wait then
+// SIGKILLs the job's whole process group itself (the leader got SIGKILL
+// through its parent-death signal, its children did not) until no member
+// is alive, reaps the members re-parented to the calling process, and sets
+// Exit.DeadTime to when none was alive (0 if some still was after
+// ConfirmTimeout). Wait does not depend on the job's output: it returns
+// also when a process outside the job holds its stdout open.
 func (p *Process) Wait() (Exit, error) {
 	p.waitOnce.Do(func() { p.exit, p.waitErr = p.wait() })
 	return p.exit, p.waitErr
@@ -409,10 +421,11 @@ func (p *Process) wait() (Exit, error) {
 	ev := p.exitEv
 	if ev == nil {
 		exit := Exit{Code: -1, Reason: ReasonSupervisorLost, Started: monoTime(p.startMono)}
-		if pid := p.JobPID(); pid > 0 {
-			// The job's group outlives an unreported supervisor only if a
-			// member survives; its pgid cannot be reused while it does.
-			_ = unix.Kill(-pid, unix.SIGKILL)
+		if pid := p.JobPID(); pid > 0 && os.Getenv(NoLostGroupKillEnv) != "1" {
+			// The leader died with the supervisor (parent-death signal);
+			// its children did not. Kill the whole group now, without
+			// waiting for anything else (its output may never end).
+			exit.DeadTime = killLostGroup(pid, ConfirmTimeout)
 		}
 		if p.errorEv != nil {
 			return exit, fmt.Errorf("%w: %s", ErrSupervisorLost, p.errorEv.Error)

@@ -49,7 +49,8 @@ const (
 	// daemon exited or was killed).
 	ReasonDaemonGone = "daemon-gone"
 	// ReasonSupervisorLost: the supervisor died without reporting (it was
-	// SIGKILLed, for example). The job's group was SIGKILLed by Wait.
+	// SIGKILLed, for example). The job's whole process group was SIGKILLed
+	// by Wait, in the daemon.
 	ReasonSupervisorLost = "supervisor-lost"
 )
 

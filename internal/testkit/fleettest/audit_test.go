@@ -122,7 +122,7 @@ func TestAudit(t *testing.T) {
 func TestNemesisSchedule(t *testing.T) {
 	cfg := nemesisConfig()
 	cfg.fill()
-	f := &Fleet{t: t, cfg: cfg}
+	f := &Fleet{t: t, cfg: cfg, Store: &Store{Servers: make([]Server, cfg.Nodes), Durable: aofDurable(cfg)}}
 	seq := func(seed uint64) []string {
 		n := NewNemesis(f, NemesisOptions{Seed: seed, Duration: time.Minute})
 		var out []string

@@ -69,7 +69,10 @@ type Job struct {
 
 // Config describes a fleet. Zero fields take the defaults of DefaultConfig.
 type Config struct {
-	Nodes   int // redis-server nodes
+	// Backend is the lease store: "redis" (default), or another of
+	// Backends.
+	Backend string
+	Nodes   int // the store's servers (Redis nodes; 1 PostgreSQL server; etcd or ZooKeeper members)
 	Daemons int // leasecron daemons (hosts h0, h1, ...)
 	// AOFNodes of the nodes (the last ones) keep an append-only file
 	// with appendfsync always, so they restart with every acknowledged
@@ -128,9 +131,10 @@ type Fleet struct {
 	Dir     string // the fleet's temporary directory
 	LogPath string // the recorder jobs' shared log
 
-	Redis   *redistest.Cluster
+	Store   *Store
+	Redis   *redistest.Cluster // the Redis nodes (nil on another backend)
 	Daemons []*Daemon
-	proxies [][]*redistest.Proxy // [daemon][node]
+	proxies [][]*redistest.Proxy // [daemon][server]
 
 	// VotingAt is when the freshly started nodes have been up for a TTL
 	// (plus a margin), so that the daemons' restart detection lets them vote.
@@ -145,21 +149,12 @@ func New(t testing.TB, bins Binaries, cfg Config) *Fleet {
 	cfg.fill()
 	dir := t.TempDir()
 	f := &Fleet{t: t, bins: bins, cfg: cfg, Dir: dir, LogPath: filepath.Join(dir, "runs.jsonl")}
-	switch {
-	case cfg.AOFNodes <= 0:
-		f.Redis = redistest.Start(t, cfg.Nodes)
-	case cfg.AOFNodes >= cfg.Nodes:
-		f.Redis = redistest.Start(t, cfg.Nodes, redistest.WithAOF())
-	default:
-		plain := redistest.Start(t, cfg.Nodes-cfg.AOFNodes)
-		aof := redistest.Start(t, cfg.AOFNodes, redistest.WithAOF())
-		f.Redis = &redistest.Cluster{Nodes: append(plain.Nodes, aof.Nodes...)}
-	}
+	f.Store, f.Redis = startStore(t, cfg)
 	// A node that came up less than a TTL ago does not vote.
 	f.VotingAt = time.Now().Add(cfg.TTL + time.Second)
 	for i := 0; i < cfg.Daemons; i++ {
 		var ps []*redistest.Proxy
-		for _, n := range f.Redis.Nodes {
+		for _, n := range f.Store.Servers {
 			ps = append(ps, redistest.NewProxy(t, n.Addr()))
 		}
 		f.proxies = append(f.proxies, ps)
@@ -292,11 +287,12 @@ func (f *Fleet) stopTimeout() time.Duration {
 // yaml renders the config file of daemon d.
 func (f *Fleet) yaml(d *Daemon, c Config) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# fleet test config for %s\nredis:\n  nodes:\n", d.Name)
-	for _, p := range f.proxies[d.Index] {
-		fmt.Fprintf(&b, "    - %q\n", "redis://"+p.Addr()+"/0")
+	fmt.Fprintf(&b, "# fleet test config for %s\n", d.Name)
+	addrs := make([]string, len(f.proxies[d.Index]))
+	for i, p := range f.proxies[d.Index] {
+		addrs[i] = p.Addr()
 	}
-	fmt.Fprintf(&b, "  prefix: leasecron\n  timeout: %s\n", c.Timeout)
+	b.WriteString(f.Store.Section(addrs, c.Timeout))
 	fmt.Fprintf(&b, "lease:\n  ttl: %s\n  renew: %s\n  drift: %g\n", c.TTL, c.Renew, c.Drift)
 	if c.ShutdownGrace > 0 {
 		fmt.Fprintf(&b, "shutdown_grace: %s\n", c.ShutdownGrace)

@@ -3,6 +3,7 @@ package fleettest
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,11 +47,14 @@ const (
 	// Swizzle cuts every daemon-node link one by one in random order,
 	// then heals them one by one in another random order.
 	Swizzle FaultKind = "swizzle"
+	// PauseServers SIGSTOPs a minority of the store's servers (the only
+	// one, on a one-server store such as PostgreSQL), holds, SIGCONTs.
+	PauseServers FaultKind = "pause-servers"
 )
 
 // AllFaults is every fault kind, in the order the nemesis draws them from.
 var AllFaults = []FaultKind{KillMinority, KillMajority, RestartEmpty, RestartAOF, Slow5ms, Slow50ms,
-	Partition, Pause, KillDaemon, Skew, Swizzle}
+	Partition, Pause, KillDaemon, Skew, Swizzle, PauseServers}
 
 // maxSkew bounds the clock offsets the Skew fault gives a daemon.
 const maxSkew = 1500 * time.Millisecond
@@ -123,6 +127,15 @@ type Nemesis struct {
 func NewNemesis(f *Fleet, opts NemesisOptions) *Nemesis {
 	if len(opts.Kinds) == 0 {
 		opts.Kinds = AllFaults
+	}
+	// A store whose servers all keep their data has nothing to restart
+	// empty.
+	volatile := false
+	for i := range f.Store.Servers {
+		volatile = volatile || !f.Store.Durable(i)
+	}
+	if !volatile {
+		opts.Kinds = slices.DeleteFunc(slices.Clone(opts.Kinds), func(k FaultKind) bool { return k == RestartEmpty })
 	}
 	if opts.MinGap == 0 {
 		opts.MinGap = time.Second
@@ -217,10 +230,7 @@ func (n *Nemesis) Run() []Fault {
 }
 
 // plain reports whether node i runs without persistence.
-func (n *Nemesis) plain(i int) bool {
-	cfg := n.f.Config()
-	return i < cfg.Nodes-cfg.AOFNodes
-}
+func (n *Nemesis) plain(i int) bool { return !n.f.Store.Durable(i) }
 
 func (n *Nemesis) plainNodes() []int {
 	var out []int
@@ -273,6 +283,8 @@ func (n *Nemesis) nodesFor(d draw) []int {
 		return pick(n.aofNodes(), 1+int(d.a*float64(min(quorum, len(n.aofNodes())))))
 	case Slow5ms, Slow50ms:
 		return pick(all, 1)
+	case PauseServers:
+		return pick(all, max(1, quorum-1))
 	case Partition:
 		return pick(all, quorum)
 	}
@@ -341,22 +353,32 @@ func (n *Nemesis) apply(d draw) Fault {
 		}
 		ft.Target = fmt.Sprintf("%s down for %s", n.describeNodes(nodes), hold.Round(time.Millisecond))
 		for _, i := range nodes {
-			f.Redis.Nodes[i].Kill()
+			f.Store.Servers[i].Kill()
 		}
 		time.Sleep(hold)
 		for _, i := range nodes {
-			f.Redis.Nodes[i].Restart()
+			f.Store.Servers[i].Restart()
 		}
 		ft.LosesData = n.losesData(d)
 	case RestartEmpty, RestartAOF:
 		ft.Target = n.describeNodes(nodes) + " restarted at once"
 		for _, i := range nodes {
-			f.Redis.Nodes[i].Kill()
+			f.Store.Servers[i].Kill()
 		}
 		for _, i := range nodes {
-			f.Redis.Nodes[i].Restart()
+			f.Store.Servers[i].Restart()
 		}
 		ft.LosesData = n.losesData(d)
+	case PauseServers:
+		hold := n.hold(500*time.Millisecond, 3*time.Second, d.b)
+		ft.Target = fmt.Sprintf("%s SIGSTOP for %s", n.describeNodes(nodes), hold.Round(time.Millisecond))
+		for _, i := range nodes {
+			f.Store.Servers[i].Pause()
+		}
+		time.Sleep(hold)
+		for _, i := range nodes {
+			f.Store.Servers[i].Resume()
+		}
 	case Slow5ms, Slow50ms:
 		delay := 5 * time.Millisecond
 		if d.kind == Slow50ms {

@@ -8,7 +8,8 @@
 // its replica and a Sentinel, and can fail over. Nodes can be killed, restarted on the
 // same port (empty by default, or from their append-only file with WithAOF),
 // and paused with SIGSTOP. A Proxy sits between a client and a node to add
-// latency, swallow traffic (Blackhole) or drop connections (Cut).
+// latency, swallow traffic (Blackhole), drop connections (Cut) or rewrite
+// the node's replies (RewriteReplies: a proxy that hides run_id, say).
 //
 // Every process is started by this package with exec.Cmd, on its own free
 // 127.0.0.1 port and in its own t.TempDir(); cleanup kills exactly those

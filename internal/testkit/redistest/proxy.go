@@ -1,10 +1,12 @@
 package redistest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,6 +40,7 @@ type Proxy struct {
 
 	delay     atomic.Int64 // time.Duration added to every chunk
 	blackhole atomic.Bool
+	rewrite   atomic.Pointer[[2][]byte] // from, to (same length) in the target's replies
 
 	mu     sync.Mutex
 	cut    bool
@@ -119,6 +122,20 @@ func (p *Proxy) SetDelay(d time.Duration) {
 // or Heal turns it off.
 func (p *Proxy) Blackhole(on bool) {
 	p.blackhole.Store(on)
+}
+
+// RewriteReplies makes the proxy replace every occurrence of from by to in
+// the bytes the target sends (its replies), from now on, as a proxy or a
+// Redis-compatible server that answers differently would: for example
+// RewriteReplies("run_id:", "run_no:") hides the server's run_id from INFO.
+// from and to must have the same length, so that RESP lengths stay right;
+// from must not contain '\r' or '\n' (a match split between two reads is
+// still found, since a reply never ends inside from).
+func (p *Proxy) RewriteReplies(from, to string) {
+	if len(from) != len(to) || from == "" || strings.ContainsAny(from, "\r\n") {
+		p.t.Fatalf("redistest: RewriteReplies(%q, %q): need two non-empty strings of the same length without CR/LF", from, to)
+	}
+	p.rewrite.Store(&[2][]byte{[]byte(from), []byte(to)})
 }
 
 // Cut closes every current connection through the proxy (both sides) and,
@@ -216,8 +233,8 @@ func (p *Proxy) serve(c net.Conn) {
 	p.mu.Unlock()
 
 	var wg sync.WaitGroup
-	wg.Go(func() { p.pipe(l, c, s) })
-	wg.Go(func() { p.pipe(l, s, c) })
+	wg.Go(func() { p.pipe(l, c, s, false) })
+	wg.Go(func() { p.pipe(l, s, c, true) })
 	wg.Wait()
 	l.close()
 	p.mu.Lock()
@@ -228,18 +245,23 @@ func (p *Proxy) serve(c net.Conn) {
 // pipe forwards src to dst: a reader stamps each chunk with its due time,
 // a writer delivers it then. When src ends cleanly, dst's write side is
 // shut once everything before was delivered; on any error the whole link
-// is closed.
-func (p *Proxy) pipe(l *link, src, dst net.Conn) {
+// is closed. replies marks the target-to-client direction (RewriteReplies).
+func (p *Proxy) pipe(l *link, src, dst net.Conn, replies bool) {
 	q := make(chan chunk, queueLen)
 	var readErr error // written before close(q), read after
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer close(q)
+		var carry []byte // the end of the last read that may begin a match
 		for {
 			buf := make([]byte, chunkSize)
 			n, err := src.Read(buf)
-			if n > 0 && !p.blackhole.Load() {
-				ch := chunk{data: buf[:n], due: time.Now().Add(time.Duration(p.delay.Load()))}
+			data := buf[:n]
+			if rw := p.rewrite.Load(); replies && rw != nil {
+				data, carry = rewrite(append(carry, data...), rw[0], rw[1], err != nil)
+			}
+			if len(data) > 0 && !p.blackhole.Load() {
+				ch := chunk{data: data, due: time.Now().Add(time.Duration(p.delay.Load()))}
 				select {
 				case q <- ch:
 				case <-l.done:
@@ -284,4 +306,28 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn) {
 		}
 	}
 	l.close()
+}
+
+// rewrite replaces every from in data by to (same length) and returns the
+// part that can be sent and the end held back because it may begin a match
+// that the next read completes (nothing is held back at the end of the
+// stream).
+func rewrite(data, from, to []byte, last bool) (send, carry []byte) {
+	for i := 0; ; {
+		j := bytes.Index(data[i:], from)
+		if j < 0 {
+			break
+		}
+		copy(data[i+j:], to)
+		i += j + len(from)
+	}
+	if last {
+		return data, nil
+	}
+	for k := min(len(from)-1, len(data)); k > 0; k-- {
+		if bytes.HasPrefix(from, data[len(data)-k:]) {
+			return data[:len(data)-k], bytes.Clone(data[len(data)-k:])
+		}
+	}
+	return data, nil
 }

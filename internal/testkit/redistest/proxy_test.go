@@ -3,11 +3,13 @@ package redistest_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,5 +205,41 @@ func TestNewProxy(t *testing.T) {
 	c := urlClient(t, fmt.Sprintf("redis://%s/0", p.Addr()), nil)
 	if err := c.Ping(ctxT(t, 5*time.Second)).Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestProxyRewriteReplies: the target's replies are rewritten, also where
+// a match is split between reads (a value larger than one read chunk, with
+// the pattern across each 32 KiB boundary, comes back rewritten and of the
+// same length); requests are not rewritten.
+func TestProxyRewriteReplies(t *testing.T) {
+	t.Parallel()
+	cl := redistest.Start(t, 1)
+	p := redistest.NewProxy(t, cl.Nodes[0].Addr())
+	p.RewriteReplies("run_id:", "run_no:")
+	c := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	defer c.Close()
+	ctx := context.Background()
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil || bytes.Contains([]byte(info), []byte("run_id:")) || !bytes.Contains([]byte(info), []byte("run_no:")) {
+		t.Fatalf("INFO through the proxy (err %v):\n%s", err, info)
+	}
+	// A value with the pattern every 1000 bytes, over several chunks.
+	var b bytes.Buffer
+	for b.Len() < 200<<10 {
+		b.WriteString(strings.Repeat("x", 993) + "run_id:")
+	}
+	if err := c.Set(ctx, "big", b.String(), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Stored as sent (requests pass unchanged) ...
+	if v := cl.Nodes[0].Client().Get(ctx, "big").Val(); v != b.String() {
+		t.Fatal("the request was rewritten")
+	}
+	// ... and read back rewritten everywhere.
+	got, err := c.Get(ctx, "big").Result()
+	want := strings.ReplaceAll(b.String(), "run_id:", "run_no:")
+	if err != nil || got != want {
+		t.Fatalf("GET through the proxy: err %v, %d bytes, %d occurrences left", err, len(got), strings.Count(got, "run_id:"))
 	}
 }

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/leasecron/leasecron/backend"
+	pgbackend "github.com/leasecron/leasecron/backend/postgres"
+	redisbackend "github.com/leasecron/leasecron/backend/redis"
+	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/scheduler"
+)
+
+// backendOptions are what a command asks of the backend beyond the config.
+type backendOptions struct {
+	log     *slog.Logger       // restarts and failovers of servers (nil: none)
+	metrics *scheduler.Metrics // votes and restarts (nil: none)
+	// minTimeout raises the per-request timeout (status reads from a
+	// terminal, where 50 ms would only make it fail on a busy node).
+	minTimeout time.Duration
+	// unsafeNoRestartDetection lets restarted Redis nodes vote at once:
+	// only for the fault suite's negative control.
+	unsafeNoRestartDetection bool
+}
+
+// openBackend opens the lease backend that cfg's one backend section names.
+// It is the one place the daemon, trigger and status pick a backend; the
+// scheduler sees only the backend.Backend interface.
+func openBackend(ctx context.Context, cfg *scheduler.Config, o backendOptions) (backend.Backend, error) {
+	switch cfg.Backend {
+	case scheduler.BackendPostgres:
+		pc := cfg.Postgres
+		schema, table := pc.TableName()
+		if schema != "" {
+			table = schema + "." + table
+		}
+		octx, cancel := context.WithTimeout(ctx, max(pc.Timeout, o.minTimeout, 5*time.Second))
+		defer cancel()
+		be, err := pgbackend.Open(octx, pc.ConnString(), pgbackend.WithTable(table),
+			pgbackend.WithTimeout(max(pc.Timeout, o.minTimeout)), pgbackend.WithDrift(cfg.Lease.Drift))
+		if err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		return be, nil
+	case "", scheduler.BackendRedis:
+		return openRedis(cfg, o)
+	}
+	return nil, fmt.Errorf("backend %q: not built into this leasecron", cfg.Backend)
+}
+
+// openRedis opens the Redlock over cfg's Redis nodes.
+func openRedis(cfg *scheduler.Config, o backendOptions) (backend.Backend, error) {
+	m, log := o.metrics, o.log
+	lopts := []lease.Option{
+		lease.WithTimeout(max(cfg.Redis.Timeout, o.minTimeout)),
+		lease.WithDrift(cfg.Lease.Drift),
+		lease.WithRestartGuard(cfg.Lease.TTL),
+		lease.WithObserver(lease.Observer{
+			OnVote: func(e lease.VoteEvent) { m.Vote(e.Node, e.Op, e.Vote.String(), e.Latency) },
+			OnRestart: func(node string, at time.Time) {
+				m.NodeRestart(node)
+				if log != nil {
+					log.Warn("redis node restarted or failed over; it does not vote until the restart guard passed",
+						"node", node, "votes_again_in", time.Until(at).Round(time.Second))
+				}
+			},
+		}),
+	}
+	if o.unsafeNoRestartDetection {
+		lopts = append(lopts, lease.WithoutRestartDetection())
+	}
+	be, err := redisbackend.Open(cfg.Redis.NodeURLs(), cfg.Redis.Prefix, lopts...)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	return be, nil
+}
