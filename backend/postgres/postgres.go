@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,9 +55,12 @@ const reconnectAttempts = 3
 // Statements go out in pgx's QueryExecModeExec (no named prepared
 // statements, one round trip each), so the backend works behind PgBouncer
 // in transaction pooling mode; it uses no advisory locks and no session
-// state. Each connection asks the server for a statement_timeout of twice
-// the timeout plus 1 s (unless the URL sets one), so statements whose
-// client gave up do not linger.
+// state, and sends no server setting in the startup packet but
+// application_name (PgBouncer refuses the others by default). A statement
+// whose timeout passed is cancelled with a cancel request (pgx does that
+// when it closes the connection); to bound statements on the server side
+// as well, set one on the role: ALTER ROLE leasecron SET
+// statement_timeout = '5s'.
 func Open(ctx context.Context, connString string, opts ...Option) (*Backend, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
@@ -88,9 +90,6 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 	}
 	if cc.ConnectTimeout <= 0 || cc.ConnectTimeout > o.timeout {
 		cc.ConnectTimeout = o.timeout
-	}
-	if _, ok := cc.RuntimeParams["statement_timeout"]; !ok && !strings.Contains(cc.RuntimeParams["options"], "statement_timeout") {
-		cc.RuntimeParams["statement_timeout"] = strconv.FormatInt((2*o.timeout + time.Second).Milliseconds(), 10)
 	}
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = "leasecron"

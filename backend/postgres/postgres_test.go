@@ -59,6 +59,14 @@ func TestDefaults(t *testing.T) {
 	if srv := b.Servers(); len(srv) != 1 || strings.Contains(srv[0], s.Password()) || !strings.Contains(srv[0], s.Addr()) {
 		t.Fatalf("Servers() = %v: want the address without the password", srv)
 	}
+	if err := b.Warm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var named int
+	s.QueryRow("SELECT count(*) FROM pg_stat_activity WHERE usename = 'leasecron' AND application_name = 'leasecron'", nil, &named)
+	if named < 1 {
+		t.Fatal("no connection with application_name leasecron")
+	}
 	var logged string
 	s.QueryRow("SELECT relpersistence::text FROM pg_class WHERE oid = 'leasecron_leases'::regclass", nil, &logged)
 	if logged != "p" {
