@@ -40,6 +40,7 @@ func (a *argTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndD
 // a client's wall clock, which it never reads for a lease, changes
 // nothing: there is no hook to test beyond this.
 func TestHostClocksDoNotMatter(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Start(t)
 	tr := &argTracer{}
 	b := open(t, s.URL(), postgres.WithTracer(tr))

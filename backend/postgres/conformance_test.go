@@ -24,6 +24,7 @@ var (
 // TestConformance runs the backend conformance suite against one real
 // PostgreSQL server.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Start(t)
 	dial := func(ctx context.Context, url string, opts ...postgres.Option) (*postgres.Backend, error) {
 		return postgres.Open(ctx, url, append([]postgres.Option{postgres.WithTimeout(conformanceTimeout)}, opts...)...)

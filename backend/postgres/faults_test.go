@@ -71,6 +71,7 @@ func takeOver(t *testing.T, b backend.Backend, key string, notBefore time.Time, 
 // only after that, with a higher fence, and a completed epoch is still
 // refused.
 func TestKillDuringHold(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Start(t)
 	b, other := open(t, s.URL()), open(t, s.URL())
 	ctx := ctxT(t)
@@ -97,6 +98,7 @@ func TestKillDuringHold(t *testing.T) {
 // after the restart (the LOGGED table keeps acknowledged commits), and the
 // fence keeps rising.
 func TestCommitsSurviveKill(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Start(t)
 	b, other := open(t, s.URL()), open(t, s.URL())
 	l, err := b.Acquire(ctxT(t), backend.Request{Key: "job", TTL: 30 * time.Second, Owner: "holder"})
@@ -121,6 +123,7 @@ func TestCommitsSurviveKill(t *testing.T) {
 // the same steps find the lease taken over while still valid and the
 // fence gone back — the violation the LOGGED table prevents.
 func TestCommitsSurviveKillNegative(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Start(t)
 	b := open(t, s.URL(), postgres.WithUnloggedTable())
 	other := open(t, s.URL(), postgres.WithUnloggedTable())
@@ -146,6 +149,7 @@ func TestCommitsSurviveKillNegative(t *testing.T) {
 // return within the timeout instead of hanging, Done closes before the
 // validity ends, and after SIGCONT the key is taken over only after it.
 func TestPauseDuringHold(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Start(t)
 	b, other := open(t, s.URL()), open(t, s.URL())
 	l, err := b.Acquire(ctxT(t), backend.Request{Key: "job", TTL: 3 * time.Second, Owner: "holder"})
@@ -167,6 +171,7 @@ func TestPauseDuringHold(t *testing.T) {
 // TestProxyCut: a network cut between client and server: Done closes
 // before the validity ends; once healed, the client reconnects.
 func TestProxyCut(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Start(t)
 	b, other := open(t, s.ProxiedURL()), open(t, s.URL())
 	l, err := b.Acquire(ctxT(t), backend.Request{Key: "job", TTL: 3 * time.Second})
@@ -196,6 +201,7 @@ func TestProxyCut(t *testing.T) {
 // TestTerminateReconnects: after pg_terminate_backend of the client's
 // connections, the very next call succeeds on a fresh connection.
 func TestTerminateReconnects(t *testing.T) {
+	t.Parallel()
 	if err := terminateThenExtend(t); err != nil {
 		t.Fatalf("first Extend after pg_terminate_backend: %v", err)
 	}
@@ -204,6 +210,7 @@ func TestTerminateReconnects(t *testing.T) {
 // TestTerminateReconnectsNegative is its negative control: without the
 // retry on a fresh connection the first call after the termination fails.
 func TestTerminateReconnectsNegative(t *testing.T) {
+	t.Parallel()
 	if err := terminateThenExtend(t, postgres.WithoutReconnect()); err == nil {
 		t.Fatal("negative control: Extend succeeded without the reconnect retry")
 	}

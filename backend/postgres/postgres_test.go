@@ -42,6 +42,7 @@ func try(t testing.TB, b backend.Backend, req backend.Request) (backend.Lease, e
 
 // TestDefaults pins the documented defaults.
 func TestDefaults(t *testing.T) {
+	t.Parallel()
 	table, timeout, drift := postgres.Options()
 	if table != "leasecron_leases" || timeout != 2 || drift != 0.01 {
 		t.Fatalf("defaults: table %q timeout %vs drift %v", table, timeout, drift)
@@ -79,6 +80,7 @@ func TestDefaults(t *testing.T) {
 // epochs refused once completed, notes never overwritten by a lower
 // version, Inspect.
 func TestLeaseLifecycle(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Start(t)
 	a, c := open(t, s.URL()), open(t, s.URL(), postgres.WithTable("public.leasecron_leases"))
 	ctx := ctxT(t)
@@ -154,6 +156,7 @@ func TestLeaseLifecycle(t *testing.T) {
 // TestBatch: one statement decides a tick's keys; refusals carry their
 // reasons; bad requests fail alone; a held key expires on its TTL.
 func TestBatch(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Start(t)
 	a, c := open(t, s.URL()), open(t, s.URL())
 	ctx := ctxT(t)
@@ -200,6 +203,7 @@ func TestBatch(t *testing.T) {
 // bad table name are refused by Open with errors naming the culprit and
 // never the password.
 func TestOpenErrors(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Start(t)
 	ctx := ctxT(t)
 	openErr := func(url string, opts ...postgres.Option) error {

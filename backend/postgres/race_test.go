@@ -20,6 +20,7 @@ import (
 // or ValidUntil), fences never repeat, and no batch fails (no deadlock:
 // every batch locks rows in key order).
 func TestContendingBatches(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Start(t)
 	const clients, rounds, nkeys = 4, 30, 6
 	type window struct {
