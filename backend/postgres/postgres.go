@@ -259,15 +259,12 @@ func (b *Backend) Health(ctx context.Context) []backend.ServerStatus {
 	return []backend.ServerStatus{{Server: b.server, Err: err, Latency: time.Since(start), Voting: err == nil}}
 }
 
-// Warm opens the pool's first connection and creates the table if
-// missing, within the timeout.
+// Warm creates the table if missing and makes sure the pool holds a live
+// connection (opening one if needed, replacing a dead one), so that the
+// next request does not pay for a connect and a SCRAM handshake; all
+// within the timeout.
 func (b *Backend) Warm(ctx context.Context) error {
-	if b.closed.Load() {
-		return b.nodeErr(backend.ErrClosed)
-	}
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
-	return b.ensureTable(ctx)
+	return b.call(ctx, b.timeout, func(ctx context.Context, c *pgx.Conn) error { return c.Ping(ctx) })
 }
 
 // Timeout is the per-request timeout (WithTimeout; default 2 s).
