@@ -1,9 +1,7 @@
 package backendtest
 
 import (
-	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -138,78 +136,4 @@ func testFencingAcrossRestarts(t *testing.T, s *suite) {
 		release(l)
 	}
 	t.Logf("%d holders with increasing fences in %s", fencingHolders, time.Since(t0).Round(time.Millisecond))
-}
-
-// testHoldLossOnKill: a Hold whose servers are all killed closes Done,
-// with an error wrapping ErrLost, before the validity its last
-// successful renewal promised ends.
-func testHoldLossOnKill(t *testing.T, s *suite) {
-	s.holdLoss(t, func(f *faults) { f.kill(s.all()...) })
-}
-
-// testHoldLossOnPause is testHoldLossOnKill with every server paused
-// (SIGSTOP) instead: requests hang rather than fail.
-func testHoldLossOnPause(t *testing.T, s *suite) {
-	s.holdLoss(t, func(f *faults) { f.pause(s.all()...) })
-}
-
-// holdLoss holds a lease, lets it renew at least once, injects fault and
-// checks that Done closes before the validity of the last renewal ends.
-func (s *suite) holdLoss(t *testing.T, fault func(*faults)) {
-	b := s.open(t)
-	l := mustAcquire(t, b, backend.Request{Key: s.key(t), TTL: s.h.TTL, Owner: "holder"})
-	var mu sync.Mutex
-	var validUntil time.Time // as of the last successful renewal
-	renewals := 0
-	hold := backend.NewHold(l, b.Timeout(), backend.OnRenew(func(v time.Time) {
-		mu.Lock()
-		validUntil = v
-		renewals++
-		mu.Unlock()
-	}))
-	t.Cleanup(func() { _ = hold.Release(ctx(t, 5*time.Second)) })
-	renewed := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return renewals >= 2 // the initial call and one renewal
-	}
-	for deadline := time.Now().Add(liveness); !renewed(); time.Sleep(10 * time.Millisecond) {
-		select {
-		case <-hold.Done():
-			t.Fatalf("hold ended before any fault: %v", hold.Err())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no renewal within %s", liveness)
-		}
-	}
-
-	f := s.faults(t)
-	fault(f)
-	faultAt := time.Now()
-	var doneAt time.Time
-	select {
-	case <-hold.Done():
-		doneAt = time.Now()
-	case <-time.After(liveness):
-		t.Fatalf("Done did not close within %s of the fault", liveness)
-	}
-	mu.Lock()
-	vu := validUntil
-	mu.Unlock()
-	if !doneAt.Before(vu) {
-		t.Errorf("Done closed %s AFTER the validity of the last renewal ended", doneAt.Sub(vu))
-	}
-	if lv := l.ValidUntil(); !doneAt.Before(lv) {
-		t.Errorf("Done closed at or after the lease's ValidUntil (%s after)", doneAt.Sub(lv))
-	}
-	if err := hold.Err(); !errors.Is(err, backend.ErrLost) {
-		t.Errorf("Hold.Err() = %v, want an error wrapping ErrLost", err)
-	}
-	if hold.Ctx().Err() == nil {
-		t.Errorf("Hold.Ctx() not cancelled after Done closed")
-	}
-	t.Logf("Done closed %s after the fault, %s before the validity ended: %v",
-		doneAt.Sub(faultAt).Round(time.Millisecond), vu.Sub(doneAt).Round(time.Millisecond), hold.Err())
-	f.heal()
 }
