@@ -18,14 +18,11 @@ import (
 )
 
 // conformanceTimeout is the clients' per-node timeout: generous for a
-// loaded 2-core machine, and larger under the race detector, where the
-// client itself needs about 1 s to encode and decode a 10,000-key batch
-// (whose decision timeout is the per-node timeout plus 100 µs a key).
-// conformanceTTL is the suite's lease TTL, 10 × the timeout so that the
-// fault tests are quick; the restart guard equals it, the longest TTL in
-// use.
+// loaded 2-core machine, more so under the race detector. conformanceTTL
+// is the suite's lease TTL, 10 × the timeout so that the fault tests are
+// quick; the restart guard equals it, the longest TTL in use.
 var (
-	conformanceTimeout = map[bool]time.Duration{false: 150 * time.Millisecond, true: 300 * time.Millisecond}[raceEnabled]
+	conformanceTimeout = map[bool]time.Duration{false: 150 * time.Millisecond, true: 200 * time.Millisecond}[raceEnabled]
 	conformanceTTL     = 10 * conformanceTimeout
 )
 
