@@ -3,6 +3,7 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -86,18 +87,25 @@ func contend(t *testing.T, b *etcd.Backend, key string, d time.Duration) (time.T
 // A's last validity ended, and only once A's Hold reported the loss.
 func checkNoOverlap(t *testing.T, a *held, bStart time.Time) {
 	t.Helper()
+	if err := overlap(a, bStart); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func overlap(a *held, bStart time.Time) error {
 	if bStart.IsZero() {
-		return
+		return nil
 	}
 	if !a.isLost() {
-		t.Fatalf("B acquired at %s while A's Hold still holds (validity until %s)", bStart.Format(time.StampMilli), a.l.ValidUntil().Format(time.StampMilli))
+		return fmt.Errorf("B acquired at %s while A's Hold still holds (validity until %s)", bStart.Format(time.StampMilli), a.l.ValidUntil().Format(time.StampMilli))
 	}
 	if bStart.Before(a.validAtDone) {
-		t.Fatalf("windows overlap: B's attempt started %s before A's validity ended", a.validAtDone.Sub(bStart))
+		return fmt.Errorf("windows overlap: B's attempt started %s before A's validity ended", a.validAtDone.Sub(bStart).Round(time.Millisecond))
 	}
 	if bStart.Before(a.doneAt) {
-		t.Fatalf("B acquired before A's Done closed")
+		return fmt.Errorf("B acquired %s before A's Done closed", a.doneAt.Sub(bStart).Round(time.Millisecond))
 	}
+	return nil
 }
 
 // TestKillOneMember: with a follower killed, a held lease keeps renewing
@@ -172,9 +180,22 @@ func TestLeaderPaused(t *testing.T) {
 // paused past its TTL): A's Hold reports the loss before its validity
 // ends, and B takes the key only after that validity ended.
 func TestBlackholedClient(t *testing.T) {
+	blackholed(t, 0)
+}
+
+// TestBlackholedClientNegativeControl is TestBlackholedClient with the
+// protection off: A overstates its validity by 1.5 s (as a client that
+// counted the rounded-up TTL from the reply, or trusted the KeepAlive
+// channel, could), and the interval check must find the overlap.
+func TestBlackholedClientNegativeControl(t *testing.T) {
+	blackholed(t, 1500*time.Millisecond)
+}
+
+func blackholed(t *testing.T, bonus time.Duration) {
 	c := etcdtest.Start(t)
 	ps, eps := c.Proxies()
 	a, b := open(t, eps, "/f4/"), open(t, c.Endpoints(), "/f4/")
+	etcd.SetUnsafeValidityBonus(a, bonus)
 	h := hold(t, a, "job")
 	for _, p := range ps {
 		p.Blackhole(true)
@@ -182,6 +203,14 @@ func TestBlackholedClient(t *testing.T) {
 	start, _ := contend(t, b, "job", 5*testTTL)
 	if start.IsZero() {
 		t.Fatal("B never acquired the lease of a blackholed client")
+	}
+	if bonus > 0 {
+		err := overlap(h, start)
+		if err == nil {
+			t.Fatal("negative control: no overlap found with the validity overstated")
+		}
+		t.Logf("negative control found: %v", err)
+		return
 	}
 	checkNoOverlap(t, h, start)
 	h.checkLossInTime(t)
