@@ -2,6 +2,8 @@ package etcdtest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -41,6 +43,8 @@ type Cluster struct {
 	t       testing.TB
 	bin     string
 	members []*member
+	tlsOn   bool
+	tls     *TLS
 }
 
 // member is one etcd process and its fixed ports and directory.
@@ -70,9 +74,15 @@ func Binary(t testing.TB) string {
 
 // Start launches a 3-member cluster and waits until every member is
 // healthy (knows a leader). t.Cleanup kills every member.
-func Start(t testing.TB) *Cluster {
+func Start(t testing.TB, opts ...Option) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, bin: Binary(t)}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.tlsOn {
+		c.tls = newTLS(t)
+	}
 	var err error
 	for range startAttempts {
 		if err = c.tryStart(); err == nil {
@@ -124,13 +134,18 @@ func (c *Cluster) tryStart() error {
 
 func (c *Cluster) spawn(m *member) error {
 	u := func(p int) string { return "http://127.0.0.1:" + strconv.Itoa(p) }
+	cu := c.scheme() + "://127.0.0.1:" + strconv.Itoa(m.client)
 	args := []string{"--name", m.name, "--data-dir", m.dir,
-		"--listen-client-urls", u(m.client), "--advertise-client-urls", u(m.client),
+		"--listen-client-urls", cu, "--advertise-client-urls", cu,
 		"--listen-peer-urls", u(m.peer), "--initial-advertise-peer-urls", u(m.peer),
 		"--initial-cluster", m.initialCluster, "--initial-cluster-state", "new",
 		"--initial-cluster-token", m.initialClusterTk,
 		"--heartbeat-interval", strconv.Itoa(HeartbeatMS), "--election-timeout", strconv.Itoa(ElectionMS),
 		"--logger", "zap", "--log-level", "warn"}
+	if c.tls != nil {
+		args = append(args, "--cert-file", c.tls.CertFile, "--key-file", c.tls.KeyFile,
+			"--trusted-ca-file", c.tls.CAFile, "--client-cert-auth")
+	}
 	out, err := os.OpenFile(m.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -153,9 +168,39 @@ func (c *Cluster) spawn(m *member) error {
 	return nil
 }
 
+func (c *Cluster) scheme() string {
+	if c.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// TLS returns the CA and client certificate files of a WithTLS cluster
+// (nil without WithTLS).
+func (c *Cluster) TLS() *TLS { return c.tls }
+
+// clientTLS is the TLS configuration of the kit's own clients.
+func (c *Cluster) clientTLS() *tls.Config {
+	if c.tls == nil {
+		return nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.tls.CertFile, c.tls.KeyFile)
+	if err != nil {
+		c.t.Fatalf("etcdtest: %v", err)
+	}
+	pem, err := os.ReadFile(c.tls.CAFile)
+	if err != nil {
+		c.t.Fatalf("etcdtest: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+}
+
 // waitHealthy polls the member's /health until it reports true.
 func (c *Cluster) waitHealthy(m *member) error {
-	hc := http.Client{Timeout: time.Second}
+	hc := http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: c.clientTLS()}}
+	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(startTimeout)
 	last := "no answer"
 	for time.Now().Before(deadline) {
@@ -167,7 +212,7 @@ func (c *Cluster) waitHealthy(m *member) error {
 			return fmt.Errorf("etcdtest: %s exited during start:\n%s", m.name, tail(m.log))
 		default:
 		}
-		resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/health", m.client))
+		resp, err := hc.Get(fmt.Sprintf("%s://127.0.0.1:%d/health", c.scheme(), m.client))
 		if err == nil {
 			var b [256]byte
 			n, _ := resp.Body.Read(b[:])
@@ -201,7 +246,7 @@ func (c *Cluster) Endpoints() []string {
 
 // Endpoint returns member i's client URL.
 func (c *Cluster) Endpoint(i int) string {
-	return "http://127.0.0.1:" + strconv.Itoa(c.members[i].client)
+	return c.scheme() + "://127.0.0.1:" + strconv.Itoa(c.members[i].client)
 }
 
 // Proxies starts one redistest.Proxy per member and returns them with the
@@ -213,7 +258,7 @@ func (c *Cluster) Proxies() ([]*redistest.Proxy, []string) {
 	for i := range c.members {
 		p := redistest.NewProxy(c.t, "127.0.0.1:"+strconv.Itoa(c.members[i].client))
 		ps = append(ps, p)
-		eps = append(eps, "http://"+p.Addr())
+		eps = append(eps, c.scheme()+"://"+p.Addr())
 	}
 	return ps, eps
 }
@@ -328,14 +373,49 @@ func (c *Cluster) PID(i int) int {
 	return m.cmd.Process.Pid
 }
 
+// Client returns a client of every member (with the cluster's TLS files;
+// user "" for none); t.Cleanup closes it.
+func (c *Cluster) Client(user, password string) *clientv3.Client {
+	c.t.Helper()
+	cli := c.newClient(user, password)
+	c.t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+func (c *Cluster) newClient(user, password string) *clientv3.Client {
+	c.t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second,
+		TLS: c.clientTLS(), Username: user, Password: password, Logger: zap.NewNop()})
+	if err != nil {
+		c.t.Fatalf("etcdtest: client: %v", err)
+	}
+	return cli
+}
+
+// EnableAuth creates the root user with password and turns etcd's
+// authentication on: from then on clients must log in.
+func (c *Cluster) EnableAuth(password string) {
+	c.t.Helper()
+	cli := c.newClient("", "")
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := cli.UserAdd(ctx, "root", password); err != nil {
+		c.t.Fatalf("etcdtest: add root: %v", err)
+	}
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		c.t.Fatalf("etcdtest: grant root: %v", err)
+	}
+	if _, err := cli.AuthEnable(ctx); err != nil {
+		c.t.Fatalf("etcdtest: enable auth: %v", err)
+	}
+}
+
 // Leader returns the index of the member that leads, polling up to 10 s
 // (an election may be under way); it asks the running, unpaused members.
 func (c *Cluster) Leader() int {
 	c.t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		c.t.Fatalf("etcdtest: leader: %v", err)
-	}
+	cli := c.newClient("", "")
 	defer cli.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
