@@ -183,3 +183,55 @@ func WithMaxTxnOps(n int) Option { return func(o *options) { o.maxTxnOps = n } }
 // WithRetryEvery sets Acquire's pause between attempts (default
 // DefaultRetryEvery, ± 25 %).
 func WithRetryEvery(d time.Duration) Option { return func(o *options) { o.retryEvery = d } }
+
+// explainTLS adds, to a request error of an https cluster, why a TLS
+// handshake with the first endpoint that refuses one fails (an untrusted
+// certificate, a missing client certificate): gRPC reports such failures
+// only as a timeout. It returns err unchanged when every handshake works.
+func explainTLS(err error, cfg Config, tc *tls.Config) error {
+	if err == nil || tc == nil {
+		return err
+	}
+	for _, ep := range cfg.Endpoints {
+		u, perr := url.Parse(ep)
+		if perr != nil {
+			continue
+		}
+		d := &net.Dialer{Timeout: max(cfg.Timeout, time.Second)}
+		c := tc.Clone()
+		c.ServerName = u.Hostname()
+		conn, herr := tls.DialWithDialer(d, "tcp", u.Host, c)
+		if herr == nil {
+			// TLS 1.3 reports a rejected client certificate on the first read.
+			_ = conn.SetReadDeadline(time.Now().Add(d.Timeout))
+			_, herr = conn.Read(make([]byte, 1))
+			_ = conn.Close()
+			if herr == nil || isTimeout(herr) {
+				continue
+			}
+		}
+		var ne net.Error
+		if errors.As(herr, &ne) && !isTLSError(herr) {
+			continue // not a TLS problem: the endpoint is down, say
+		}
+		return fmt.Errorf("%w (TLS handshake with %s: %v)", err, ep, herr)
+	}
+	return err
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// isTLSError reports whether err came from certificate checks or a TLS
+// alert rather than from the network.
+func isTLSError(err error) bool {
+	var ue x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ce x509.CertificateInvalidError
+	var ae tls.AlertError
+	var ve *tls.CertificateVerificationError
+	return errors.As(err, &ue) || errors.As(err, &he) || errors.As(err, &ce) || errors.As(err, &ae) || errors.As(err, &ve) ||
+		strings.Contains(err.Error(), "tls:")
+}

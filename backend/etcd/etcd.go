@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,7 +27,8 @@ type Backend struct {
 	cfg  Config
 	o    options
 	c    *clientv3.Client
-	node string // the endpoints, for NodeError
+	tls  *tls.Config // nil for http endpoints
+	node string      // the endpoints, for NodeError
 
 	mu     sync.Mutex // held while adding to wg, and by Close
 	closed atomic.Bool
@@ -78,10 +80,10 @@ func Open(ctx context.Context, cfg Config, opts ...Option) (*Backend, error) {
 	}
 	c, err := clientv3.New(cc)
 	if err != nil {
-		return nil, fmt.Errorf("etcd backend %s: %w", strings.Join(cfg.Endpoints, ","), err)
+		return nil, fmt.Errorf("etcd backend %s: %w", strings.Join(cfg.Endpoints, ","), explainTLS(err, cfg, cc.TLS))
 	}
 	bg, stop := context.WithCancel(context.Background())
-	return &Backend{cfg: cfg, o: o, c: c, node: strings.Join(cfg.Endpoints, ","), bg: bg, stop: stop}, nil
+	return &Backend{cfg: cfg, o: o, c: c, tls: cc.TLS, node: strings.Join(cfg.Endpoints, ","), bg: bg, stop: stop}, nil
 }
 
 // Client returns the underlying etcd client.

@@ -103,7 +103,8 @@ func (b *Backend) status(ctx context.Context, ep string) backend.ServerStatus {
 }
 
 // Warm opens the connection with a serializable read, so the first round
-// does not pay for the dial or the TLS handshake.
+// does not pay for the dial or the TLS handshake. Its error says why a TLS
+// handshake fails (gRPC alone reports only a timeout).
 func (b *Backend) Warm(ctx context.Context) error {
 	if b.closed.Load() {
 		return backend.ErrClosed
@@ -111,7 +112,7 @@ func (b *Backend) Warm(ctx context.Context) error {
 	tctx, cancel := context.WithTimeout(ctx, max(b.cfg.Timeout, 2*time.Second))
 	defer cancel()
 	if _, err := b.c.Get(tctx, b.cfg.Prefix, clientv3.WithSerializable(), clientv3.WithCountOnly()); err != nil {
-		return fmt.Errorf("warm: %w", b.nodeErr(err))
+		return fmt.Errorf("warm: %w", b.nodeErr(explainTLS(err, b.cfg, b.tls)))
 	}
 	return nil
 }

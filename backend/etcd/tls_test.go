@@ -44,6 +44,9 @@ func TestTLSAndAuth(t *testing.T) {
 		t.Fatalf("good configuration: %v", err)
 	}
 	bad := map[string]etcd.Config{}
+	// What each error must say besides the endpoints.
+	why := map[string]string{"wrong password": "authentication failed", "no client certificate": "bad certificate",
+		"untrusted server": "unknown authority"}
 	wrong := good
 	wrong.Password = "wrong-" + pw
 	bad["wrong password"] = wrong
@@ -64,6 +67,9 @@ func TestTLSAndAuth(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), c.Endpoints()[0]) {
 			t.Errorf("%s: error does not name the endpoints: %v", name, err)
+		}
+		if !strings.Contains(err.Error(), why[name]) {
+			t.Errorf("%s: error does not say %q: %v", name, why[name], err)
 		}
 		t.Logf("%s: %v", name, err)
 	}
