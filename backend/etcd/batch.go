@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,33 +12,35 @@ import (
 )
 
 // acquireChunk runs one transaction for the requests at idx (distinct
-// keys, each with its granted lease in ids) and fills out and held.
+// keys, each with its batch's shared lease in sh) and fills out and held.
+// When the transaction's answer is lost, it returns the requests with the
+// lock values they may have written (Owner holds the value), to clean up.
 func (b *Backend) acquireChunk(ctx context.Context, start time.Time, reqs []backend.Request, idx []int,
-	ids []clientv3.LeaseID, out []backend.Result, held []clientv3.LeaseID) {
+	sh []*shared, out []backend.Result, held []clientv3.LeaseID, failed func(error) error) []backend.Request {
 	tokens := make([]string, len(idx))
+	values := make([]string, len(idx))
 	ops := make([]clientv3.Op, len(idx))
 	for j, i := range idx {
 		r := reqs[i]
 		tokens[j] = newToken()
-		ops[j] = acquireOp(b.keys(r.Key), r.Epoch, lockValue(tokens[j], r.TTL, r.Owner), ids[i])
+		values[j] = lockValue(tokens[j], r.TTL, r.Owner)
+		ops[j] = acquireOp(b.keys(r.Key), r.Epoch, values[j], sh[i].id)
 	}
-	// A node needs time to run every key's transaction: 100 µs per key.
+	// A member needs time to run every key's transaction: 100 µs per key.
 	tctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout+time.Duration(len(idx))*100*time.Microsecond)
 	resp, err := b.c.Txn(tctx).Then(ops...).Commit()
 	cancel()
 	if err != nil {
-		// The answer may have been lost after the puts: revoking the
-		// leases deletes whatever they wrote.
-		var lost []clientv3.LeaseID
-		for _, i := range idx {
-			out[i].Err = b.refuse(reqs[i].Key, fmt.Errorf("acquire txn: %w", err), "")
-			lost = append(lost, ids[i])
+		ne := failed(fmt.Errorf("acquire txn: %w", err))
+		lost := make([]backend.Request, len(idx))
+		for j, i := range idx {
+			out[i].Err = &backend.RefusedError{Key: reqs[i].Key, Reason: backend.ErrNoQuorum, NodeErrs: ne}
+			lost[j] = backend.Request{Key: reqs[i].Key, Owner: values[j]}
 		}
-		b.revokeLater(lost...)
-		return
+		return lost
 	}
 	fence := resp.Header.Revision
-	var unused []clientv3.LeaseID
+	var late []backend.Request
 	for j, i := range idx {
 		r := reqs[i]
 		var a acquireAnswer
@@ -50,25 +53,104 @@ func (b *Backend) acquireChunk(ctx context.Context, start time.Time, reqs []back
 			left := b.validity(start, r.TTL)
 			if left <= 0 {
 				out[i].Err = b.refuse(r.Key, fmt.Errorf("acquired after %s, past the validity", time.Since(start).Round(time.Millisecond)), "too late")
-				unused = append(unused, ids[i])
+				late = append(late, backend.Request{Key: r.Key, Owner: values[j]})
 				continue
 			}
-			out[i].Lease = &Lease{b: b, req: r, token: tokens[j], id: ids[i], fence: fence,
+			sh[i].refs.Add(1)
+			out[i].Lease = &Lease{b: b, req: r, token: tokens[j], sh: sh[i], fence: fence,
 				validUntil: time.Now().Add(left)}
 			continue
 		}
-		unused = append(unused, ids[i])
 		re := &backend.RefusedError{Key: r.Key, DoneEpoch: a.doneEpo}
 		switch {
 		case r.Epoch > 0 && a.doneEpo >= r.Epoch:
 			re.Reason = backend.ErrEpochDone
 		case a.holder != nil:
-			re.Reason, re.Holder, re.HolderTTL, re.HolderNodes = backend.ErrHeld, a.holder.owner, a.holder.ttl, 1
+			// The answer is linearizable: a quorum of members agreed.
+			re.Reason, re.Holder, re.HolderTTL, re.HolderNodes = backend.ErrHeld, a.holder.owner, a.holder.ttl, b.Quorum()
 			held[i] = a.holder.lease
 		default:
 			re.Reason, re.NodeErrs = backend.ErrNoQuorum, b.nodeErr(fmt.Errorf("unexpected transaction answer"))
 		}
 		out[i].Err = re
 	}
-	b.revokeLater(unused...)
+	return late
+}
+
+// cleanLater deletes, in the background, locks that a transaction whose
+// answer was lost (or came too late) may have written: each only if it
+// still holds the value written (Owner carries it), so no other holder's
+// lock is touched. The shared lease is not revoked for them, as other
+// keys of the batch may hold it.
+func (b *Backend) cleanLater(reqs []backend.Request) {
+	if len(reqs) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed.Load() {
+		return // they expire with their lease
+	}
+	b.wg.Go(func() {
+		b.parallel(len(reqs), func(i int) {
+			ctx, cancel := context.WithTimeout(b.bg, b.cfg.Timeout)
+			defer cancel()
+			lock := b.keys(reqs[i].Key).lock
+			_, _ = b.c.Txn(ctx).If(clientv3.Compare(clientv3.Value(lock), "=", reqs[i].Owner)).
+				Then(clientv3.OpDelete(lock)).Commit()
+		})
+	})
+}
+
+// readRefused replaces the no-quorum refusals in out with what one
+// member's own copy of the data says, read without a quorum
+// (serializable): a key held by another owner is refused as held (with
+// HolderNodes 1, as the copy may be stale) and a completed epoch as done,
+// so that refusals keep their detail while the cluster elects a leader.
+// Refusing on a stale copy is safe; a key that looks free stays
+// ErrNoQuorum.
+func (b *Backend) readRefused(ctx context.Context, reqs []backend.Request, out []backend.Result, held []clientv3.LeaseID) {
+	var idx []int
+	for i, r := range out {
+		var re *backend.RefusedError
+		if r.Err != nil && errors.As(r.Err, &re) && re.Reason == backend.ErrNoQuorum && !errors.Is(r.Err, backend.ErrClosed) {
+			idx = append(idx, i)
+		}
+	}
+	per := max(b.o.maxTxnOps/2, 1)
+	var chunks [][]int
+	for len(idx) > 0 {
+		n := min(per, len(idx))
+		chunks, idx = append(chunks, idx[:n]), idx[n:]
+	}
+	b.parallelN(txnParallel, len(chunks), func(j int) {
+		ops := make([]clientv3.Op, 0, 2*len(chunks[j]))
+		for _, i := range chunks[j] {
+			k := b.keys(reqs[i].Key)
+			ops = append(ops, clientv3.OpGet(k.lock, clientv3.WithSerializable()), clientv3.OpGet(k.done, clientv3.WithSerializable()))
+		}
+		tctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+		resp, err := b.c.Txn(tctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return
+		}
+		for n, i := range chunks[j] {
+			if 2*n+1 >= len(resp.Responses) {
+				break
+			}
+			re := out[i].Err.(*backend.RefusedError)
+			re.DoneEpoch = parseDone(resp.Responses[2*n+1].GetResponseRange().GetKvs())
+			lock := resp.Responses[2*n].GetResponseRange().GetKvs()
+			switch {
+			case reqs[i].Epoch > 0 && re.DoneEpoch >= reqs[i].Epoch:
+				re.Reason = backend.ErrEpochDone
+			case len(lock) > 0:
+				h := parseLock(lock[0])
+				re.Reason, re.Holder, re.HolderTTL, re.HolderNodes = backend.ErrHeld, h.owner, h.ttl, 1
+				re.Detail = "read from one member without a quorum"
+				held[i] = h.lease
+			}
+		}
+	})
 }

@@ -19,8 +19,14 @@ import (
 	"github.com/leasecron/leasecron/backend"
 )
 
-// grantParallel bounds the Grant (and Revoke) calls in flight at once.
-const grantParallel = 32
+// grantParallel bounds the Grant, Revoke and clean-up calls in flight at
+// once; txnParallel the acquisition transactions of one batch (each
+// carries up to max-txn-ops - 4 keys; more at once only overload the
+// leader, whose raft log every one of them goes through).
+const (
+	grantParallel = 32
+	txnParallel   = 2
+)
 
 // Backend is the etcd lease store. It is safe for concurrent use.
 type Backend struct {
@@ -114,9 +120,12 @@ func newToken() string {
 
 // Acquire takes the lease, retrying every WithRetryEvery (± 25 %) while it
 // is held by another owner or the cluster does not answer, until ctx ends.
+// When ctx ends it returns the last refusal that named a holder, if any
+// (a later attempt that timed out says less).
 // A refusal because the lease is held reports the holder's lease's
 // remaining time (one more round trip: LeaseTimeToLive, whole seconds).
 func (b *Backend) Acquire(ctx context.Context, req backend.Request) (backend.Lease, error) {
+	var lastHeld error // the last refusal that named a holder
 	for {
 		res, held := b.tryBatch(ctx, []backend.Request{req})
 		if res[0].Err == nil {
@@ -126,13 +135,17 @@ func (b *Backend) Acquire(ctx context.Context, req backend.Request) (backend.Lea
 		var re *backend.RefusedError
 		if errors.As(err, &re) && re.Reason == backend.ErrHeld && held[0] != clientv3.NoLease {
 			tctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
-			if t, terr := b.c.TimeToLive(tctx, held[0]); terr == nil && t.TTL >= 0 {
-				re.HolderTTL = time.Duration(t.TTL) * time.Second
-			}
+			re.HolderTTL = b.timeLeft(tctx, holder{lease: held[0], ttl: re.HolderTTL})
 			cancel()
 		}
 		if errors.Is(err, backend.ErrEpochDone) || errors.Is(err, backend.ErrClosed) {
 			return nil, err
+		}
+		if errors.Is(err, backend.ErrHeld) {
+			lastHeld = err
+		} else if lastHeld != nil {
+			// A timed-out attempt says less than the holder seen before.
+			err = lastHeld
 		}
 		t := time.NewTimer(backend.Jitter(b.o.retryEvery))
 		select {
@@ -154,6 +167,13 @@ func (b *Backend) TryAcquireBatch(ctx context.Context, reqs []backend.Request) [
 	return out
 }
 
+// shared is the etcd lease of the requests of one batch with the same
+// GrantSeconds, and how many of its Leases are still held.
+type shared struct {
+	id   clientv3.LeaseID
+	refs atomic.Int64
+}
+
 // tryBatch is TryAcquireBatch; it also returns each held key's holder's
 // etcd lease (NoLease otherwise).
 func (b *Backend) tryBatch(ctx context.Context, reqs []backend.Request) ([]backend.Result, []clientv3.LeaseID) {
@@ -165,24 +185,65 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []backend.Request) ([]backe
 		}
 		return out, held
 	}
+	// One failure probe per batch: which endpoints are down.
+	var once sync.Once
+	var nodeErrs error
+	failed := func(err error) error {
+		once.Do(func() { nodeErrs = b.downErrs(ctx, err) })
+		return nodeErrs
+	}
 	start := time.Now()
-	ids := make([]clientv3.LeaseID, len(reqs))
-	b.parallel(len(reqs), func(i int) {
+	groups := map[int64]*shared{}
+	var secs []int64
+	for _, r := range reqs {
+		if s := GrantSeconds(r.TTL); groups[s] == nil {
+			groups[s] = &shared{}
+			secs = append(secs, s)
+		}
+	}
+	grantErr := make([]error, len(secs))
+	b.parallel(len(secs), func(j int) {
 		gctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 		defer cancel()
-		g, err := b.c.Grant(gctx, GrantSeconds(reqs[i].TTL))
+		g, err := b.c.Grant(gctx, secs[j])
 		if err != nil {
-			out[i].Err = b.refuse(reqs[i].Key, fmt.Errorf("grant: %w", err), "")
+			grantErr[j] = fmt.Errorf("grant: %w", err)
 			return
 		}
-		ids[i] = g.ID
+		groups[secs[j]].id = g.ID
 	})
-	chunks := b.chunks(reqs, out)
-	var wg sync.WaitGroup
-	for _, chunk := range chunks {
-		wg.Go(func() { b.acquireChunk(ctx, start, reqs, chunk, ids, out, held) })
+	sh := make([]*shared, len(reqs))
+	for i, r := range reqs {
+		g := groups[GrantSeconds(r.TTL)]
+		if g.id == clientv3.NoLease {
+			for j, s := range secs {
+				if s == GrantSeconds(r.TTL) {
+					out[i].Err = &backend.RefusedError{Key: r.Key, Reason: backend.ErrNoQuorum, NodeErrs: failed(grantErr[j])}
+				}
+			}
+			continue
+		}
+		sh[i] = g
 	}
-	wg.Wait()
+	var mu sync.Mutex
+	var orphans []backend.Request // keys of chunks whose answer was lost
+	chunks := b.chunks(reqs, out)
+	b.parallelN(txnParallel, len(chunks), func(j int) {
+		if lost := b.acquireChunk(ctx, start, reqs, chunks[j], sh, out, held, failed); lost != nil {
+			mu.Lock()
+			orphans = append(orphans, lost...)
+			mu.Unlock()
+		}
+	})
+	var unused []clientv3.LeaseID
+	for _, g := range groups {
+		if g.id != clientv3.NoLease && g.refs.Load() == 0 {
+			unused = append(unused, g.id)
+		}
+	}
+	b.revokeLater(unused...)
+	b.cleanLater(orphans)
+	b.readRefused(ctx, reqs, out, held)
 	return out, held
 }
 
@@ -210,8 +271,11 @@ func (b *Backend) chunks(reqs []backend.Request, out []backend.Result) [][]int {
 }
 
 // parallel runs f(0..n-1) with at most grantParallel calls at once.
-func (b *Backend) parallel(n int, f func(i int)) {
-	sem := make(chan struct{}, grantParallel)
+func (b *Backend) parallel(n int, f func(i int)) { b.parallelN(grantParallel, n, f) }
+
+// parallelN runs f(0..n-1) with at most k calls at once.
+func (b *Backend) parallelN(k, n int, f func(i int)) {
+	sem := make(chan struct{}, k)
 	var wg sync.WaitGroup
 	for i := range n {
 		sem <- struct{}{}

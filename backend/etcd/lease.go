@@ -18,7 +18,7 @@ type Lease struct {
 	b     *Backend
 	req   backend.Request
 	token string
-	id    clientv3.LeaseID
+	sh    *shared // the etcd lease, shared with the Leases of one batch
 	fence int64 // the lock's CreateRevision
 
 	mu         sync.Mutex
@@ -47,7 +47,7 @@ func (l *Lease) TTL() time.Duration { return l.req.TTL }
 func (l *Lease) Fence() int64 { return l.fence }
 
 // LeaseID returns the etcd lease the lock is attached to.
-func (l *Lease) LeaseID() clientv3.LeaseID { return l.id }
+func (l *Lease) LeaseID() clientv3.LeaseID { return l.sh.id }
 
 // ValidUntil returns the end of the validity; zero once released.
 func (l *Lease) ValidUntil() time.Time {
@@ -78,7 +78,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	start := time.Now()
 	kctx, cancel := context.WithTimeout(ctx, l.b.cfg.Timeout)
-	resp, err := l.b.c.KeepAliveOnce(kctx, l.id)
+	resp, err := l.b.c.KeepAliveOnce(kctx, l.sh.id)
 	cancel()
 	if err != nil {
 		if isLeaseGone(err) {
@@ -120,17 +120,22 @@ func (l *Lease) Release(ctx context.Context) error {
 	tctx, cancel := context.WithTimeout(ctx, l.b.cfg.Timeout)
 	defer cancel()
 	_, err := l.b.c.Txn(tctx).If(guard(k, l.fence)).Then(clientv3.OpDelete(k.lock)).Commit()
+	rerr := l.revoke(ctx)
 	if err != nil {
 		return fmt.Errorf("release %s: %w", l.req.Key, l.b.nodeErr(err))
 	}
-	return l.revoke(ctx)
+	return rerr
 }
 
-// revoke revokes the etcd lease; a lease already gone is fine.
+// revoke revokes the etcd lease once no Lease of its batch holds it any
+// more; a lease already gone is fine.
 func (l *Lease) revoke(ctx context.Context) error {
+	if l.sh.refs.Add(-1) > 0 {
+		return nil
+	}
 	tctx, cancel := context.WithTimeout(ctx, l.b.cfg.Timeout)
 	defer cancel()
-	if _, err := l.b.c.Revoke(tctx, l.id); err != nil && !isLeaseGone(err) {
+	if _, err := l.b.c.Revoke(tctx, l.sh.id); err != nil && !isLeaseGone(err) {
 		return fmt.Errorf("revoke lease of %s: %w", l.req.Key, l.b.nodeErr(err))
 	}
 	return nil

@@ -12,36 +12,83 @@ import (
 	"github.com/leasecron/leasecron/backend"
 )
 
-// Inspect reads the lock, done, fence and note keys in one transaction,
-// then the holder's lease's remaining time (whole seconds). When the
-// cluster does not answer, the error matches ErrNoQuorum and Info.NodeErrs
-// says why.
+// Inspect reads the lock, done, fence and note keys in one transaction
+// while it asks every endpoint for its Status, then the holder's lease's
+// remaining time. Answered counts the members that answered the Status
+// (the others are named in NodeErrs); HolderNodes is Answered, or Quorum
+// if fewer, since the read was linearizable. When the read fails, the
+// error matches ErrNoQuorum and names every endpoint that is down.
 func (b *Backend) Inspect(ctx context.Context, key string) (backend.Info, error) {
 	if b.closed.Load() {
 		return backend.Info{}, fmt.Errorf("inspect %s: %w", key, backend.ErrClosed)
 	}
 	k := b.keys(key)
+	var sts []backend.ServerStatus
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sts = b.Health(ctx)
+	}()
 	tctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
 	resp, err := b.c.Txn(tctx).Then(inspectOps(k)...).Commit()
+	<-done
+	in := backend.Info{NoteVersion: -1}
+	var errs []error
+	for _, st := range sts {
+		if st.Err != nil {
+			errs = append(errs, &backend.NodeError{Node: st.Server, Err: st.Err})
+		} else {
+			in.Answered++
+		}
+	}
+	in.NodeErrs = errors.Join(errs...)
 	if err != nil {
-		ne := b.nodeErr(err)
+		ne := in.NodeErrs
+		if ne == nil {
+			ne = b.nodeErr(err)
+		}
 		return backend.Info{NodeErrs: ne, NoteVersion: -1}, fmt.Errorf("inspect %s: %w: %w", key, backend.ErrNoQuorum, ne)
 	}
 	r := resp.Responses
-	in := backend.Info{Answered: 1, DoneEpoch: parseDone(r[1].GetResponseRange().GetKvs())}
+	in.DoneEpoch = parseDone(r[1].GetResponseRange().GetKvs())
 	if kvs := r[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		in.Fence = kvs[0].ModRevision
 	}
 	in.Note, in.NoteVersion = parseNote(r[3].GetResponseRange().GetKvs())
 	if kvs := r[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		h := parseLock(kvs[0])
-		in.Holder, in.HolderNodes, in.TTL = h.owner, 1, h.ttl
-		if t, err := b.c.TimeToLive(tctx, h.lease); err == nil && t.TTL >= 0 {
-			in.TTL = time.Duration(t.TTL) * time.Second
-		}
+		in.Holder, in.HolderNodes, in.TTL = h.owner, max(in.Answered, b.Quorum()), b.timeLeft(tctx, h)
 	}
 	return in, nil
+}
+
+// timeLeft estimates how long until holder's lease is free: etcd answers
+// LeaseTimeToLive in whole seconds, rounded down, so the estimate is one
+// second more, at most the lease's granted TTL and the holder's own TTL
+// (whichever is longer). Without an answer, the holder's TTL.
+func (b *Backend) timeLeft(ctx context.Context, h holder) time.Duration {
+	t, err := b.c.TimeToLive(ctx, h.lease)
+	if err != nil || t.TTL < 0 {
+		return h.ttl
+	}
+	return min(time.Duration(t.TTL+1)*time.Second, max(h.ttl, time.Duration(t.GrantedTTL)*time.Second))
+}
+
+// downErrs explains a failed request: the *backend.NodeError of every
+// endpoint whose Status fails (down, no leader, alarm), or, when all
+// answer, one NodeError for the cluster with err.
+func (b *Backend) downErrs(ctx context.Context, err error) error {
+	var errs []error
+	for _, st := range b.Health(ctx) {
+		if st.Err != nil {
+			errs = append(errs, &backend.NodeError{Node: st.Server, Err: st.Err})
+		}
+	}
+	if len(errs) == 0 {
+		return b.nodeErr(err)
+	}
+	return errors.Join(append(errs, err)...)
 }
 
 // SetNote stores note beside key's lease unless a note with a higher
@@ -120,9 +167,10 @@ func (b *Backend) Warm(ctx context.Context) error {
 // Timeout is the per-request timeout (Config.Timeout).
 func (b *Backend) Timeout() time.Duration { return b.cfg.Timeout }
 
-// Quorum is 1: etcd's own Raft quorum decides, and one member's answer
-// stands for the cluster's.
-func (b *Backend) Quorum() int { return 1 }
+// Quorum is a majority of the endpoints: etcd's own Raft quorum decides,
+// and a linearizable answer of one member stands for a majority. List
+// every member as an endpoint, so that this is the cluster's quorum.
+func (b *Backend) Quorum() int { return len(b.cfg.Endpoints)/2 + 1 }
 
 // Servers lists the endpoints (they carry no credentials).
 func (b *Backend) Servers() []string { return append([]string(nil), b.cfg.Endpoints...) }
