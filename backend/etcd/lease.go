@@ -19,7 +19,7 @@ type Lease struct {
 	req   backend.Request
 	token string
 	sh    *shared // the etcd lease, shared with the Leases of one batch
-	fence int64 // the lock's CreateRevision
+	fence int64   // the lock's CreateRevision
 
 	mu         sync.Mutex
 	validUntil time.Time
