@@ -19,14 +19,15 @@
 //
 // # Acquisition, validity and fencing
 //
-// Each acquisition gets its own etcd lease: Grant, then one transaction
-// (txn.go) that puts the lock with that lease only if the lock does not
-// exist and the done key is below the requested epoch; its Else branch
-// reads the lock and the done key, so a refusal names the holder and the
-// completed epoch without another round trip. (Acquire then asks for the
-// holder's lease's remaining time with one LeaseTimeToLive call;
-// TryAcquireBatch reports the holder's TTL stored in the lock's value, an
-// upper bound, instead.)
+// An acquisition grants an etcd lease, then runs one transaction (txn.go)
+// that puts the lock with that lease only if the lock does not exist and
+// the done key is below the requested epoch; its Else branch reads the
+// lock and the done key, so a refusal names the holder and the completed
+// epoch without another round trip. The holder's time left (HolderTTL,
+// Info.TTL) is then estimated from one LeaseTimeToLive call by Acquire and
+// Inspect (whole seconds, so the estimate is rounded up), and is the
+// holder's TTL, stored in the lock's value, in TryAcquireBatch's
+// refusals (no extra round trip).
 //
 // etcd leases have whole-second TTLs: a lease.ttl of d is granted as
 // ceil(d) seconds (GrantSeconds), or the server's minimum TTL if larger
@@ -72,27 +73,46 @@
 //
 // Complete is a transaction guarded by the lock's CreateRevision (the
 // Fence): it writes the done key and deletes the lock, then revokes the
-// lease. Release deletes the lock under the same guard and revokes the
-// lease. A guard that fails means the lock had expired or was taken: for
-// Release that is harmless, Complete reports ErrNotHeld (unless the done
-// key already shows the epoch, from an earlier attempt whose answer was
-// lost).
+// etcd lease. Release deletes the lock under the same guard and revokes.
+// A guard that fails means the lock had expired or was taken: for Release
+// that is harmless; Complete reports ErrNotHeld and leaves the epoch open
+// (unless the done key already shows it, from an earlier attempt whose
+// answer was lost).
 //
-// TryAcquireBatch grants one lease per request (in parallel, at most 32
-// Grant calls at once) and then puts all locks in one transaction of
-// nested per-key transactions, split in chunks so that no level exceeds
-// etcd's --max-txn-ops (default 128; WithMaxTxnOps): a tick of up to 124
-// jobs costs two round trips. A lease shared by the whole batch would be
-// cheaper but would tie the jobs' lifetimes together: one job's Hold would
-// renew every job's lock, and revoking it would free them all.
+// TryAcquireBatch (a tick's jobs) grants one etcd lease per distinct
+// GrantSeconds among its requests, not one per request: 10,000 Grant
+// calls, each a raft write, took 5-15 s on a loaded test machine, past
+// the tick's validity. The locks of one batch are then put by
+// transactions of nested per-key transactions, split so that no level
+// exceeds etcd's --max-txn-ops (default 128, WithMaxTxnOps; 124 keys per
+// transaction), two transactions at a time. A single Acquire is a batch of
+// one and has its lease to itself.
+//
+// Sharing the lease ties the jobs of a batch together, which is safe but
+// costs liveness in two cases: each job's Hold renews the shared lease,
+// so a sibling's renewal also keeps this job's lock alive (each Lease
+// still counts its validity from its own Extend calls only, so no client
+// believes in more time than the server grants); and the lease is revoked
+// only when the last Lease of the batch is released or completed, so a
+// job whose Release failed (the cluster was unreachable) stays locked
+// until its siblings are done and the lease runs out. If the answer to a
+// batch transaction is lost, its locks are deleted in the background only
+// where they still hold the value that transaction wrote.
 //
 // # Quorum and health
 //
 // etcd replicates through its own Raft quorum; the client talks to one
-// member at a time, which answers only what a majority agreed. Quorum is
-// therefore 1: HolderNodes is 1 for a held lease and Info.Answered 1. A
-// request that fails (no leader, no member reachable, timeout) is
-// ErrNoQuorum with a *backend.NodeError naming the endpoints. Health asks
-// each endpoint for its Status: a member is Voting when it answers and
-// knows a leader.
+// member at a time, and a linearizable answer stands for a majority of
+// the members. Quorum is therefore a majority of the configured endpoints
+// (list every member): a refusal read in a transaction reports
+// HolderNodes = Quorum. Inspect asks every endpoint for its Status beside
+// the read: Answered counts the members that answered, NodeErrs names the
+// others. When an acquisition fails for lack of a quorum (no leader,
+// members down, timeout), its NodeErrs name every endpoint whose Status
+// fails (one probe per batch, at most one more timeout), and the keys are
+// read once more from one member without a quorum (serializable): a key
+// it shows held is refused as ErrHeld with HolderNodes 1, a completed
+// epoch as ErrEpochDone — refusing on a stale copy is safe. Health asks
+// each endpoint for its Status: a member is Voting when it answers, knows
+// a leader and reports no alarm.
 package etcd

@@ -50,8 +50,10 @@ type Backend struct {
 var _ backend.Backend = (*Backend)(nil)
 
 // Open validates cfg (CheckConfig) and creates a client of the cluster.
-// It does not wait for a connection: the first request (or Warm) dials.
-// ctx bounds nothing yet but is kept for symmetry with other stores.
+// Without a Username it does not wait for a connection: the first request
+// (or Warm) dials. With one it logs in, which needs a member to answer
+// within Timeout; a failed TLS handshake is then explained in the error.
+// ctx's values (not its cancellation) are kept for the client's requests.
 func Open(ctx context.Context, cfg Config, opts ...Option) (*Backend, error) {
 	if err := CheckConfig(cfg); err != nil {
 		return nil, fmt.Errorf("etcd backend: %w", err)
