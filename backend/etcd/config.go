@@ -235,3 +235,11 @@ func isTLSError(err error) bool {
 	return errors.As(err, &ue) || errors.As(err, &he) || errors.As(err, &ce) || errors.As(err, &ae) || errors.As(err, &ve) ||
 		strings.Contains(err.Error(), "tls:")
 }
+
+// DescribeTTL says how a lease.ttl maps onto etcd's whole-second leases,
+// for `leasecron check`: e.g. "lease.ttl 1.5s: etcd leases of 2s (whole
+// seconds, or the cluster's minimum TTL if larger); validity counts 1.5s".
+func DescribeTTL(ttl time.Duration) string {
+	return fmt.Sprintf("lease.ttl %s: etcd leases of %ds (whole seconds, or the cluster's minimum TTL if larger); validity counts %s",
+		ttl, GrantSeconds(ttl), ttl)
+}
