@@ -162,13 +162,35 @@ func TestKillTwoMembers(t *testing.T) {
 // holds a lease and B keeps trying: A keeps it or reports its loss before
 // the validity ends, and B's window never overlaps A's.
 func TestLeaderPaused(t *testing.T) {
+	leaderPaused(t, false)
+}
+
+// TestLeaderPausedClientOnLeader is TestLeaderPaused with A's client
+// knowing only the leader's endpoint: its renewals must fail, so A must
+// report the loss before its validity ends, and B takes the key from the
+// new leader only after that.
+func TestLeaderPausedClientOnLeader(t *testing.T) {
+	leaderPaused(t, true)
+}
+
+func leaderPaused(t *testing.T, onlyLeader bool) {
 	c := etcdtest.Start(t)
-	a, b := open(t, c.Endpoints(), "/f3/"), open(t, c.Endpoints(), "/f3/")
-	h := hold(t, a, "job")
 	lead := c.Leader()
+	eps := c.Endpoints()
+	if onlyLeader {
+		eps = []string{c.Endpoint(lead)}
+	}
+	a, b := open(t, eps, "/f3/"), open(t, c.Endpoints(), "/f3/")
+	h := hold(t, a, "job")
 	c.Pause(lead)
 	start, _ := contend(t, b, "job", 3*testTTL)
 	c.Resume(lead)
+	if onlyLeader && !h.isLost() {
+		t.Fatal("A's renewals went only to the paused leader, yet no loss was reported")
+	}
+	if onlyLeader && start.IsZero() {
+		t.Fatal("B never acquired the key from the new leader")
+	}
 	if h.isLost() {
 		h.checkLossInTime(t)
 	}
