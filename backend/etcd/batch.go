@@ -1,0 +1,156 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/leasecron/leasecron/backend"
+)
+
+// acquireChunk runs one transaction for the requests at idx (distinct
+// keys, each with its batch's shared lease in sh) and fills out and held.
+// When the transaction's answer is lost, it returns the requests with the
+// lock values they may have written (Owner holds the value), to clean up.
+func (b *Backend) acquireChunk(ctx context.Context, start time.Time, reqs []backend.Request, idx []int,
+	sh []*shared, out []backend.Result, held []clientv3.LeaseID, failed func(error) error) []backend.Request {
+	tokens := make([]string, len(idx))
+	values := make([]string, len(idx))
+	ops := make([]clientv3.Op, len(idx))
+	for j, i := range idx {
+		r := reqs[i]
+		tokens[j] = newToken()
+		values[j] = lockValue(tokens[j], r.TTL, r.Owner)
+		ops[j] = acquireOp(b.keys(r.Key), r.Epoch, values[j], sh[i].id)
+	}
+	// A member needs time to run every key's transaction: 100 µs per key.
+	tctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout+time.Duration(len(idx))*100*time.Microsecond)
+	resp, err := b.c.Txn(tctx).Then(ops...).Commit()
+	cancel()
+	if err != nil {
+		ne := failed(fmt.Errorf("acquire txn: %w", err))
+		lost := make([]backend.Request, len(idx))
+		for j, i := range idx {
+			out[i].Err = &backend.RefusedError{Key: reqs[i].Key, Reason: backend.ErrNoQuorum, NodeErrs: ne}
+			lost[j] = backend.Request{Key: reqs[i].Key, Owner: values[j]}
+		}
+		return lost
+	}
+	fence := resp.Header.Revision
+	var late []backend.Request
+	for j, i := range idx {
+		r := reqs[i]
+		var a acquireAnswer
+		if j < len(resp.Responses) {
+			if t := resp.Responses[j].GetResponseTxn(); t != nil {
+				a = readAcquire(t)
+			}
+		}
+		if a.won {
+			left := b.validity(start, r.TTL)
+			if left <= 0 {
+				out[i].Err = b.refuse(r.Key, fmt.Errorf("acquired after %s, past the validity", time.Since(start).Round(time.Millisecond)), "too late")
+				late = append(late, backend.Request{Key: r.Key, Owner: values[j]})
+				continue
+			}
+			sh[i].refs.Add(1)
+			out[i].Lease = &Lease{b: b, req: r, token: tokens[j], sh: sh[i], fence: fence,
+				validUntil: time.Now().Add(left)}
+			continue
+		}
+		re := &backend.RefusedError{Key: r.Key, DoneEpoch: a.doneEpo}
+		switch {
+		case r.Epoch > 0 && a.doneEpo >= r.Epoch:
+			re.Reason = backend.ErrEpochDone
+		case a.holder != nil:
+			// The answer is linearizable: a quorum of members agreed.
+			re.Reason, re.Holder, re.HolderTTL, re.HolderNodes = backend.ErrHeld, a.holder.owner, a.holder.ttl, b.Quorum()
+			held[i] = a.holder.lease
+		default:
+			re.Reason, re.NodeErrs = backend.ErrNoQuorum, b.nodeErr(fmt.Errorf("unexpected transaction answer"))
+		}
+		out[i].Err = re
+	}
+	return late
+}
+
+// cleanLater deletes, in the background, locks that a transaction whose
+// answer was lost (or came too late) may have written: each only if it
+// still holds the value written (Owner carries it), so no other holder's
+// lock is touched. The shared lease is not revoked for them, as other
+// keys of the batch may hold it.
+func (b *Backend) cleanLater(reqs []backend.Request) {
+	if len(reqs) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed.Load() {
+		return // they expire with their lease
+	}
+	b.wg.Go(func() {
+		b.parallel(len(reqs), func(i int) {
+			ctx, cancel := context.WithTimeout(b.bg, b.cfg.Timeout)
+			defer cancel()
+			lock := b.keys(reqs[i].Key).lock
+			_, _ = b.c.Txn(ctx).If(clientv3.Compare(clientv3.Value(lock), "=", reqs[i].Owner)).
+				Then(clientv3.OpDelete(lock)).Commit()
+		})
+	})
+}
+
+// readRefused replaces the no-quorum refusals in out with what one
+// member's own copy of the data says, read without a quorum
+// (serializable): a key held by another owner is refused as held (with
+// HolderNodes 1, as the copy may be stale) and a completed epoch as done,
+// so that refusals keep their detail while the cluster elects a leader.
+// Refusing on a stale copy is safe; a key that looks free stays
+// ErrNoQuorum.
+func (b *Backend) readRefused(ctx context.Context, reqs []backend.Request, out []backend.Result, held []clientv3.LeaseID) {
+	var idx []int
+	for i, r := range out {
+		var re *backend.RefusedError
+		if r.Err != nil && errors.As(r.Err, &re) && re.Reason == backend.ErrNoQuorum && !errors.Is(r.Err, backend.ErrClosed) {
+			idx = append(idx, i)
+		}
+	}
+	per := max(b.o.maxTxnOps/2, 1)
+	var chunks [][]int
+	for len(idx) > 0 {
+		n := min(per, len(idx))
+		chunks, idx = append(chunks, idx[:n]), idx[n:]
+	}
+	b.parallelN(txnParallel, len(chunks), func(j int) {
+		ops := make([]clientv3.Op, 0, 2*len(chunks[j]))
+		for _, i := range chunks[j] {
+			k := b.keys(reqs[i].Key)
+			ops = append(ops, clientv3.OpGet(k.lock, clientv3.WithSerializable()), clientv3.OpGet(k.done, clientv3.WithSerializable()))
+		}
+		tctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+		resp, err := b.c.Txn(tctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return
+		}
+		for n, i := range chunks[j] {
+			if 2*n+1 >= len(resp.Responses) {
+				break
+			}
+			re := out[i].Err.(*backend.RefusedError)
+			re.DoneEpoch = parseDone(resp.Responses[2*n+1].GetResponseRange().GetKvs())
+			lock := resp.Responses[2*n].GetResponseRange().GetKvs()
+			switch {
+			case reqs[i].Epoch > 0 && re.DoneEpoch >= reqs[i].Epoch:
+				re.Reason = backend.ErrEpochDone
+			case len(lock) > 0:
+				h := parseLock(lock[0])
+				re.Reason, re.Holder, re.HolderTTL, re.HolderNodes = backend.ErrHeld, h.owner, h.ttl, 1
+				re.Detail = "read from one member without a quorum"
+				held[i] = h.lease
+			}
+		}
+	})
+}

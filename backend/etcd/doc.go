@@ -1,0 +1,118 @@
+// Package etcd is the etcd backend of leasecron: leases live in an etcd
+// cluster (v3 API, go.etcd.io/etcd/client/v3), behind the
+// backend.Backend interface.
+//
+// # Key layout
+//
+// Every key of the backend starts with Config.Prefix (default
+// "/leasecron/", always ending in '/'). For a lease key K:
+//
+//	PREFIX K/lock   "TOKEN TTLMS OWNER", attached to the acquisition's etcd lease
+//	PREFIX K/fence  "" — rewritten by every winning acquisition; its
+//	                ModRevision is the newest fencing token handed out
+//	PREFIX K/done   the highest completed epoch, 20 zero-padded digits
+//	PREFIX K/note   "VERSION NOTE", VERSION 20 zero-padded digits
+//
+// Numbers are zero-padded so that etcd's byte-wise Compare on values
+// orders them like integers: the epoch and note-version checks are
+// compares inside transactions, never read-modify-write on the client.
+//
+// # Acquisition, validity and fencing
+//
+// An acquisition grants an etcd lease, then runs one transaction (txn.go)
+// that puts the lock with that lease only if the lock does not exist and
+// the done key is below the requested epoch; its Else branch reads the
+// lock and the done key, so a refusal names the holder and the completed
+// epoch without another round trip. The holder's time left (HolderTTL,
+// Info.TTL) is then estimated from one LeaseTimeToLive call by Acquire and
+// Inspect (whole seconds, so the estimate is rounded up), and is the
+// holder's TTL, stored in the lock's value, in TryAcquireBatch's
+// refusals (no extra round trip).
+//
+// etcd leases have whole-second TTLs: a lease.ttl of d is granted as
+// ceil(d) seconds (GrantSeconds), or the server's minimum TTL if larger
+// (1.5 × the election timeout, rounded up: 2 s with the default 1 s). The
+// lease is therefore kept by the server at least as long as the client
+// believes it holds it; after a crash, other hosts wait up to the granted
+// TTL, not lease.ttl. The client never trusts the rounded-up TTL: the
+// validity of an acquisition is
+//
+//	validity = ttl - (time since before the Grant request) - (ttl × drift + 2 ms)
+//
+// with drift 0.01 by default (WithDrift), on the monotonic clock. The etcd
+// leader starts the lease's TTL when it applies the Grant, after the
+// client's start; a leader change restarts every lease's TTL (the new
+// leader cannot know the old one's timers), which only lengthens it.
+//
+// The fencing token is the revision of the transaction that put the lock.
+// etcd revisions increase strictly across the whole cluster, so each
+// holder's Fence is greater than every earlier holder's.
+//
+// # Renewal
+//
+// Lease.Extend sends one KeepAliveOnce and counts the new validity from
+// before it was sent: ttl (at most the granted TTL) - elapsed - drift.
+// The client's background KeepAlive channel is not used: it learns of a
+// lost lease only on a coarse timer (etcd issue #5571; the local deadline
+// of PR #5603 is checked once a second) and its responses do not say
+// when their request left (#6127), so validity cannot be counted from
+// them. A KeepAliveOnce answering TTL <= 0 (lease not found) is
+// backend.ErrNotHeld; any other failure is backend.ErrNoQuorum and the
+// validity is left unchanged, so backend.Hold reports the loss before the
+// validity ends.
+//
+// Precondition: an etcd release with the fix of etcd PR #16822 (late
+// 2023, backported to 3.4 and 3.5). Before it, an old leader stuck on a
+// slow disk or CPU could still revoke leases after a new leader was
+// elected (etcd issue #15247), deleting a lock before its holder's
+// validity ended. Renewals that reach a deposed leader are covered by
+// etcd itself: a new leader extends every lease by an election timeout
+// (etcd PR #4778).
+//
+// # Complete, release, batches
+//
+// Complete is a transaction guarded by the lock's CreateRevision (the
+// Fence): it writes the done key and deletes the lock, then revokes the
+// etcd lease. Release deletes the lock under the same guard and revokes.
+// A guard that fails means the lock had expired or was taken: for Release
+// that is harmless; Complete reports ErrNotHeld and leaves the epoch open
+// (unless the done key already shows it, from an earlier attempt whose
+// answer was lost).
+//
+// TryAcquireBatch (a tick's jobs) grants one etcd lease per distinct
+// GrantSeconds among its requests, not one per request: 10,000 Grant
+// calls, each a raft write, took 5-15 s on a loaded test machine, past
+// the tick's validity. The locks of one batch are then put by
+// transactions of nested per-key transactions, split so that no level
+// exceeds etcd's --max-txn-ops (default 128, WithMaxTxnOps; 124 keys per
+// transaction), two transactions at a time. A single Acquire is a batch of
+// one and has its lease to itself.
+//
+// Sharing the lease ties the jobs of a batch together, which is safe but
+// costs liveness in two cases: each job's Hold renews the shared lease,
+// so a sibling's renewal also keeps this job's lock alive (each Lease
+// still counts its validity from its own Extend calls only, so no client
+// believes in more time than the server grants); and the lease is revoked
+// only when the last Lease of the batch is released or completed, so a
+// job whose Release failed (the cluster was unreachable) stays locked
+// until its siblings are done and the lease runs out. If the answer to a
+// batch transaction is lost, its locks are deleted in the background only
+// where they still hold the value that transaction wrote.
+//
+// # Quorum and health
+//
+// etcd replicates through its own Raft quorum; the client talks to one
+// member at a time, and a linearizable answer stands for a majority of
+// the members. Quorum is therefore a majority of the configured endpoints
+// (list every member): a refusal read in a transaction reports
+// HolderNodes = Quorum. Inspect asks every endpoint for its Status beside
+// the read: Answered counts the members that answered, NodeErrs names the
+// others. When an acquisition fails for lack of a quorum (no leader,
+// members down, timeout), its NodeErrs name every endpoint whose Status
+// fails (one probe per batch, at most one more timeout), and the keys are
+// read once more from one member without a quorum (serializable): a key
+// it shows held is refused as ErrHeld with HolderNodes 1, a completed
+// epoch as ErrEpochDone — refusing on a stale copy is safe. Health asks
+// each endpoint for its Status: a member is Voting when it answers, knows
+// a leader and reports no alarm.
+package etcd

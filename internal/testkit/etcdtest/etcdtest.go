@@ -1,0 +1,336 @@
+package etcdtest
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/leasecron/leasecron/internal/testkit/redistest"
+)
+
+const (
+	// Members is the size of the cluster Start launches.
+	Members = 3
+	// HeartbeatMS and ElectionMS are the members' raft timings.
+	HeartbeatMS, ElectionMS = 50, 500
+	// startTimeout bounds a (re)start until the member reports healthy.
+	startTimeout = 30 * time.Second
+	// killTimeout bounds the wait for a SIGKILLed member to be reaped.
+	killTimeout = 10 * time.Second
+	// startAttempts is how many sets of fresh ports Start tries.
+	startAttempts = 3
+)
+
+// Cluster is a running 3-member etcd cluster owned by a test. Methods
+// that can fail call t.Fatalf: call them from the test's goroutine.
+type Cluster struct {
+	t       testing.TB
+	bin     string
+	members []*member
+	tlsOn   bool
+	tls     *TLS
+}
+
+// member is one etcd process and its fixed ports and directory.
+type member struct {
+	name, dir, log   string
+	client, peer     int
+	mu               sync.Mutex
+	cmd              *exec.Cmd
+	done             chan struct{} // closed when cmd.Wait returned
+	paused           bool
+	initialCluster   string
+	initialClusterTk string
+}
+
+// Binary returns the path of etcd, failing the test when it is missing.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/etcd"); err == nil {
+		return "/usr/bin/etcd"
+	}
+	p, err := exec.LookPath("etcd")
+	if err != nil {
+		t.Fatalf("etcdtest: no etcd binary at /usr/bin/etcd or on PATH (apt-get install etcd-server): %v", err)
+	}
+	return p
+}
+
+// Start launches a 3-member cluster and waits until every member is
+// healthy (knows a leader). t.Cleanup kills every member.
+func Start(t testing.TB, opts ...Option) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, bin: Binary(t)}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.tlsOn {
+		c.tls = newTLS(t)
+	}
+	var err error
+	for range startAttempts {
+		if err = c.tryStart(); err == nil {
+			return c
+		}
+		c.killAll()
+	}
+	t.Fatalf("etcdtest: starting the cluster: %v", err)
+	return nil
+}
+
+func (c *Cluster) tryStart() error {
+	ln := make([]net.Listener, 0, 2*Members)
+	for range 2 * Members {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		ln = append(ln, l)
+	}
+	for _, l := range ln {
+		_ = l.Close()
+	}
+	port := func(i int) int { return ln[i].Addr().(*net.TCPAddr).Port }
+	var peers []string
+	c.members = nil
+	for i := range Members {
+		m := &member{name: fmt.Sprintf("m%d", i), client: port(2 * i), peer: port(2*i + 1)}
+		m.dir = filepath.Join(c.t.TempDir(), "data")
+		m.log = filepath.Join(filepath.Dir(m.dir), "etcd.log")
+		peers = append(peers, fmt.Sprintf("%s=http://127.0.0.1:%d", m.name, m.peer))
+		c.members = append(c.members, m)
+	}
+	for _, m := range c.members {
+		m.initialCluster = strings.Join(peers, ",")
+		m.initialClusterTk = fmt.Sprintf("etcdtest-%d", c.members[0].client)
+		if err := c.spawn(m); err != nil {
+			return err
+		}
+	}
+	c.t.Cleanup(c.killAll)
+	for _, m := range c.members {
+		if err := c.waitHealthy(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) spawn(m *member) error {
+	u := func(p int) string { return "http://127.0.0.1:" + strconv.Itoa(p) }
+	cu := c.scheme() + "://127.0.0.1:" + strconv.Itoa(m.client)
+	args := []string{"--name", m.name, "--data-dir", m.dir,
+		"--listen-client-urls", cu, "--advertise-client-urls", cu,
+		"--listen-peer-urls", u(m.peer), "--initial-advertise-peer-urls", u(m.peer),
+		"--initial-cluster", m.initialCluster, "--initial-cluster-state", "new",
+		"--initial-cluster-token", m.initialClusterTk,
+		"--heartbeat-interval", strconv.Itoa(HeartbeatMS), "--election-timeout", strconv.Itoa(ElectionMS),
+		"--logger", "zap", "--log-level", "warn"}
+	if c.tls != nil {
+		args = append(args, "--cert-file", c.tls.CertFile, "--key-file", c.tls.KeyFile,
+			"--trusted-ca-file", c.tls.CAFile, "--client-cert-auth")
+	}
+	out, err := os.OpenFile(m.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("etcdtest: starting %s for %s: %w", c.bin, m.name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	m.mu.Lock()
+	m.cmd, m.done, m.paused = cmd, done, false
+	m.mu.Unlock()
+	return nil
+}
+
+func (c *Cluster) scheme() string {
+	if c.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// TLS returns the CA and client certificate files of a WithTLS cluster
+// (nil without WithTLS).
+func (c *Cluster) TLS() *TLS { return c.tls }
+
+// clientTLS is the TLS configuration of the kit's own clients.
+func (c *Cluster) clientTLS() *tls.Config {
+	if c.tls == nil {
+		return nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.tls.CertFile, c.tls.KeyFile)
+	if err != nil {
+		c.t.Fatalf("etcdtest: %v", err)
+	}
+	pem, err := os.ReadFile(c.tls.CAFile)
+	if err != nil {
+		c.t.Fatalf("etcdtest: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+}
+
+// waitHealthy polls the member's /health until it reports true.
+func (c *Cluster) waitHealthy(m *member) error {
+	hc := http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: c.clientTLS()}}
+	defer hc.CloseIdleConnections()
+	deadline := time.Now().Add(startTimeout)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		m.mu.Lock()
+		done := m.done
+		m.mu.Unlock()
+		select {
+		case <-done:
+			return fmt.Errorf("etcdtest: %s exited during start:\n%s", m.name, tail(m.log))
+		default:
+		}
+		resp, err := hc.Get(fmt.Sprintf("%s://127.0.0.1:%d/health", c.scheme(), m.client))
+		if err == nil {
+			var b [256]byte
+			n, _ := resp.Body.Read(b[:])
+			_ = resp.Body.Close()
+			last = string(b[:n])
+			if strings.Contains(last, `"health":"true"`) {
+				return nil
+			}
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("etcdtest: %s not healthy within %s (last: %s):\n%s", m.name, startTimeout, last, tail(m.log))
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-20):], "\n")
+}
+
+// Endpoints returns the members' client URLs, http://127.0.0.1:port.
+func (c *Cluster) Endpoints() []string {
+	eps := make([]string, len(c.members))
+	for i := range c.members {
+		eps[i] = c.Endpoint(i)
+	}
+	return eps
+}
+
+// Endpoint returns member i's client URL.
+func (c *Cluster) Endpoint(i int) string {
+	return c.scheme() + "://127.0.0.1:" + strconv.Itoa(c.members[i].client)
+}
+
+// Proxies starts one redistest.Proxy per member and returns them with the
+// client URLs that go through them: a client opened on those URLs can be
+// cut off or blackholed alone, the cluster and other clients unaffected.
+func (c *Cluster) Proxies() ([]*redistest.Proxy, []string) {
+	var ps []*redistest.Proxy
+	var eps []string
+	for i := range c.members {
+		p := redistest.NewProxy(c.t, "127.0.0.1:"+strconv.Itoa(c.members[i].client))
+		ps = append(ps, p)
+		eps = append(eps, c.scheme()+"://"+p.Addr())
+	}
+	return ps, eps
+}
+
+// Client returns a client of every member (with the cluster's TLS files;
+// user "" for none); t.Cleanup closes it.
+func (c *Cluster) Client(user, password string) *clientv3.Client {
+	c.t.Helper()
+	cli := c.newClient(user, password)
+	c.t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+func (c *Cluster) newClient(user, password string) *clientv3.Client {
+	c.t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second,
+		TLS: c.clientTLS(), Username: user, Password: password, Logger: zap.NewNop()})
+	if err != nil {
+		c.t.Fatalf("etcdtest: client: %v", err)
+	}
+	return cli
+}
+
+// EnableAuth creates the root user with password and turns etcd's
+// authentication on: from then on clients must log in.
+func (c *Cluster) EnableAuth(password string) {
+	c.t.Helper()
+	cli := c.newClient("", "")
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := cli.UserAdd(ctx, "root", password); err != nil {
+		c.t.Fatalf("etcdtest: add root: %v", err)
+	}
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		c.t.Fatalf("etcdtest: grant root: %v", err)
+	}
+	if _, err := cli.AuthEnable(ctx); err != nil {
+		c.t.Fatalf("etcdtest: enable auth: %v", err)
+	}
+}
+
+// Leader returns the index of the member that leads, polling up to 10 s
+// (an election may be under way); it asks the running, unpaused members.
+func (c *Cluster) Leader() int {
+	c.t.Helper()
+	cli := c.newClient("", "")
+	defer cli.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		ids := map[uint64]int{}
+		var lead uint64
+		for i, m := range c.members {
+			m.mu.Lock()
+			up := m.cmd != nil && !m.paused
+			m.mu.Unlock()
+			if !up {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			st, err := cli.Status(ctx, c.Endpoint(i))
+			cancel()
+			if err == nil {
+				ids[st.Header.MemberId] = i
+				if st.Leader != 0 {
+					lead = st.Leader
+				}
+			}
+		}
+		if i, ok := ids[lead]; ok && lead != 0 {
+			return i
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("etcdtest: no leader among the running members within 10s")
+	return -1
+}

@@ -1,0 +1,42 @@
+package etcdtest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// sysProcAttr makes the kernel SIGKILL the etcd member when the thread
+// that started it exits, so a test binary that dies without running its
+// cleanups (a -timeout panic, a SIGKILL) leaves no servers behind. Cleanup
+// does not rely on it.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// waitStopped waits until /proc says pid is stopped (state T), so that a
+// request sent after Pause is certain not to be served. It gives up
+// silently if /proc cannot be read.
+func waitStopped(pid int, timeout time.Duration) error {
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	deadline := time.Now().Add(timeout)
+	for {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		// The state follows the ")" that closes the command name.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+			if st := b[i+2]; st == 'T' || st == 't' {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not stopped %s after SIGSTOP", timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
