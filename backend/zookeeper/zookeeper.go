@@ -99,6 +99,10 @@ type Backend struct {
 	negoMS  atomic.Int64 // negotiated session timeout, ms (0: unknown yet)
 	closed  atomic.Bool
 	servers []string
+	// unsafeSpan, when set (negative-control tests only), replaces the
+	// validity span: a client that trusts its lock longer than its
+	// session is certainly alive.
+	unsafeSpan time.Duration
 
 	mu      sync.Mutex
 	active  map[string]bool      // tokens of acquisitions in flight or held
@@ -273,5 +277,8 @@ func (b *Backend) ensurePath(ctx context.Context, path string) error {
 // moment before the request that granted or extended it left).
 func (b *Backend) validity(ttl time.Duration, start time.Time) time.Duration {
 	span := min(ttl, b.SessionTimeout())
+	if b.unsafeSpan > 0 {
+		span = b.unsafeSpan
+	}
 	return span - time.Since(start) - time.Duration(float64(span)*b.cfg.Drift) - 2*time.Millisecond
 }
