@@ -1,0 +1,415 @@
+package backendtest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/backend"
+)
+
+// testEpochs: Release leaves an epoch open for another owner; once
+// Complete returned, that epoch and older ones are refused with
+// ErrEpochDone (DoneEpoch in the refusal, from Acquire at once and from a
+// batch), and a newer epoch is granted.
+func testEpochs(t *testing.T, s *suite) {
+	b1, b2 := s.open(t), s.open(t)
+	k := s.key(t)
+	req := func(e int64, owner string) backend.Request {
+		return backend.Request{Key: k, TTL: s.h.TTL, Epoch: e, Owner: owner}
+	}
+	l := mustAcquire(t, b1, req(100, "first try of 100"))
+	if l.Epoch() != 100 || l.Key() != k || l.Owner() != "first try of 100" {
+		t.Errorf("lease says key %q epoch %d owner %q, want %q 100 %q", l.Key(), l.Epoch(), l.Owner(), k, "first try of 100")
+	}
+	if err := l.Release(ctx(t, liveness)); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	// Released, not completed: another owner takes epoch 100 over.
+	l = mustAcquire(t, b2, req(100, "takeover of 100"))
+	if err := l.Complete(ctx(t, liveness)); err != nil {
+		t.Fatalf("complete 100: %v", err)
+	}
+	if !l.ValidUntil().IsZero() {
+		t.Errorf("ValidUntil after Complete is %s, want zero", l.ValidUntil())
+	}
+	for _, e := range []int64{100, 99, 1} {
+		for _, b := range []backend.Backend{b1, b2} {
+			c := ctx(t, liveness)
+			got, err := b.Acquire(c, req(e, "late"))
+			re := refused(t, "acquire of completed epoch", got, err, backend.ErrEpochDone)
+			if re.DoneEpoch != 100 {
+				t.Errorf("epoch %d refused with DoneEpoch %d, want 100", e, re.DoneEpoch)
+			}
+			if c.Err() != nil {
+				t.Errorf("Acquire of completed epoch %d retried until its context ended: %v", e, err)
+			}
+		}
+		got, err := tryOnce(t, b1, req(e, "late batch"))
+		if re := refused(t, "batch acquire of completed epoch", got, err, backend.ErrEpochDone); re.DoneEpoch != 100 {
+			t.Errorf("batch: epoch %d refused with DoneEpoch %d, want 100", e, re.DoneEpoch)
+		}
+	}
+	l = mustAcquire(t, b1, req(101, "next tick"))
+	if err := l.Complete(ctx(t, liveness)); err != nil {
+		t.Fatalf("complete 101: %v", err)
+	}
+	got, err := tryOnce(t, b2, req(101, "late"))
+	if re := refused(t, "acquire of completed epoch 101", got, err, backend.ErrEpochDone); re.DoneEpoch != 101 {
+		t.Errorf("epoch 101 refused with DoneEpoch %d, want 101", re.DoneEpoch)
+	}
+}
+
+// holderOwner is an Owner text as leasecron writes it, with spaces and
+// '=' that a backend must keep as they are.
+const holderOwner = "tick=1700000000 host=web1 pid=4242"
+
+// testRefusalDetail: a refusal names the holder's Owner, that a quorum
+// holds it, and a HolderTTL between the holder's remaining validity and
+// that plus the acquisition's own margin (never more than the TTL).
+func testRefusalDetail(t *testing.T, s *suite) {
+	bA, bB := s.open(t), s.open(t)
+	k := s.key(t)
+	lA := mustAcquire(t, bA, backend.Request{Key: k, TTL: s.h.TTL, Owner: holderOwner})
+	slack := s.h.TTL/10 + 4*bA.Timeout() + 5*time.Millisecond
+
+	before := time.Until(lA.ValidUntil())
+	got, err := tryOnce(t, bB, backend.Request{Key: k, TTL: s.h.TTL, Owner: "B"})
+	after := time.Until(lA.ValidUntil())
+	re := refused(t, "second holder", got, err, backend.ErrHeld)
+	if re.Holder != holderOwner {
+		t.Errorf("refusal names holder %q, want %q", re.Holder, holderOwner)
+	}
+	if re.HolderNodes < bB.Quorum() {
+		t.Errorf("refusal says %d servers hold the lease, want at least the quorum %d", re.HolderNodes, bB.Quorum())
+	}
+	// The key as the store spells it (with a prefix, say) is fine too.
+	if !strings.Contains(re.Key, k) {
+		t.Errorf("refusal names key %q, want %q", re.Key, k)
+	}
+	if after > 0 && re.HolderTTL < after-time.Millisecond {
+		t.Errorf("HolderTTL %s is shorter than the holder's remaining validity %s: the store frees the key while the holder may still work", re.HolderTTL, after)
+	}
+	if re.HolderTTL > s.h.TTL || re.HolderTTL > before+slack {
+		t.Errorf("HolderTTL %s: want at most the TTL %s and at most the holder's remaining validity %s + %s", re.HolderTTL, s.h.TTL, before, slack)
+	}
+	if !strings.Contains(err.Error(), holderOwner) {
+		t.Errorf("refusal message %q does not name the holder", err)
+	}
+
+	// Acquire (which may retry until its context ends) reports the same.
+	got, err = bB.Acquire(ctx(t, s.h.TTL/4), backend.Request{Key: k, TTL: s.h.TTL, Owner: "B"})
+	if re := refused(t, "second holder's Acquire", got, err, backend.ErrHeld); re.Holder != holderOwner {
+		t.Errorf("Acquire's refusal names holder %q, want %q", re.Holder, holderOwner)
+	}
+	if time.Now().Before(lA.ValidUntil()) {
+		if err := lA.Release(ctx(t, liveness)); err != nil {
+			t.Errorf("release: %v", err)
+		}
+	}
+}
+
+// checkAnswered checks that every server answered Inspect or is named in
+// its NodeErrs, and at least a quorum answered.
+func checkAnswered(t *testing.T, b backend.Backend, in backend.Info) {
+	t.Helper()
+	if in.Answered < b.Quorum() || in.Answered+len(nodeErrors(in.NodeErrs)) < len(b.Servers()) {
+		t.Errorf("Inspect: %d servers answered, errors %v; want at least %d and every other one named", in.Answered, in.NodeErrs, b.Quorum())
+	}
+}
+
+// inspect reads key through b, failing t on error.
+func inspect(t *testing.T, b backend.Backend, key string) backend.Info {
+	t.Helper()
+	in, err := b.Inspect(ctx(t, liveness), key)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", key, err)
+	}
+	checkAnswered(t, b, in)
+	return in
+}
+
+// testInspectAndNotes: Inspect shows a free key as free, then the holder,
+// its TTL and fence, the done epoch after Complete; SetNote keeps the
+// note with the highest version.
+func testInspectAndNotes(t *testing.T, s *suite) {
+	b, other := s.open(t), s.open(t)
+	k := s.key(t)
+	if in := inspect(t, other, k); in.Holder != "" || in.HolderNodes != 0 || in.TTL != 0 || in.DoneEpoch != 0 || in.Fence != 0 || in.NoteVersion != -1 || in.Note != "" {
+		t.Errorf("Inspect of a new key: %+v, want free, no epoch, no fence, NoteVersion -1", in)
+	}
+
+	l := mustAcquire(t, b, backend.Request{Key: k, TTL: s.h.TTL, Epoch: 10, Owner: holderOwner})
+	in := inspect(t, other, k)
+	left := time.Until(l.ValidUntil())
+	if in.Holder != holderOwner || in.HolderNodes < b.Quorum() {
+		t.Errorf("Inspect while held: holder %q on %d servers, want %q on at least %d", in.Holder, in.HolderNodes, holderOwner, b.Quorum())
+	}
+	if in.TTL <= 0 || in.TTL > s.h.TTL || (left > 0 && in.TTL < left-time.Millisecond) {
+		t.Errorf("Inspect while held: TTL %s, want in [remaining validity %s, TTL %s]", in.TTL, left, s.h.TTL)
+	}
+	if in.Fence < l.Fence() || in.DoneEpoch != 0 {
+		t.Errorf("Inspect while held: fence %d, done epoch %d; want fence >= the lease's %d, no done epoch", in.Fence, in.DoneEpoch, l.Fence())
+	}
+	if err := l.Complete(ctx(t, liveness)); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	in = inspect(t, other, k)
+	if in.DoneEpoch != 10 || in.HolderNodes >= b.Quorum() || in.TTL != 0 || in.Fence < l.Fence() {
+		t.Errorf("Inspect after Complete: %+v; want done epoch 10, not held, TTL 0, fence >= %d", in, l.Fence())
+	}
+
+	l2 := mustAcquire(t, other, backend.Request{Key: k, TTL: s.h.TTL, Epoch: 11, Owner: "second"})
+	if l2.Fence() <= l.Fence() {
+		t.Errorf("second holder's fence %d is not above the first's %d", l2.Fence(), l.Fence())
+	}
+	if in = inspect(t, b, k); in.Fence < l2.Fence() || in.Holder != "second" {
+		t.Errorf("Inspect of second holder: fence %d holder %q; want >= %d, %q", in.Fence, in.Holder, l2.Fence(), "second")
+	}
+	if err := l2.Release(ctx(t, liveness)); err != nil {
+		t.Errorf("release: %v", err)
+	}
+
+	for _, n := range []struct {
+		v    int64
+		note string
+		want string
+		wv   int64
+	}{
+		{5, "run five", "run five", 5},
+		{3, "run three (late)", "run five", 5}, // a lower version never overwrites
+		{9, "run nine", "run nine", 9},
+		{8, "run eight (late)", "run nine", 9},
+	} {
+		if err := b.SetNote(ctx(t, liveness), k, n.v, n.note); err != nil {
+			t.Fatalf("SetNote(%d): %v", n.v, err)
+		}
+		if in := inspect(t, other, k); in.Note != n.want || in.NoteVersion != n.wv {
+			t.Errorf("after SetNote(%d, %q): note %q version %d, want %q %d", n.v, n.note, in.Note, in.NoteVersion, n.want, n.wv)
+		}
+	}
+}
+
+// batchSize is how many keys one TryAcquireBatch call takes: a tick of
+// a large schedule.
+const batchSize = 10000
+
+// batchAttempts bounds the batches a loaded machine may need before one
+// is answered in time (a timed-out round is refused with ErrNoQuorum,
+// which is safe: it is a liveness failure, retried on fresh keys).
+const batchAttempts = 3
+
+// batchTTL is the TTL of the batch's leases: long enough to outlast a
+// second batch on a loaded machine. The keys are used once only.
+func (s *suite) batchTTL() time.Duration { return max(s.h.TTL, 10*time.Second) }
+
+// testBatch: one TryAcquireBatch of 10,000 free keys grants every one,
+// in order, each Lease with its Request's key and owner; a second batch
+// of the same keys from another client is refused with ErrHeld, naming
+// the holder, for each key. Neither batch ever grants a key wrongly; a
+// batch whose round timed out (ErrNoQuorum only) is tried again. The
+// time a batch takes is for benchmarks to measure, not asserted here.
+func testBatch(t *testing.T, s *suite) {
+	b1, b2 := s.open(t), s.open(t)
+	var reqs []backend.Request
+	var res []backend.Result
+	for attempt := 1; ; attempt++ {
+		base := s.key(t, "try"+itoa(attempt))
+		reqs = make([]backend.Request, batchSize)
+		for i := range reqs {
+			reqs[i] = backend.Request{Key: base + "." + itoa(i), TTL: s.batchTTL(), Owner: "batch owner " + itoa(i)}
+		}
+		t0 := time.Now()
+		res = b1.TryAcquireBatch(ctx(t, liveness), reqs)
+		t.Logf("batch of %d free keys: %s", len(reqs), time.Since(t0).Round(time.Millisecond))
+		if len(res) != len(reqs) {
+			t.Fatalf("TryAcquireBatch returned %d results for %d requests", len(res), len(reqs))
+		}
+		late := checkFreeBatch(t, reqs, res)
+		if late == 0 {
+			break
+		}
+		if attempt == batchAttempts {
+			t.Fatalf("%d of %d free keys refused for lack of a timely quorum in each of %d batches", late, len(reqs), attempt)
+		}
+		t.Logf("%d of %d free keys refused for lack of a timely quorum (loaded machine); trying fresh keys", late, len(reqs))
+	}
+
+	again := make([]backend.Request, len(reqs))
+	for i, r := range reqs {
+		again[i] = backend.Request{Key: r.Key, TTL: s.h.TTL, Owner: "second batch"}
+	}
+	for attempt := 1; ; attempt++ {
+		res2 := b2.TryAcquireBatch(ctx(t, liveness), again)
+		if len(res2) != len(reqs) {
+			t.Fatalf("second TryAcquireBatch returned %d results for %d requests", len(res2), len(reqs))
+		}
+		if time.Now().After(res[0].Lease.ValidUntil()) {
+			t.Fatalf("the first batch's validity ran out before the second batch was answered")
+		}
+		late, bad := 0, 0
+		for i, r := range res2 {
+			var re *backend.RefusedError
+			switch {
+			case r.Err == nil:
+				if bad++; bad <= 5 {
+					t.Errorf("second batch, key %d (%s): granted (fence %d) while the first batch holds it", i, reqs[i].Key, r.Lease.Fence())
+				}
+			case errors.Is(r.Err, backend.ErrNoQuorum):
+				late++
+			case !errors.As(r.Err, &re) || !errors.Is(r.Err, backend.ErrHeld) || !strings.Contains(re.Key, reqs[i].Key) || re.Holder != reqs[i].Owner:
+				if bad++; bad <= 5 {
+					t.Errorf("second batch, key %d (%s): %v; want ErrHeld naming %q", i, reqs[i].Key, r.Err, reqs[i].Owner)
+				}
+			}
+		}
+		if bad > 0 {
+			t.Fatalf("%d of %d keys of the second batch were not refused as held", bad, len(res2))
+		}
+		if late == 0 {
+			return
+		}
+		if attempt == batchAttempts {
+			t.Fatalf("%d of %d held keys refused for lack of a timely quorum in each of %d batches, not as held", late, len(reqs), attempt)
+		}
+		t.Logf("second batch: %d of %d keys refused for lack of a timely quorum (loaded machine); trying again", late, len(reqs))
+	}
+}
+
+// checkFreeBatch checks the results of a batch of free keys: each is a
+// lease of its request's key and owner, or a refusal for lack of a
+// timely quorum, whose number it returns.
+func checkFreeBatch(t *testing.T, reqs []backend.Request, res []backend.Result) (late int) {
+	t.Helper()
+	bad := 0
+	for i, r := range res {
+		switch {
+		case r.Err != nil && errors.Is(r.Err, backend.ErrNoQuorum) && r.Lease == nil:
+			late++
+		case r.Err != nil || r.Lease == nil:
+			if bad++; bad <= 5 {
+				t.Errorf("key %d (%s) of a free batch: lease %v, err %v", i, reqs[i].Key, r.Lease, r.Err)
+			}
+		case r.Lease.Key() != reqs[i].Key || r.Lease.Owner() != reqs[i].Owner:
+			if bad++; bad <= 5 {
+				t.Errorf("result %d is a lease of key %q owner %q, want %q %q", i, r.Lease.Key(), r.Lease.Owner(), reqs[i].Key, reqs[i].Owner)
+			}
+		case r.Lease.ValidUntil().IsZero():
+			if bad++; bad <= 5 {
+				t.Errorf("result %d: granted lease without validity", i)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d results of a batch of free keys are wrong", bad, len(res))
+	}
+	return late
+}
+
+// itoa is strconv.Itoa for non-negative ints, without the import.
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var buf [20]byte
+	n := len(buf)
+	for ; i > 0; i /= 10 {
+		n--
+		buf[n] = byte('0' + i%10)
+	}
+	return string(buf[n:])
+}
+
+// testReleaseOfLostLease: A's lease runs out and B takes the key (and the
+// same epoch) over. A's Release and Complete then leave B's lease alone:
+// B still holds it on a quorum, a third client is refused naming B, and
+// B can extend it. A's Complete marks the epoch or not, as the harness
+// declares (LostCompleteMarksEpoch).
+func testReleaseOfLostLease(t *testing.T, s *suite) {
+	bA, bB, bC := s.open(t), s.open(t), s.open(t)
+	k := s.key(t)
+	const epoch = 7
+	lA := mustAcquire(t, bA, backend.Request{Key: k, TTL: s.h.TTL, Epoch: epoch, Owner: "A"})
+	// B holds longer, so that it stays valid without renewals (which
+	// could hide a wrongful release by taking the key again).
+	lB := mustAcquire(t, bB, backend.Request{Key: k, TTL: 3 * s.h.TTL, Epoch: epoch, Owner: "B"})
+	if vu := lA.ValidUntil(); time.Now().Before(vu) {
+		t.Fatalf("B acquired %s while A was still valid", time.Until(vu))
+	}
+	stillB := func(when string) {
+		t.Helper()
+		if in := inspect(t, bC, k); in.Holder != "B" || in.HolderNodes < bC.Quorum() {
+			t.Errorf("%s: Inspect says holder %q on %d servers, want B on at least %d", when, in.Holder, in.HolderNodes, bC.Quorum())
+		}
+		got, err := tryOnce(t, bC, backend.Request{Key: k, TTL: s.h.TTL, Epoch: epoch + 1, Owner: "C"})
+		if re := refused(t, when+": third client", got, err, backend.ErrHeld); re.Holder != "B" {
+			t.Errorf("%s: third client refused naming %q, want B", when, re.Holder)
+		}
+	}
+	errRel := lA.Release(ctx(t, s.h.TTL/2))
+	stillB("after the lost lease's Release")
+	errComp := lA.Complete(ctx(t, s.h.TTL/2))
+	stillB("after the lost lease's Complete")
+	t.Logf("lost lease: Release returned %v, Complete returned %v", errRel, errComp)
+
+	in := inspect(t, bC, k)
+	got, err := tryOnce(t, bC, backend.Request{Key: k, TTL: s.h.TTL, Epoch: epoch, Owner: "C"})
+	if s.h.LostCompleteMarksEpoch {
+		if in.DoneEpoch != epoch {
+			t.Errorf("done epoch %d after the lost lease's Complete, want %d (LostCompleteMarksEpoch)", in.DoneEpoch, epoch)
+		}
+		refused(t, "epoch completed by the lost lease", got, err, backend.ErrEpochDone)
+	} else {
+		if in.DoneEpoch >= epoch {
+			t.Errorf("the lost lease's Complete marked epoch %d done (done epoch %d) while B holds it", epoch, in.DoneEpoch)
+		}
+		if re := refused(t, "epoch held by B", got, err, backend.ErrHeld); re.Holder != "B" {
+			t.Errorf("epoch %d refused naming %q, want B", epoch, re.Holder)
+		}
+	}
+	if time.Now().Before(lB.ValidUntil()) {
+		if err := lB.Extend(ctx(t, liveness), 0); err != nil {
+			t.Errorf("B can no longer extend its lease: %v", err)
+		}
+	}
+	if err := lB.Complete(ctx(t, liveness)); err != nil {
+		t.Fatalf("B's complete: %v", err)
+	}
+	if in := inspect(t, bC, k); in.DoneEpoch != epoch {
+		t.Errorf("done epoch %d after B's Complete, want %d", in.DoneEpoch, epoch)
+	}
+}
+
+// testBadInputs: every bad URL or credential of the harness gives an
+// error that names the culprit and never shows the secret.
+func testBadInputs(t *testing.T, s *suite) {
+	inputs := s.h.BadInputs(t)
+	if len(inputs) == 0 {
+		t.Fatal("the harness gave no bad inputs")
+	}
+	for _, bi := range inputs {
+		t.Run(bi.Name, func(t *testing.T) {
+			if bi.Err == nil {
+				t.Fatalf("no error")
+			}
+			msg := bi.Err.Error()
+			t.Logf("error: %s", msg)
+			if bi.MustName == "" || !strings.Contains(msg, bi.MustName) {
+				t.Errorf("error %q does not name %q", msg, bi.MustName)
+			}
+			if bi.Secret != "" && strings.Contains(msg, bi.Secret) {
+				t.Errorf("error shows the secret: %q", msg)
+			}
+		})
+	}
+}
+
+// release releases l, ignoring errors (the lease may have been lost to a
+// fault; it then expires by its TTL).
+func release(l backend.Lease) {
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = l.Release(c)
+}
