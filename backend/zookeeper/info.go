@@ -121,8 +121,7 @@ func (b *Backend) SetNote(ctx context.Context, key string, version int64, note s
 }
 
 // Health asks every server for its mode (the srvr four-letter word, which
-// ZooKeeper allows by default) and reports the session's state on the
-// server it is connected to. Voting means the server serves clients in a
+// ZooKeeper allows by default). Voting means the server serves clients in a
 // quorum (leader, follower or standalone).
 func (b *Backend) Health(ctx context.Context) []backend.ServerStatus {
 	out := make([]backend.ServerStatus, len(b.servers))
@@ -132,11 +131,20 @@ func (b *Backend) Health(ctx context.Context) []backend.ServerStatus {
 			defer func() { done <- struct{}{} }()
 			start := time.Now()
 			mode, err := srvrMode(ctx, s, b.cfg.Timeout)
+			// A server that answers but does not serve is in an election:
+			// give it a moment (a second or two on a quick ensemble).
+			for end := time.Now().Add(2 * time.Second); err == nil && mode == "" && time.Now().Before(end) && ctx.Err() == nil; {
+				time.Sleep(50 * time.Millisecond)
+				start = time.Now()
+				mode, err = srvrMode(ctx, s, b.cfg.Timeout)
+			}
 			st := backend.ServerStatus{Server: s, Latency: time.Since(start), Err: err}
 			switch {
 			case err != nil:
 			case mode == "leader" || mode == "follower" || mode == "standalone":
 				st.Voting = true
+			case mode == "":
+				st.Err = errors.New("not serving clients (no quorum, or an election in progress)")
 			default:
 				st.Err = fmt.Errorf("not serving clients (mode %q)", mode)
 			}
@@ -145,14 +153,6 @@ func (b *Backend) Health(ctx context.Context) []backend.ServerStatus {
 	}
 	for range b.servers {
 		<-done
-	}
-	if state := b.conn.State(); state != zk.StateHasSession {
-		for i := range out {
-			if out[i].Server == b.conn.Server() && out[i].Err == nil {
-				out[i].Err = fmt.Errorf("session %s", state)
-				out[i].Voting = false
-			}
-		}
 	}
 	return out
 }
@@ -185,6 +185,9 @@ func srvrMode(ctx context.Context, addr string, timeout time.Duration) (string, 
 	if strings.Contains(first, "whitelist") {
 		// srvr is switched off on this server: it answered, so count it.
 		return "standalone", nil
+	}
+	if strings.Contains(first, "not currently serving") {
+		return "", nil
 	}
 	return "", errors.New("no answer to srvr")
 }

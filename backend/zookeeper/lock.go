@@ -60,9 +60,50 @@ type Lease struct {
 
 	mu         sync.Mutex
 	validUntil time.Time
+	expiry     *time.Timer // gives the lock up when validUntil passes unextended
+	gone       bool        // released, completed or expired
 }
 
 var _ backend.Lease = (*Lease)(nil)
+
+// hold sets the lease valid until v and (re)arms its expiry: a lease that
+// is not extended before its validity ends is given up (the lock znode is
+// deleted), as a Redis or PostgreSQL lease would run out, although
+// ZooKeeper itself would keep it for as long as the session lives.
+func (l *Lease) hold(v time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone {
+		return
+	}
+	l.validUntil = v
+	if l.expiry == nil {
+		l.expiry = time.AfterFunc(time.Until(v), l.expire)
+		return
+	}
+	l.expiry.Reset(time.Until(v))
+}
+
+// expire runs when the validity ended without an extend.
+func (l *Lease) expire() {
+	l.mu.Lock()
+	late := !l.gone && !time.Now().Before(l.validUntil)
+	l.mu.Unlock()
+	if !late {
+		return
+	}
+	// Given up, but not released by its holder: ValidUntil keeps its
+	// (past) value.
+	l.mu.Lock()
+	l.gone = true
+	l.mu.Unlock()
+	l.b.mu.Lock()
+	delete(l.b.active, l.token)
+	l.b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), l.b.SessionTimeout())
+	defer cancel()
+	_ = l.deleteLock(ctx)
+}
 
 // Key returns the lease's key.
 func (l *Lease) Key() string { return l.req.Key }
@@ -115,30 +156,6 @@ func (b *Backend) Acquire(ctx context.Context, req backend.Request) (backend.Lea
 	}
 }
 
-// TryAcquireBatch makes one attempt per request. The attempts run at once
-// and their requests are pipelined on the session's one connection; each
-// costs one round trip once the key's done version is cached (a first
-// attempt on a key reads it, and creates the key's nodes if missing).
-func (b *Backend) TryAcquireBatch(ctx context.Context, reqs []backend.Request) []backend.Result {
-	out := make([]backend.Result, len(reqs))
-	timeout := b.cfg.Timeout + time.Duration(len(reqs))*100*time.Microsecond
-	var wg sync.WaitGroup
-	for i, r := range reqs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := b.attempt(ctx, r, newToken(), timeout)
-			if err != nil {
-				out[i].Err = err
-				return
-			}
-			out[i].Lease = l
-		}()
-	}
-	wg.Wait()
-	return out
-}
-
 // refused builds the error of a refused attempt.
 func refused(key string, reason error, detail string, nodeErrs error) *backend.RefusedError {
 	return &backend.RefusedError{Key: key, Reason: reason, Detail: detail, NodeErrs: nodeErrs}
@@ -153,11 +170,9 @@ func (b *Backend) attempt(ctx context.Context, req backend.Request, token string
 		return nil, fmt.Errorf("zookeeper: acquire %s: TTL must be positive", req.Key)
 	}
 	p := b.paths(req.Key)
-	if err := b.prepare(ctx, p, timeout); err != nil {
-		return nil, refused(req.Key, backend.ErrNoQuorum, "", b.nodeErr(err))
-	}
 	b.mu.Lock()
 	b.active[token] = true
+	fresh := !b.ready[p.key]
 	b.mu.Unlock()
 	held := false
 	defer func() {
@@ -168,6 +183,27 @@ func (b *Backend) attempt(ctx context.Context, req backend.Request, token string
 		}
 	}()
 	data := []byte(token + " " + req.Owner)
+	if fresh {
+		// A key this client has not seen: create it, its done node and
+		// the lock in one multi (one round trip for a new key); if the key
+		// exists, go the usual way.
+		l, err := b.attemptNew(ctx, req, p, token, data, timeout)
+		switch {
+		case err == nil:
+			held = true
+			return l, nil
+		case !errors.Is(err, zk.ErrNodeExists):
+			return nil, refused(req.Key, backend.ErrNoQuorum, "", b.nodeErr(err))
+		}
+		b.mu.Lock()
+		b.ready[p.key] = true
+		b.mu.Unlock()
+		// The key exists, and may well be held (several hosts fire the
+		// same tick): look at its lock before reading its done node.
+		if err := b.heldBy(ctx, req, p, token, timeout); !errors.Is(err, errNotHeldNow) && !errors.Is(err, errOrphanRemoved) {
+			return nil, err
+		}
+	}
 	for try := 0; try < 3; try++ {
 		b.mu.Lock()
 		ds, known := b.doneVer[p.key]
@@ -218,7 +254,7 @@ func (b *Backend) attempt(ctx context.Context, req backend.Request, token string
 				_ = l.Release(context.Background())
 				return nil, refused(req.Key, backend.ErrNoQuorum, "answer came too late to leave any validity", nil)
 			}
-			l.validUntil = start.Add(v)
+			l.hold(start.Add(v))
 			held = true
 			return l, nil
 		}
@@ -230,7 +266,11 @@ func (b *Backend) attempt(ctx context.Context, req backend.Request, token string
 			b.mu.Unlock()
 			continue
 		case errors.Is(err, zk.ErrNodeExists):
-			return nil, b.heldBy(ctx, req, p, token, timeout)
+			err := b.heldBy(ctx, req, p, token, timeout)
+			if errors.Is(err, errNotHeldNow) || errors.Is(err, errOrphanRemoved) {
+				continue // the key is free now: try again
+			}
+			return nil, err
 		case errors.Is(err, zk.ErrNoNode):
 			// The key's nodes were removed (by an operator): make them again.
 			b.mu.Lock()
@@ -246,6 +286,44 @@ func (b *Backend) attempt(ctx context.Context, req backend.Request, token string
 		}
 	}
 	return nil, refused(req.Key, backend.ErrNoQuorum, "the key's done node kept changing", nil)
+}
+
+// attemptNew acquires a key whose nodes may not exist yet: one multi
+// creates the key, its done node (epoch 0, version 0: the lease's
+// generation) and the lock. It fails with zk.ErrNodeExists when the key
+// exists.
+func (b *Backend) attemptNew(ctx context.Context, req backend.Request, p paths, token string, data []byte, timeout time.Duration) (*Lease, error) {
+	start := time.Now()
+	var res []zk.MultiResponse
+	err := b.call(ctx, timeout, func() error {
+		var err error
+		res, err = b.conn.Multi(
+			&zk.CreateRequest{Path: p.key, Acl: b.acl()},
+			&zk.CreateRequest{Path: p.done, Data: []byte("0"), Acl: b.acl()},
+			&zk.CreateRequest{Path: p.lock, Data: data, Acl: b.acl(), Flags: zk.FlagEphemeral},
+			&zk.SetDataRequest{Path: p.lock, Data: data, Version: 0})
+		return err
+	}, func(err error) {
+		if err == nil {
+			_, _ = b.conn.Multi(&zk.CheckVersionRequest{Path: p.done, Version: 0},
+				&zk.DeleteRequest{Path: p.lock, Version: -1})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.ready[p.key] = true
+	b.doneVer[p.key] = doneState{epoch: 0, version: 0}
+	b.mu.Unlock()
+	l := &Lease{b: b, req: req, p: p, token: token, fence: res[3].Stat.Czxid, gen: 0}
+	v := b.validity(req.TTL, start)
+	if v <= 0 {
+		_ = l.Release(context.Background())
+		return nil, refused(req.Key, backend.ErrNoQuorum, "answer came too late to leave any validity", nil)
+	}
+	l.hold(start.Add(v))
+	return l, nil
 }
 
 // prepare creates the key's persistent nodes once per Backend.
@@ -290,8 +368,17 @@ func (b *Backend) readDone(ctx context.Context, p paths, timeout time.Duration) 
 	return done, st.Version, nil
 }
 
+// heldBy's answers when there is no holder to report: the key has no
+// lock, or had only an orphan of this session, now deleted.
+var (
+	errNotHeldNow    = errors.New("no lock")
+	errOrphanRemoved = errors.New("removed an orphaned lock of this session")
+)
+
 // heldBy explains a refusal by an existing lock, after deleting it when it
-// is an orphan of this session (a create whose reply was lost).
+// is an orphan of this session (a create whose reply was lost). It returns
+// errNotHeldNow when the key has no lock.
+
 func (b *Backend) heldBy(ctx context.Context, req backend.Request, p paths, token string, timeout time.Duration) error {
 	var data []byte
 	var st *zk.Stat
@@ -301,8 +388,7 @@ func (b *Backend) heldBy(ctx context.Context, req backend.Request, p paths, toke
 		return err
 	}, nil)
 	if errors.Is(err, zk.ErrNoNode) {
-		e := refused(req.Key, backend.ErrHeld, "the lock was released meanwhile", nil)
-		return e
+		return errNotHeldNow
 	}
 	if err != nil {
 		return refused(req.Key, backend.ErrNoQuorum, "", b.nodeErr(err))
@@ -324,7 +410,7 @@ func (b *Backend) heldBy(ctx context.Context, req backend.Request, p paths, toke
 					&zk.DeleteRequest{Path: p.lock, Version: st.Version})
 				return err
 			}, nil)
-			return refused(req.Key, backend.ErrHeld, "removed an orphaned lock of this session; try again", nil)
+			return errOrphanRemoved
 		}
 	}
 	e := refused(req.Key, backend.ErrHeld, "", nil)
@@ -359,16 +445,17 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if v <= 0 {
 		return fmt.Errorf("extend %s: %w: the answer came too late to leave any validity", l.req.Key, backend.ErrNoQuorum)
 	}
-	l.mu.Lock()
-	l.validUntil = start.Add(v)
-	l.mu.Unlock()
+	l.hold(start.Add(v))
 	return nil
 }
 
 // giveUp marks the lease invalid locally and forgets its token.
 func (l *Lease) giveUp() {
 	l.mu.Lock()
-	l.validUntil = time.Time{}
+	l.validUntil, l.gone = time.Time{}, true
+	if l.expiry != nil {
+		l.expiry.Stop()
+	}
 	l.mu.Unlock()
 	l.b.mu.Lock()
 	delete(l.b.active, l.token)
@@ -379,6 +466,11 @@ func (l *Lease) giveUp() {
 // the generation); a lock lost meanwhile is left alone.
 func (l *Lease) Release(ctx context.Context) error {
 	l.giveUp()
+	return l.deleteLock(ctx)
+}
+
+// deleteLock deletes the lock if nobody took the key after this lease.
+func (l *Lease) deleteLock(ctx context.Context) error {
 	err := l.b.call(ctx, l.b.cfg.Timeout, func() error {
 		_, err := l.b.conn.Multi(&zk.CheckVersionRequest{Path: l.p.done, Version: l.gen},
 			&zk.DeleteRequest{Path: l.p.lock, Version: -1})

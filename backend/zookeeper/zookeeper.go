@@ -248,22 +248,31 @@ func (b *Backend) call(ctx context.Context, timeout time.Duration, f func() erro
 	return err
 }
 
-// nodeErr names the server the session is connected to.
+// nodeErr wraps err with the server it concerns: the one the session is
+// connected to for an error a server returned, and every server for a
+// request that found none to answer it (a timeout, a lost connection).
 func (b *Backend) nodeErr(err error) error {
-	srv := b.conn.Server()
-	if srv == "" {
-		srv = strings.Join(b.servers, ",")
+	serverSaid := errors.Is(err, zk.ErrNoAuth) || errors.Is(err, zk.ErrNoNode) ||
+		errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrSessionExpired)
+	if srv := b.conn.Server(); serverSaid && srv != "" && b.conn.State() == zk.StateHasSession {
+		return &backend.NodeError{Node: srv, Err: err}
 	}
-	return &backend.NodeError{Node: "zookeeper " + srv, Err: err}
+	errs := make([]error, len(b.servers))
+	for i, s := range b.servers {
+		errs[i] = &backend.NodeError{Node: s, Err: err}
+	}
+	return errors.Join(errs...)
 }
 
-// ensurePath creates path and its parents as persistent nodes.
+// ensurePath creates path and its parents as persistent nodes. It runs
+// once, at Open, and may take up to the session timeout (a new ensemble's
+// first write waits for its leader to settle).
 func (b *Backend) ensurePath(ctx context.Context, path string) error {
 	p := ""
 	for _, part := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
 		p += "/" + part
-		err := b.call(ctx, b.cfg.Timeout, func() error {
-			_, err := b.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+		err := b.call(ctx, b.cfg.SessionTimeout, func() error {
+			_, err := b.conn.Create(p, nil, 0, b.acl())
 			return err
 		}, nil)
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {

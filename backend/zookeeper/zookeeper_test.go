@@ -16,7 +16,7 @@ func open(t testing.TB, addrs []string, session time.Duration) *Backend {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := Open(ctx, Config{Servers: addrs, Root: "/lctest", Timeout: 300 * time.Millisecond, SessionTimeout: session})
+	b, err := Open(ctx, Config{Servers: addrs, Root: "/lctest", Timeout: session / 10, SessionTimeout: session})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -262,14 +262,30 @@ func (s *Server) kill() {
 
 // Restart starts a killed server again on the same ports with its data,
 // and waits until it serves clients (in an ensemble: until it rejoined a
-// quorum).
+// quorum, so restart a majority of a stopped ensemble with Start and wait
+// with Ensemble.WaitServing instead).
 func (s *Server) Restart() {
+	s.t.Helper()
+	s.Start()
+	s.waitServing()
+}
+
+// Start starts a killed server again on the same ports with its data,
+// without waiting for it to serve.
+func (s *Server) Start() {
 	s.t.Helper()
 	s.kill()
 	if err := s.spawn(); err != nil {
 		s.t.Fatalf("zktest: %v", err)
 	}
-	s.waitServing()
+}
+
+// WaitServing waits until every server of the ensemble serves clients.
+func (e *Ensemble) WaitServing() {
+	e.t.Helper()
+	for _, s := range e.Servers {
+		s.waitServing()
+	}
 }
 
 // Pause stops the server with SIGSTOP and waits until it is stopped.
