@@ -83,10 +83,15 @@ func Run(t *testing.T, h Harness) {
 // single-attempt call does not pay for the dial.
 func (s *suite) open(t *testing.T) backend.Backend {
 	t.Helper()
-	b := s.h.Open(t)
+	return s.warm(s.h.Open(t))
+}
+
+// warm opens b's connections, ignoring errors (they show up again in the
+// first round), and returns b.
+func (s *suite) warm(b backend.Backend) backend.Backend {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = b.Warm(ctx) // errors show up again in the first round
+	_ = b.Warm(ctx)
 	return b
 }
 
@@ -176,6 +181,24 @@ func refused(t testing.TB, what string, l backend.Lease, err error, reason error
 		t.Fatalf("%s: error %v does not match ErrNotObtained and %v", what, err, reason)
 	}
 	return re
+}
+
+// refusal makes attempt until it is refused for reason, or for a reason
+// other than a missed quorum, and checks the refusal with refused. A
+// refusal for lack of a timely quorum when another reason is expected is
+// a liveness failure of a loaded machine: it is tried again, within
+// liveness. A grant always fails t.
+func refusal(t testing.TB, what string, attempt func() (backend.Lease, error), reason error) (*backend.RefusedError, error) {
+	t.Helper()
+	deadline := time.Now().Add(liveness)
+	for {
+		l, err := attempt()
+		if err != nil && !errors.Is(err, reason) && errors.Is(err, backend.ErrNoQuorum) && time.Now().Before(deadline) {
+			time.Sleep(backend.Jitter(10 * time.Millisecond))
+			continue
+		}
+		return refused(t, what, l, err, reason), err
+	}
 }
 
 // nodeErrors returns every *backend.NodeError in err's tree.

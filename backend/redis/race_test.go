@@ -2,6 +2,6 @@
 
 package redis_test
 
-// raceEnabled reports whether the race detector is on: it slows the
-// client's own encoding of a 10,000-key batch about threefold.
+// raceEnabled reports whether the race detector is on: it slows every
+// round trip of the client several times.
 const raceEnabled = true
