@@ -27,6 +27,19 @@ func TestConformance(t *testing.T) {
 		Open: func(t testing.TB) backend.Backend {
 			return open(t, e.Addrs(), conformanceTTL)
 		},
+		// Batch clients: a longer timeout (a 10,000-key batch takes
+		// seconds under the race detector on a loaded machine) and a
+		// session as long as the suite's batch leases.
+		OpenBatch: func(t testing.TB) backend.Backend {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			b, err := Open(ctx, Config{Servers: e.Addrs(), Root: "/lctest", Timeout: 10 * time.Second, SessionTimeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			return b
+		},
 		Kill:    func(_ testing.TB, i int) { e.Servers[i].Kill() },
 		Restart: func(_ testing.TB, i int) { e.Servers[i].Start() },
 		Pause:   func(_ testing.TB, i int) { e.Servers[i].Pause() },
