@@ -1,0 +1,532 @@
+package zookeeper
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/leasecron/leasecron/backend"
+)
+
+// paths of one key's znodes.
+type paths struct{ key, lock, done, note string }
+
+func (b *Backend) paths(key string) paths {
+	k := b.cfg.Root + "/" + key
+	return paths{key: k, lock: k + "/lock", done: k + "/done", note: k + "/note"}
+}
+
+func checkKey(key string) error {
+	if key == "" || strings.ContainsAny(key, "/\x00") || key == "." || key == ".." {
+		return fmt.Errorf("zookeeper: bad key %q: must be a single znode name", key)
+	}
+	return nil
+}
+
+func (b *Backend) acl() []zk.ACL {
+	if b.cfg.Auth != "" {
+		return zk.AuthACL(zk.PermAll)
+	}
+	return zk.WorldACL(zk.PermAll)
+}
+
+func newToken() string {
+	var raw [12]byte
+	_, _ = rand.Read(raw[:])
+	return hex.EncodeToString(raw[:])
+}
+
+// Lease is a held ZooKeeper lock.
+type Lease struct {
+	b     *Backend
+	req   backend.Request
+	p     paths
+	token string
+	fence int64
+	// gen is the done znode's version after this acquisition bumped it.
+	// Only an acquisition or a completion changes it, so while it stays
+	// gen nobody took the key after us: every later operation of the
+	// lease checks it (a lock znode's own version restarts at each
+	// creation, so it cannot tell our lock from a successor's).
+	gen int32
+
+	mu         sync.Mutex
+	validUntil time.Time
+	expiry     *time.Timer // gives the lock up when validUntil passes unextended
+	gone       bool        // released, completed or expired
+}
+
+var _ backend.Lease = (*Lease)(nil)
+
+// hold sets the lease valid until v and (re)arms its expiry: a lease that
+// is not extended before its validity ends is given up (the lock znode is
+// deleted), as a Redis or PostgreSQL lease would run out, although
+// ZooKeeper itself would keep it for as long as the session lives.
+func (l *Lease) hold(v time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone {
+		return
+	}
+	l.validUntil = v
+	if l.expiry == nil {
+		l.expiry = time.AfterFunc(time.Until(v), l.expire)
+		return
+	}
+	l.expiry.Reset(time.Until(v))
+}
+
+// expire runs when the validity ended without an extend.
+func (l *Lease) expire() {
+	l.mu.Lock()
+	late := !l.gone && !time.Now().Before(l.validUntil)
+	l.mu.Unlock()
+	if !late {
+		return
+	}
+	// Given up, but not released by its holder: ValidUntil keeps its
+	// (past) value.
+	l.mu.Lock()
+	l.gone = true
+	l.mu.Unlock()
+	l.b.mu.Lock()
+	delete(l.b.active, l.token)
+	l.b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), l.b.SessionTimeout())
+	defer cancel()
+	_ = l.deleteLock(ctx)
+}
+
+// Key returns the lease's key.
+func (l *Lease) Key() string { return l.req.Key }
+
+// Owner returns the Request's Owner.
+func (l *Lease) Owner() string { return l.req.Owner }
+
+// Token returns the random token stored in the lock znode.
+func (l *Lease) Token() string { return l.token }
+
+// Epoch returns the Request's epoch.
+func (l *Lease) Epoch() int64 { return l.req.Epoch }
+
+// TTL returns the Request's TTL (validity is also bounded by the session
+// timeout).
+func (l *Lease) TTL() time.Duration { return l.req.TTL }
+
+// Fence returns the lock znode's czxid: strictly greater than every
+// earlier holder's.
+func (l *Lease) Fence() int64 { return l.fence }
+
+// ValidUntil returns until when the lock is certainly this lease's.
+func (l *Lease) ValidUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil
+}
+
+// Acquire takes the lease, retrying with a backoff until it is held, the
+// epoch is found completed, or ctx ends.
+func (b *Backend) Acquire(ctx context.Context, req backend.Request) (backend.Lease, error) {
+	token := newToken()
+	wait := 10 * time.Millisecond
+	for {
+		l, err := b.attempt(ctx, req, token, b.cfg.Timeout)
+		if err == nil {
+			return l, nil
+		}
+		if errors.Is(err, backend.ErrEpochDone) {
+			return nil, err
+		}
+		t := time.NewTimer(backend.Jitter(wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// refused builds the error of a refused attempt.
+func refused(key string, reason error, detail string, nodeErrs error) *backend.RefusedError {
+	return &backend.RefusedError{Key: key, Reason: reason, Detail: detail, NodeErrs: nodeErrs}
+}
+
+// attempt makes one try at req with token.
+func (b *Backend) attempt(ctx context.Context, req backend.Request, token string, timeout time.Duration) (*Lease, error) {
+	if err := checkKey(req.Key); err != nil {
+		return nil, err
+	}
+	if req.TTL <= 0 {
+		return nil, fmt.Errorf("zookeeper: acquire %s: TTL must be positive", req.Key)
+	}
+	p := b.paths(req.Key)
+	b.mu.Lock()
+	b.active[token] = true
+	fresh := !b.ready[p.key]
+	b.mu.Unlock()
+	held := false
+	defer func() {
+		if !held {
+			b.mu.Lock()
+			delete(b.active, token)
+			b.mu.Unlock()
+		}
+	}()
+	data := []byte(token + " " + req.Owner)
+	if fresh {
+		// A key this client has not seen: create it, its done node and
+		// the lock in one multi (one round trip for a new key); if the key
+		// exists, go the usual way.
+		l, err := b.attemptNew(ctx, req, p, token, data, timeout)
+		switch {
+		case err == nil:
+			held = true
+			return l, nil
+		case !errors.Is(err, zk.ErrNodeExists):
+			return nil, refused(req.Key, backend.ErrNoQuorum, "", b.nodeErr(err))
+		}
+		b.mu.Lock()
+		b.ready[p.key] = true
+		b.mu.Unlock()
+		// The key exists, and may well be held (several hosts fire the
+		// same tick): look at its lock before reading its done node.
+		if err := b.heldBy(ctx, req, p, token, timeout); !errors.Is(err, errNotHeldNow) && !errors.Is(err, errOrphanRemoved) {
+			return nil, err
+		}
+	}
+	for try := 0; try < 3; try++ {
+		b.mu.Lock()
+		ds, known := b.doneVer[p.key]
+		b.mu.Unlock()
+		if !known {
+			done, v, err := b.readDone(ctx, p, timeout)
+			if err != nil {
+				return nil, refused(req.Key, backend.ErrNoQuorum, "", b.nodeErr(err))
+			}
+			ds = doneState{epoch: done, version: v}
+			b.mu.Lock()
+			b.doneVer[p.key] = ds
+			b.mu.Unlock()
+		}
+		if req.Epoch > 0 && ds.epoch >= req.Epoch {
+			e := refused(req.Key, backend.ErrEpochDone, "", nil)
+			e.DoneEpoch = ds.epoch
+			return nil, e
+		}
+		// Rewriting done with its own value bumps its version: the
+		// lease's generation (see Lease.gen); done's version check makes
+		// a completion since we read it fail the create.
+		ops := []any{
+			&zk.SetDataRequest{Path: p.done, Data: []byte(strconv.FormatInt(ds.epoch, 10)), Version: ds.version},
+			&zk.CreateRequest{Path: p.lock, Data: data, Acl: b.acl(), Flags: zk.FlagEphemeral},
+			&zk.SetDataRequest{Path: p.lock, Data: data, Version: 0},
+		}
+		start := time.Now()
+		var res []zk.MultiResponse
+		err := b.call(ctx, timeout, func() error {
+			var err error
+			res, err = b.conn.Multi(ops...)
+			return err
+		}, func(err error) {
+			if err == nil { // created after we gave up: undo it
+				_, _ = b.conn.Multi(&zk.CheckVersionRequest{Path: p.done, Version: res[0].Stat.Version},
+					&zk.DeleteRequest{Path: p.lock, Version: -1})
+			}
+		})
+		if err == nil {
+			gen := res[0].Stat.Version
+			b.mu.Lock()
+			b.doneVer[p.key] = doneState{epoch: ds.epoch, version: gen}
+			b.mu.Unlock()
+			l := &Lease{b: b, req: req, p: p, token: token, fence: res[2].Stat.Czxid, gen: gen}
+			v := b.validity(req.TTL, start)
+			if v <= 0 {
+				_ = l.Release(context.Background())
+				return nil, refused(req.Key, backend.ErrNoQuorum, "answer came too late to leave any validity", nil)
+			}
+			l.hold(start.Add(v))
+			held = true
+			return l, nil
+		}
+		switch {
+		case errors.Is(err, zk.ErrBadVersion):
+			// done changed since we read it: read it again.
+			b.mu.Lock()
+			delete(b.doneVer, p.key)
+			b.mu.Unlock()
+			continue
+		case errors.Is(err, zk.ErrNodeExists):
+			err := b.heldBy(ctx, req, p, token, timeout)
+			if errors.Is(err, errNotHeldNow) || errors.Is(err, errOrphanRemoved) {
+				continue // the key is free now: try again
+			}
+			return nil, err
+		case errors.Is(err, zk.ErrNoNode):
+			// The key's nodes were removed (by an operator): make them again.
+			b.mu.Lock()
+			delete(b.ready, p.key)
+			delete(b.doneVer, p.key)
+			b.mu.Unlock()
+			if err := b.prepare(ctx, p, timeout); err != nil {
+				return nil, refused(req.Key, backend.ErrNoQuorum, "", b.nodeErr(err))
+			}
+			continue
+		default:
+			return nil, refused(req.Key, backend.ErrNoQuorum, "", b.nodeErr(err))
+		}
+	}
+	return nil, refused(req.Key, backend.ErrNoQuorum, "the key's done node kept changing", nil)
+}
+
+// attemptNew acquires a key whose nodes may not exist yet: one multi
+// creates the key, its done node (epoch 0, version 0: the lease's
+// generation) and the lock. It fails with zk.ErrNodeExists when the key
+// exists.
+func (b *Backend) attemptNew(ctx context.Context, req backend.Request, p paths, token string, data []byte, timeout time.Duration) (*Lease, error) {
+	start := time.Now()
+	var res []zk.MultiResponse
+	err := b.call(ctx, timeout, func() error {
+		var err error
+		res, err = b.conn.Multi(
+			&zk.CreateRequest{Path: p.key, Acl: b.acl()},
+			&zk.CreateRequest{Path: p.done, Data: []byte("0"), Acl: b.acl()},
+			&zk.CreateRequest{Path: p.lock, Data: data, Acl: b.acl(), Flags: zk.FlagEphemeral},
+			&zk.SetDataRequest{Path: p.lock, Data: data, Version: 0})
+		return err
+	}, func(err error) {
+		if err == nil {
+			_, _ = b.conn.Multi(&zk.CheckVersionRequest{Path: p.done, Version: 0},
+				&zk.DeleteRequest{Path: p.lock, Version: -1})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.ready[p.key] = true
+	b.doneVer[p.key] = doneState{epoch: 0, version: 0}
+	b.mu.Unlock()
+	l := &Lease{b: b, req: req, p: p, token: token, fence: res[3].Stat.Czxid, gen: 0}
+	v := b.validity(req.TTL, start)
+	if v <= 0 {
+		_ = l.Release(context.Background())
+		return nil, refused(req.Key, backend.ErrNoQuorum, "answer came too late to leave any validity", nil)
+	}
+	l.hold(start.Add(v))
+	return l, nil
+}
+
+// prepare creates the key's persistent nodes once per Backend.
+func (b *Backend) prepare(ctx context.Context, p paths, timeout time.Duration) error {
+	b.mu.Lock()
+	ok := b.ready[p.key]
+	b.mu.Unlock()
+	if ok {
+		return nil
+	}
+	for _, n := range []struct {
+		path string
+		data []byte
+	}{{p.key, nil}, {p.done, []byte("0")}} {
+		err := b.call(ctx, timeout, func() error {
+			_, err := b.conn.Create(n.path, n.data, 0, b.acl())
+			return err
+		}, nil)
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", n.path, err)
+		}
+	}
+	b.mu.Lock()
+	b.ready[p.key] = true
+	b.mu.Unlock()
+	return nil
+}
+
+// readDone reads the key's completed epoch and the done node's version.
+func (b *Backend) readDone(ctx context.Context, p paths, timeout time.Duration) (int64, int32, error) {
+	var data []byte
+	var st *zk.Stat
+	err := b.call(ctx, timeout, func() error {
+		var err error
+		data, st, err = b.conn.Get(p.done)
+		return err
+	}, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	done, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	return done, st.Version, nil
+}
+
+// heldBy's answers when there is no holder to report: the key has no
+// lock, or had only an orphan of this session, now deleted.
+var (
+	errNotHeldNow    = errors.New("no lock")
+	errOrphanRemoved = errors.New("removed an orphaned lock of this session")
+)
+
+// heldBy explains a refusal by an existing lock, after deleting it when it
+// is an orphan of this session (a create whose reply was lost). It returns
+// errNotHeldNow when the key has no lock.
+
+func (b *Backend) heldBy(ctx context.Context, req backend.Request, p paths, token string, timeout time.Duration) error {
+	var data []byte
+	var st *zk.Stat
+	err := b.call(ctx, timeout, func() error {
+		var err error
+		data, st, err = b.conn.Get(p.lock)
+		return err
+	}, nil)
+	if errors.Is(err, zk.ErrNoNode) {
+		return errNotHeldNow
+	}
+	if err != nil {
+		return refused(req.Key, backend.ErrNoQuorum, "", b.nodeErr(err))
+	}
+	tok, owner, _ := strings.Cut(string(data), " ")
+	if st.EphemeralOwner == b.conn.SessionID() && tok != token {
+		b.mu.Lock()
+		orphan := !b.active[tok]
+		b.mu.Unlock()
+		if orphan {
+			// Nobody can have taken the key since (the orphan holds it), so
+			// done's version now is the orphan's generation.
+			_ = b.call(ctx, timeout, func() error {
+				_, dst, err := b.conn.Get(p.done)
+				if err != nil {
+					return err
+				}
+				_, err = b.conn.Multi(&zk.CheckVersionRequest{Path: p.done, Version: dst.Version},
+					&zk.DeleteRequest{Path: p.lock, Version: st.Version})
+				return err
+			}, nil)
+			return errOrphanRemoved
+		}
+	}
+	e := refused(req.Key, backend.ErrHeld, "", nil)
+	e.Holder, e.HolderNodes = owner, 1
+	// A holder that died keeps its lock until its session expires.
+	e.HolderTTL = b.SessionTimeout()
+	return e
+}
+
+// Extend proves the lock is still ours with a write through the leader,
+// which also touches the session: a multi of Check(done, generation) —
+// nobody took the key after us — and SetData(lock) — our lock still
+// exists (it vanishes with our session). Validity is counted from before
+// the request.
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	if ttl <= 0 {
+		ttl = l.req.TTL
+	}
+	start := time.Now()
+	err := l.b.call(ctx, l.b.cfg.Timeout, func() error {
+		_, err := l.b.conn.Multi(&zk.CheckVersionRequest{Path: l.p.done, Version: l.gen},
+			&zk.SetDataRequest{Path: l.p.lock, Data: []byte(l.token + " " + l.req.Owner), Version: -1})
+		return err
+	}, nil)
+	switch {
+	case errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrSessionExpired):
+		return fmt.Errorf("extend %s: %w: %v", l.req.Key, backend.ErrNotHeld, err)
+	case err != nil:
+		return fmt.Errorf("extend %s: %w: %w", l.req.Key, backend.ErrNoQuorum, l.b.nodeErr(err))
+	}
+	v := l.b.validity(ttl, start)
+	if v <= 0 {
+		return fmt.Errorf("extend %s: %w: the answer came too late to leave any validity", l.req.Key, backend.ErrNoQuorum)
+	}
+	l.hold(start.Add(v))
+	return nil
+}
+
+// giveUp marks the lease invalid locally and forgets its token.
+func (l *Lease) giveUp() {
+	l.mu.Lock()
+	l.validUntil, l.gone = time.Time{}, true
+	if l.expiry != nil {
+		l.expiry.Stop()
+	}
+	l.mu.Unlock()
+	l.b.mu.Lock()
+	delete(l.b.active, l.token)
+	l.b.mu.Unlock()
+}
+
+// Release deletes the lock if nobody took the key after us (guarded by
+// the generation); a lock lost meanwhile is left alone.
+func (l *Lease) Release(ctx context.Context) error {
+	l.giveUp()
+	return l.deleteLock(ctx)
+}
+
+// deleteLock deletes the lock if nobody took the key after this lease.
+func (l *Lease) deleteLock(ctx context.Context) error {
+	err := l.b.call(ctx, l.b.cfg.Timeout, func() error {
+		_, err := l.b.conn.Multi(&zk.CheckVersionRequest{Path: l.p.done, Version: l.gen},
+			&zk.DeleteRequest{Path: l.p.lock, Version: -1})
+		return err
+	}, nil)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
+		return fmt.Errorf("release %s: %w", l.req.Key, l.b.nodeErr(err))
+	}
+	return nil
+}
+
+// Complete marks the epoch completed and deletes the lock in one multi,
+// retrying until it is done or ctx ends. When a try's answer was lost it
+// reads done to learn whether the try took effect.
+func (l *Lease) Complete(ctx context.Context) error {
+	if l.req.Epoch <= 0 {
+		return l.Release(ctx)
+	}
+	l.giveUp()
+	epoch := []byte(strconv.FormatInt(l.req.Epoch, 10))
+	wait := 10 * time.Millisecond
+	for {
+		err := l.b.call(ctx, l.b.cfg.Timeout, func() error {
+			res, err := l.b.conn.Multi(
+				&zk.SetDataRequest{Path: l.p.done, Data: epoch, Version: l.gen},
+				&zk.DeleteRequest{Path: l.p.lock, Version: -1})
+			if err == nil {
+				l.b.mu.Lock()
+				l.b.doneVer[l.p.key] = doneState{epoch: l.req.Epoch, version: res[0].Stat.Version}
+				l.b.mu.Unlock()
+			}
+			return err
+		}, nil)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+			// The lock is gone: completed by an earlier try whose answer
+			// was lost, or lost before completion.
+			done, _, rerr := l.b.readDone(ctx, l.p, l.b.cfg.Timeout)
+			if rerr == nil && done >= l.req.Epoch {
+				return nil
+			}
+			if rerr == nil {
+				return fmt.Errorf("complete %s epoch %d: %w: the lock was lost before completion", l.req.Key, l.req.Epoch, backend.ErrNotHeld)
+			}
+			err = rerr
+		}
+		last := fmt.Errorf("complete %s epoch %d: %w", l.req.Key, l.req.Epoch, l.b.nodeErr(err))
+		t := time.NewTimer(backend.Jitter(wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(last, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
+}

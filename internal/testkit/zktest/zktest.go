@@ -1,0 +1,381 @@
+// Package zktest runs real ZooKeeper servers for tests, in the spirit of
+// httptest.NewServer and of internal/testkit/redistest: a test asks for a
+// standalone server or a 3-server ensemble, gets the client addresses, and
+// everything is torn down by t.Cleanup.
+//
+// The servers come from Debian's zookeeper package (the JVM runs
+// org.apache.zookeeper.server.quorum.QuorumPeerMain with
+// /usr/share/java/zookeeper.jar), each on its own free 127.0.0.1 ports,
+// with its config, data and log in its own t.TempDir(). tickTime is short
+// (100 ms) so that elections and session timeouts are quick; the
+// negotiable session timeout ranges from 2 ticks to 60 s. Servers can be
+// killed, restarted on the same ports with their data (ZooKeeper fsyncs its
+// transaction log), and paused with SIGSTOP.
+//
+// Every process is started by this package and killed by its PID (SIGCONT
+// first if paused, then SIGKILL), and also started with Pdeathsig=SIGKILL,
+// so a test binary that dies without its cleanups leaves none behind.
+// Without java or the zookeeper package the test fails with a message that
+// says how to install it; tests are never skipped.
+package zktest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Jar is the ZooKeeper server jar of Debian's zookeeper package.
+const Jar = "/usr/share/java/zookeeper.jar"
+
+// TickTime is the ensemble's tick: sessions may be as short as 2 ticks.
+const TickTime = 100 * time.Millisecond
+
+// startTimeout bounds how long a server (or an ensemble's election) may
+// take to serve clients; a loaded 2-core machine starts a JVM slowly.
+const startTimeout = 60 * time.Second
+
+// Ensemble is a running standalone server (1) or quorum ensemble (3, 5).
+type Ensemble struct {
+	t       testing.TB
+	Servers []*Server
+}
+
+// Server is one ZooKeeper server process of an Ensemble.
+type Server struct {
+	t          testing.TB
+	ID         int // its myid, 1-based
+	dir        string
+	clientPort int
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	paused bool
+}
+
+// Start starts n ZooKeeper servers (n = 1: standalone; otherwise a quorum
+// ensemble) and waits until every one serves clients.
+func Start(t testing.TB, n int) *Ensemble {
+	t.Helper()
+	java, err := exec.LookPath("java")
+	if err != nil || fileMissing(Jar) {
+		t.Fatalf("zktest: ZooKeeper is not installed (need java and %s): apt-get install zookeeper", Jar)
+	}
+	_ = java
+	ports, err := freePorts(3 * n)
+	if err != nil {
+		t.Fatalf("zktest: %v", err)
+	}
+	e := &Ensemble{t: t}
+	var peers strings.Builder
+	if n > 1 {
+		for i := range n {
+			fmt.Fprintf(&peers, "server.%d=127.0.0.1:%d:%d\n", i+1, ports[3*i+1], ports[3*i+2])
+		}
+	}
+	for i := range n {
+		s := &Server{t: t, ID: i + 1, dir: t.TempDir(), clientPort: ports[3*i]}
+		if err := s.writeConfig(peers.String()); err != nil {
+			t.Fatalf("zktest: %v", err)
+		}
+		e.Servers = append(e.Servers, s)
+	}
+	t.Cleanup(func() {
+		for _, s := range e.Servers {
+			s.kill()
+		}
+	})
+	for _, s := range e.Servers {
+		if err := s.spawn(); err != nil {
+			t.Fatalf("zktest: %v", err)
+		}
+	}
+	for _, s := range e.Servers {
+		s.waitServing()
+	}
+	return e
+}
+
+// Addrs returns the servers' client addresses (host:port).
+func (e *Ensemble) Addrs() []string {
+	out := make([]string, len(e.Servers))
+	for i, s := range e.Servers {
+		out[i] = s.Addr()
+	}
+	return out
+}
+
+// Leader returns the index in Servers of the current leader (the only
+// server of a standalone ensemble), or -1 if none answers as leader.
+func (e *Ensemble) Leader() int {
+	for i, s := range e.Servers {
+		if m := s.Mode(); m == "leader" || m == "standalone" {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *Server) writeConfig(peers string) error {
+	data := filepath.Join(s.dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(s.ID)+"\n"), 0o644); err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`tickTime=%d
+initLimit=50
+syncLimit=20
+dataDir=%s
+clientPort=%d
+clientPortAddress=127.0.0.1
+minSessionTimeout=%d
+maxSessionTimeout=60000
+4lw.commands.whitelist=srvr,ruok,mntr
+admin.enableServer=false
+%s`, TickTime.Milliseconds(), data, s.clientPort, 2*TickTime.Milliseconds(), peers)
+	if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	log4j := "log4j.rootLogger=INFO, F\nlog4j.appender.F=org.apache.log4j.FileAppender\n" +
+		"log4j.appender.F.File=" + filepath.Join(s.dir, "zookeeper.log") + "\n" +
+		"log4j.appender.F.layout=org.apache.log4j.PatternLayout\n" +
+		"log4j.appender.F.layout.ConversionPattern=%d %p [%t] %c{1}: %m%n\n"
+	return os.WriteFile(filepath.Join(s.dir, "log4j.properties"), []byte(log4j), 0o644)
+}
+
+// spawn starts the server process (the config is written already).
+func (s *Server) spawn() error {
+	out, err := os.OpenFile(filepath.Join(s.dir, "stdout.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	// A small heap, the serial GC and the client JIT: several servers on a
+	// 2-core test machine start faster and stay small.
+	cmd := exec.Command("java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dzookeeper.log.dir="+s.dir, "-cp", s.dir+":"+Jar,
+		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(s.dir, "zoo.cfg"))
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start zookeeper %d: %w", s.ID, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.mu.Lock()
+	s.cmd, s.done, s.paused = cmd, done, false
+	s.mu.Unlock()
+	return nil
+}
+
+// waitServing waits until the server answers srvr with a mode (leader,
+// follower or standalone): it has joined a quorum and serves clients.
+func (s *Server) waitServing() {
+	s.t.Helper()
+	end := time.Now().Add(startTimeout)
+	for time.Now().Before(end) {
+		if s.Mode() != "" {
+			return
+		}
+		select {
+		case <-s.exited():
+			s.t.Fatalf("zktest: server %d exited while starting; log:\n%s", s.ID, s.logTail())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	s.t.Fatalf("zktest: server %d not serving after %s; log:\n%s", s.ID, startTimeout, s.logTail())
+}
+
+func (s *Server) exited() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
+}
+
+// Addr returns the client address, 127.0.0.1:PORT.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.clientPort) }
+
+// PID returns the server's process ID (0 when it is not running).
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || isClosed(s.done) {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Mode asks the server (four-letter word srvr) for its mode: "leader",
+// "follower", "standalone", or "" when it does not serve clients.
+func (s *Server) Mode() string {
+	c, err := net.DialTimeout("tcp", s.Addr(), 500*time.Millisecond)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("srvr")); err != nil {
+		return ""
+	}
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		if m, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+			return strings.TrimSpace(m)
+		}
+	}
+	return ""
+}
+
+// Kill SIGKILLs the server and waits for it to exit.
+func (s *Server) Kill() {
+	s.t.Helper()
+	s.kill()
+}
+
+func (s *Server) kill() {
+	s.mu.Lock()
+	cmd, done, paused := s.cmd, s.done, s.paused
+	s.paused = false
+	s.mu.Unlock()
+	if cmd == nil || isClosed(done) {
+		return
+	}
+	if paused {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// Restart starts a killed server again on the same ports with its data,
+// and waits until it serves clients (in an ensemble: until it rejoined a
+// quorum, so restart a majority of a stopped ensemble with Start and wait
+// with Ensemble.WaitServing instead).
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Start()
+	s.waitServing()
+}
+
+// Start starts a killed server again on the same ports with its data,
+// without waiting for it to serve.
+func (s *Server) Start() {
+	s.t.Helper()
+	s.kill()
+	if err := s.spawn(); err != nil {
+		s.t.Fatalf("zktest: %v", err)
+	}
+}
+
+// WaitServing waits until every server of the ensemble serves clients.
+func (e *Ensemble) WaitServing() {
+	e.t.Helper()
+	for _, s := range e.Servers {
+		s.waitServing()
+	}
+}
+
+// Pause stops the server with SIGSTOP and waits until it is stopped.
+func (s *Server) Pause() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || isClosed(s.done) {
+		s.t.Fatalf("zktest: pause of server %d, which is not running", s.ID)
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGSTOP)
+	s.paused = true
+	if err := waitStopped(s.cmd.Process.Pid, 5*time.Second); err != nil {
+		s.t.Fatalf("zktest: server %d: %v", s.ID, err)
+	}
+}
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil && s.paused {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+		s.paused = false
+	}
+}
+
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
+	o, _ := os.ReadFile(filepath.Join(s.dir, "stdout.log"))
+	b = append(b, o...)
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func fileMissing(p string) bool {
+	_, err := os.Stat(p)
+	return err != nil
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	lns := make([]net.Listener, 0, n)
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// waitStopped waits until /proc says pid is stopped (state T).
+func waitStopped(pid int, timeout time.Duration) error {
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	deadline := time.Now().Add(timeout)
+	for {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+			if st := b[i+2]; st == 'T' || st == 't' {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not stopped %s after SIGSTOP", timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
