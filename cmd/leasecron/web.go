@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -193,6 +194,8 @@ var statusFuncs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
+	// short is t in UTC, without the date when t is on now's (UTC) day.
+	"short": shortTime,
 	// rel says how far t is from now: "in 12s" or "3m4s ago".
 	"rel": func(t, now time.Time) string {
 		if t.IsZero() {
@@ -218,8 +221,23 @@ var statusFuncs = template.FuncMap{
 		}
 		return d.Round(time.Millisecond).String()
 	},
-	"holder": formatHolder,
-	"lower":  strings.ToLower,
+	// holder turns a lease owner "tick=UNIX host=H" into "H · tick TIME".
+	"holder": func(owner string, now time.Time) string {
+		t, host, ok := strings.Cut(owner, " host=")
+		if !ok || !strings.HasPrefix(t, "tick=") {
+			return owner
+		}
+		t = strings.TrimPrefix(t, "tick=")
+		if t == "manual" {
+			return host + " · manual"
+		}
+		n, err := strconv.ParseInt(t, 10, 64)
+		if err != nil {
+			return owner
+		}
+		return host + " · tick " + shortTime(time.Unix(n, 0), now)
+	},
+	"lower": strings.ToLower,
 	// resultClass maps a run's result to a CSS class.
 	"resultClass": func(r string) string {
 		switch r {
@@ -230,4 +248,16 @@ var statusFuncs = template.FuncMap{
 		}
 		return "bad"
 	},
+}
+
+// shortTime is t in UTC, without the date when t is on now's UTC day.
+func shortTime(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	t, now = t.UTC(), now.UTC()
+	if t.YearDay() == now.YearDay() && t.Year() == now.Year() {
+		return t.Format("15:04:05Z")
+	}
+	return t.Format("2006-01-02 15:04Z")
 }
