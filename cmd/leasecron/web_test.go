@@ -105,7 +105,7 @@ func TestStatusPage(t *testing.T) {
 	}
 	want := []string{
 		`<meta http-equiv="refresh" content="5">`,
-		"quorum ok", "3 of 3 nodes voting, 2 needed",
+		"quorum ok", "3 of 3 nodes reachable, 3 voting, 2 needed",
 		"<b>hello</b>", "<b>inventory-sync</b>", "<b>slow-report</b>", "<b>flaky-export</b>", "<b>billing</b>",
 		"exit 3",                     // flaky-export's last run
 		"host-a · tick ",             // a holder (slow-report runs on host-a)
@@ -237,7 +237,7 @@ func screenshot(t *testing.T, url string, w, h int) []byte {
 // blank or error page. LEASECRON_SCREENSHOT=FILE keeps a copy (the README's
 // docs/status-page.png is made that way).
 func TestStatusPageScreenshot(t *testing.T) {
-	const w, h = 1280, 600
+	const w, h = 1360, 620
 	url, _ := startDemo(t)
 	b := screenshot(t, url, w, h)
 	img, err := png.Decode(bytes.NewReader(b))
@@ -268,5 +268,21 @@ func TestStatusPageScreenshot(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("screenshot kept in %s", keep)
+	}
+}
+
+// TestStatusPageNoQuorum: with no backend node reachable the page still
+// renders (200), says the quorum is lost and shows each node's error.
+func TestStatusPageNoQuorum(t *testing.T) {
+	d := startDaemon(t, "-c", writeConfig(t, goodConfig), "--metrics", "127.0.0.1:0")
+	d.notes.await(t, "READY=1")
+	code, body := get(t, "http://"+d.metricsAddr(t)+"/")
+	if code != http.StatusOK {
+		t.Fatalf("GET /: %d\n%s", code, body)
+	}
+	for _, w := range []string{"QUORUM LOST", "0 of 3 nodes reachable, 0 voting, 2 needed", `<span class="badge bad">no</span>`, "refused"} {
+		if !strings.Contains(body, w) {
+			t.Errorf("the page lacks %q:\n%s", w, body)
+		}
 	}
 }
