@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/scheduler"
 )
 
 // demoConfig is a schedule like jobs.example.yaml's, faster: short jobs on
@@ -56,15 +57,21 @@ jobs:
 }
 
 // startDemo starts 3 real redis-server nodes and two daemons (host-a with
-// the metrics listener, host-b without) on demoConfig, and waits until the
+// the metrics listener, host-b without) on demoConfig (host-b without
+// slow-report), and waits until the
 // page shows at least three jobs' last runs and a running job. It returns
 // the page's URL.
-func startDemo(t *testing.T) (url string, nodes []string) {
+func startDemo(t *testing.T) (url string, nodes []string, page string) {
 	t.Helper()
 	cl := redistest.Start(t, 3)
-	path := writeConfig(t, demoConfig(cl.URLs()))
-	a := startDaemon(t, "-c", path, "--id", "host-a", "--metrics", "127.0.0.1:0")
-	b := startDaemon(t, "-c", path, "--id", "host-b")
+	cfg := demoConfig(cl.URLs())
+	// host-b does not have slow-report, so that it runs on host-a only.
+	cfgB := regexp.MustCompile(`(?s)  - name: slow-report\n.*?\n(  - name: )`).ReplaceAllString(cfg, "$1")
+	if cfgB == cfg {
+		t.Fatal("slow-report not found in the demo config")
+	}
+	a := startDaemon(t, "-c", writeConfig(t, cfg), "--id", "host-a", "--metrics", "127.0.0.1:0")
+	b := startDaemon(t, "-c", writeConfig(t, cfgB), "--id", "host-b")
 	a.notes.await(t, "READY=1")
 	b.notes.await(t, "READY=1")
 	url = "http://" + a.metricsAddr(t) + "/"
@@ -74,11 +81,11 @@ func startDemo(t *testing.T) (url string, nodes []string) {
 		_, body = get(t, url)
 		if strings.Count(body, "badge good\">ok<") >= 2 && strings.Contains(body, ">failed<") &&
 			strings.Contains(body, "slow-report</b> <span class=\"badge run\">running here") {
-			return url, cl.URLs()
+			return url, cl.URLs(), body
 		}
 	}
 	t.Fatalf("the demo did not reach a state with runs, a failure and a running job within 60s; page:\n%s\nhost-a log:\n%s", body, a.stderr)
-	return "", nil
+	return "", nil, ""
 }
 
 // TestStatusPage reads the web status page of a daemon running real jobs
@@ -89,7 +96,14 @@ func startDemo(t *testing.T) (url string, nodes []string) {
 // afterwards); other paths are 404; `status --json` uses snake_case keys
 // only.
 func TestStatusPage(t *testing.T) {
-	url, nodes := startDemo(t)
+	url, nodes, running := startDemo(t)
+	// While a job runs on host-a, the page shows it as the holder and in
+	// this host's section.
+	for _, w := range []string{"host-a · tick ", `slow-report <span class="small">(tick `} {
+		if !strings.Contains(running, w) {
+			t.Errorf("the page lacks %q while slow-report runs on host-a:\n%s", w, running)
+		}
+	}
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
@@ -153,9 +167,19 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("the page changed after the refused requests:\n%s", body)
 	}
 
-	code, out, errOut := cli(t, "status", "-c", writeConfig(t, demoConfig(nodes)), "--json")
-	if code != 0 {
-		t.Fatalf("status --json: exit %d: %s", code, errOut)
+	// billing ("0 3 * * *") runs once, for today's 03:00 tick, when its
+	// start-up attempt gets a quorum (the fresh nodes vote after one TTL).
+	statusPath := writeConfig(t, demoConfig(nodes))
+	var out string
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		code, o, errOut := cli(t, "status", "-c", statusPath, "--json")
+		if code != 0 {
+			t.Fatalf("status --json: exit %d: %s", code, errOut)
+		}
+		out = o
+		if strings.Contains(out, `"job": "billing"`) || time.Now().After(end) {
+			break
+		}
 	}
 	var v any
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
@@ -186,6 +210,27 @@ func TestStatusPage(t *testing.T) {
 	for _, k := range []string{"host", "quorum", "jobs", "nodes", "name", "next", "holder", "ttl", "last", "result", "node", "ok", "latency", "voting"} {
 		if !keys[k] {
 			t.Errorf("status --json lacks key %q:\n%s", k, out)
+		}
+	}
+
+	// The page shows what `status` reads: billing's last run names the
+	// same host and tick on both (it does not run again today).
+	var st scheduler.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range st.Jobs {
+		if j.Name != "billing" {
+			continue
+		}
+		if j.Last == nil {
+			t.Fatalf("status --json: billing did not run within 30s:\n%s", out)
+		}
+		time.Sleep(statusCacheFor + 100*time.Millisecond) // past the page's cache
+		_, page := get(t, url)
+		row := regexp.MustCompile(`(?s)<b>billing</b>.*?</tr>`).FindString(page)
+		if want := j.Last.Host + " · tick " + shortTime(j.Last.Tick, time.Now()); !strings.Contains(row, want) {
+			t.Errorf("status says billing last ran as %q; the page's row:\n%s", want, row)
 		}
 	}
 }
@@ -238,7 +283,7 @@ func screenshot(t *testing.T, url string, w, h int) []byte {
 // docs/status-page.png is made that way).
 func TestStatusPageScreenshot(t *testing.T) {
 	const w, h = 1360, 620
-	url, _ := startDemo(t)
+	url, _, _ := startDemo(t)
 	b := screenshot(t, url, w, h)
 	img, err := png.Decode(bytes.NewReader(b))
 	if err != nil {
