@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -68,14 +70,118 @@ func fileMode(t *testing.T, path string) (os.FileMode, string) {
 	return fi.Mode().Perm(), g.Name
 }
 
-// TestDebianPackage builds the .deb with `make package`, installs it with
-// dpkg -i, and checks what an operator gets: the binary, the unit (which
-// `systemd-analyze verify` accepts, ExecStart at /usr/bin/leasecron), the
-// leasecron user, /etc/leasecron readable by its group only, the example
-// config as a conffile that `leasecron check` accepts, no service started
-// or enabled, an edited conffile kept on reinstall, and removal/purge.
-// It installs system-wide, so it runs only in CI (CI=true) or with
-// LEASECRON_TEST_PACKAGE=1; there, a missing tool fails it.
+// startsService matches a maintainer-script line that enables or starts
+// the service.
+var startsService = regexp.MustCompile(`systemctl[^\n]*\b(start|enable|restart)\b|deb-systemd-invoke\s+start`)
+
+// built is the .deb `make package` made, once per test binary.
+var built struct {
+	once sync.Once
+	deb  string
+	err  error
+}
+
+// buildDeb runs `make package` (once) and returns the .deb it made.
+func buildDeb(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"make", "dpkg-deb"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s missing (make deps installs what the tests need)", tool)
+		}
+	}
+	built.once.Do(func() {
+		root, err := filepath.Abs("..")
+		if err != nil {
+			built.err = err
+			return
+		}
+		out, err := sh(t, root, nil, "make", "package")
+		if err != nil {
+			built.err = fmt.Errorf("make package: %w\n%s", err, out)
+			return
+		}
+		debs, _ := filepath.Glob(filepath.Join(root, "dist", "leasecron_*.deb"))
+		if len(debs) == 0 {
+			built.err = fmt.Errorf("make package made no dist/leasecron_*.deb:\n%s", out)
+			return
+		}
+		built.deb = debs[0]
+		for _, d := range debs[1:] { // the newest
+			a, _ := os.Stat(built.deb)
+			b, _ := os.Stat(d)
+			if b.ModTime().After(a.ModTime()) {
+				built.deb = d
+			}
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.deb
+}
+
+// TestDebianPackageContents builds the .deb with `make package` and reads
+// it with dpkg-deb (no install): the binary at /usr/bin, the unit with
+// ExecStart there, the sysusers/tmpfiles files, /etc/default/leasecron
+// and /etc/leasecron/jobs.yaml as conffiles, the dashboard and rules, a
+// Debian version, and maintainer scripts that neither enable nor start
+// the service.
+func TestDebianPackageContents(t *testing.T) {
+	deb := buildDeb(t)
+	if v := strings.TrimSpace(must(t, "dpkg-deb", "-f", deb, "Version")); !regexp.MustCompile(`^[0-9][A-Za-z0-9.+~]*$`).MatchString(v) {
+		t.Errorf("package version %q is not a Debian version", v)
+	}
+	list := must(t, "dpkg-deb", "-c", deb)
+	for _, f := range []string{"./usr/bin/leasecron", "./lib/systemd/system/leasecron.service",
+		"./usr/lib/sysusers.d/leasecron.conf", "./usr/lib/tmpfiles.d/leasecron.conf",
+		"./etc/default/leasecron", "./etc/leasecron/jobs.yaml",
+		"./usr/share/doc/leasecron/contrib/grafana/leasecron.json",
+		"./usr/share/doc/leasecron/contrib/prometheus/alerts.yaml"} {
+		if !regexp.MustCompile(`(?m) ` + regexp.QuoteMeta(f) + `$`).MatchString(list) {
+			t.Errorf("the package lacks %s:\n%s", f, list)
+		}
+	}
+	conffiles := must(t, "dpkg-deb", "-I", deb, "conffiles")
+	for _, f := range []string{"/etc/default/leasecron", "/etc/leasecron/jobs.yaml"} {
+		if !strings.Contains(conffiles, f+"\n") {
+			t.Errorf("%s is not a conffile; conffiles:\n%s", f, conffiles)
+		}
+	}
+	dir := t.TempDir()
+	must(t, "dpkg-deb", "-x", deb, dir)
+	unit, err := os.ReadFile(filepath.Join(dir, "lib/systemd/system/leasecron.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(unit), "\nExecStart=/usr/bin/leasecron run -c /etc/leasecron/jobs.yaml") {
+		t.Errorf("the packaged unit's ExecStart is not /usr/bin/leasecron:\n%s", unit)
+	}
+	// Negative control: the check finds a script line that starts it.
+	if !startsService.MatchString("systemctl enable --now leasecron.service") || !startsService.MatchString("deb-systemd-invoke start leasecron.service") {
+		t.Fatal("the start/enable check misses a script that starts the service")
+	}
+	ctl := filepath.Join(dir, "DEBIAN")
+	must(t, "dpkg-deb", "-e", deb, ctl)
+	for _, script := range []string{"postinst", "prerm", "postrm"} {
+		b, err := os.ReadFile(filepath.Join(ctl, script))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Comments may tell the administrator how to start it.
+		code := regexp.MustCompile(`(?m)^\s*#.*$`).ReplaceAllString(string(b), "")
+		if m := startsService.FindString(code); m != "" {
+			t.Errorf("%s would enable or start the service: %q", script, m)
+		}
+	}
+}
+
+// TestDebianPackage installs the .deb with dpkg -i and checks what an
+// operator gets: the binary, the unit (which `systemd-analyze verify`
+// accepts), the leasecron user, /etc/leasecron readable by its group only,
+// the example config as a conffile that `leasecron check` accepts, no
+// service started or enabled, an edited conffile kept on reinstall, and
+// removal/purge. It installs system-wide, so it runs only in CI (CI=true)
+// or with LEASECRON_TEST_PACKAGE=1; there, a missing tool fails it.
 func TestDebianPackage(t *testing.T) {
 	if !installAllowed() {
 		t.Skip("installs a .deb system-wide: runs in CI (CI=true) or with LEASECRON_TEST_PACKAGE=1 (as root, on a throwaway machine)")
@@ -83,7 +189,7 @@ func TestDebianPackage(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("dpkg -i needs root")
 	}
-	for _, tool := range []string{"make", "dpkg", "dpkg-deb", "dpkg-query", "systemd-analyze"} {
+	for _, tool := range []string{"dpkg", "dpkg-query", "systemd-analyze"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s missing (make deps installs what the tests need)", tool)
 		}
@@ -91,34 +197,8 @@ func TestDebianPackage(t *testing.T) {
 	if out, err := sh(t, "", nil, "dpkg-query", "-W", "-f", "${Status}", "leasecron"); err == nil && strings.Contains(out, "installed") && !strings.Contains(out, "not-installed") {
 		t.Fatalf("leasecron is already installed here (%s): not touching it", out)
 	}
-
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := sh(t, root, nil, "make", "package")
-	if err != nil {
-		t.Fatalf("make package: %v\n%s", err, out)
-	}
-	debs, _ := filepath.Glob(filepath.Join(root, "dist", "leasecron_*.deb"))
-	if len(debs) == 0 {
-		t.Fatalf("make package made no dist/leasecron_*.deb:\n%s", out)
-	}
-	deb := debs[0]
-	for _, d := range debs[1:] { // the newest
-		a, _ := os.Stat(deb)
-		b, _ := os.Stat(d)
-		if b.ModTime().After(a.ModTime()) {
-			deb = d
-		}
-	}
+	deb := buildDeb(t)
 	version := strings.TrimSpace(must(t, "dpkg-deb", "-f", deb, "Version"))
-	conffiles := must(t, "dpkg-deb", "-I", deb, "conffiles")
-	for _, f := range []string{"/etc/default/leasecron", "/etc/leasecron/jobs.yaml"} {
-		if !strings.Contains(conffiles, f+"\n") {
-			t.Errorf("%s is not a conffile; conffiles:\n%s", f, conffiles)
-		}
-	}
 
 	before := leasecronProcs()
 	t.Cleanup(func() {
