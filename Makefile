@@ -6,8 +6,9 @@ FUZZTIME ?= 10s
 
 .PHONY: test deps build demo fuzz fmt vet clean bench package
 
-# The servers the tests start as throwaway processes (installed from
-# Debian's packages when missing; their system services never start).
+# The servers the tests start as throwaway processes, and the tools they
+# run (systemd-analyze, chromium, promtool, dpkg-deb), installed from
+# Debian's packages when missing; their system services never start.
 deps:
 	./scripts/deps.sh redis postgres etcd zookeeper chromium promtool dpkg
 	@./scripts/deps.sh systemd || echo "warning: no systemd-analyze; TestSystemdUnit will skip" >&2

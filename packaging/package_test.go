@@ -266,6 +266,13 @@ func TestDebianPackage(t *testing.T) {
 	if b, _ := os.ReadFile("/etc/default/leasecron"); !strings.Contains(string(b), "# local edit") {
 		t.Errorf("reinstall overwrote the edited /etc/default/leasecron:\n%s", b)
 	}
+	// The daemon's group still reads jobs.yaml after a reinstall. (An
+	// upgrade whose jobs.yaml changed replaces an unedited copy with the
+	// archive's root:root file; postinst gives it the group again — not
+	// exercised here: a same-version reinstall keeps the file.)
+	if mode, group := fileMode(t, "/etc/leasecron/jobs.yaml"); mode != 0o640 || group != "leasecron" {
+		t.Errorf("/etc/leasecron/jobs.yaml after reinstall: %v group %s, want 0640 group leasecron", mode, group)
+	}
 
 	// Remove keeps the conffiles, purge removes them.
 	must(t, "dpkg", "-r", "leasecron")
