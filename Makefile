@@ -37,7 +37,7 @@ PKG_ARCH     ?= $(shell $(GO) env GOARCH)
 PKG_VERSION  ?= $(shell echo '$(VERSION)' | sed -E 's/^v([0-9]+\.)/\1/; /^[0-9]+\./!s/^/0.0.0~git/; s/[^A-Za-z0-9.+~]/./g')
 package:
 	GOBIN=$(abspath dist/tools) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
-	rm -rf dist/root && mkdir -p dist/root
+	rm -rf dist/root dist/leasecron_*.deb && mkdir -p dist/root
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o dist/root/leasecron ./cmd/leasecron
 	sed 's|/usr/local/bin/leasecron|/usr/bin/leasecron|g' systemd/leasecron.service > dist/root/leasecron.service
 	PKG_ARCH=$(PKG_ARCH) PKG_VERSION=$(PKG_VERSION) dist/tools/nfpm package -f packaging/nfpm.yaml -p deb -t dist/

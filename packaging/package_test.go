@@ -266,12 +266,24 @@ func TestDebianPackage(t *testing.T) {
 	if b, _ := os.ReadFile("/etc/default/leasecron"); !strings.Contains(string(b), "# local edit") {
 		t.Errorf("reinstall overwrote the edited /etc/default/leasecron:\n%s", b)
 	}
-	// The daemon's group still reads jobs.yaml after a reinstall. (An
-	// upgrade whose jobs.yaml changed replaces an unedited copy with the
-	// archive's root:root file; postinst gives it the group again — not
-	// exercised here: a same-version reinstall keeps the file.)
+	// The daemon's group still reads jobs.yaml after a reinstall.
 	if mode, group := fileMode(t, "/etc/leasecron/jobs.yaml"); mode != 0o640 || group != "leasecron" {
 		t.Errorf("/etc/leasecron/jobs.yaml after reinstall: %v group %s, want 0640 group leasecron", mode, group)
+	}
+
+	// An upgrade whose example jobs.yaml changed replaces the unedited
+	// copy; the daemon's group still reads it, and the edited
+	// /etc/default/leasecron stays.
+	up := upgradeDeb(t, version)
+	must(t, "dpkg", "-i", up)
+	if b, _ := os.ReadFile("/etc/leasecron/jobs.yaml"); !strings.Contains(string(b), "# upgraded example") {
+		t.Errorf("the upgrade did not replace the unedited jobs.yaml")
+	}
+	if mode, group := fileMode(t, "/etc/leasecron/jobs.yaml"); mode != 0o640 || group != "leasecron" {
+		t.Errorf("/etc/leasecron/jobs.yaml after an upgrade: %v group %s, want 0640 group leasecron", mode, group)
+	}
+	if b, _ := os.ReadFile("/etc/default/leasecron"); !strings.Contains(string(b), "# local edit") {
+		t.Errorf("the upgrade overwrote the edited /etc/default/leasecron:\n%s", b)
 	}
 
 	// Remove keeps the conffiles, purge removes them.
@@ -286,4 +298,47 @@ func TestDebianPackage(t *testing.T) {
 	if _, err := os.Stat("/etc/leasecron/jobs.yaml"); err == nil {
 		t.Errorf("/etc/leasecron/jobs.yaml still there after dpkg --purge")
 	}
+}
+
+// upgradeDeb builds, with the nfpm that `make package` installed, a
+// package of version+upgrade1 whose example jobs.yaml has one more line.
+func upgradeDeb(t *testing.T, version string) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	example, err := os.ReadFile(filepath.Join(root, "jobs.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := filepath.Join(dir, "jobs.yaml")
+	if err := os.WriteFile(jobs, append([]byte("# upgraded example\n"), example...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	desc, err := os.ReadFile(filepath.Join(root, "packaging", "nfpm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := "  - src: jobs.example.yaml\n    dst: /etc/leasecron/jobs.yaml\n"
+	if !strings.Contains(string(desc), old) {
+		t.Fatalf("nfpm.yaml: no %q", old)
+	}
+	cfg := filepath.Join(dir, "nfpm.yaml")
+	text := strings.Replace(string(desc), old, "  - src: "+jobs+"\n    dst: /etc/leasecron/jobs.yaml\n", 1)
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	arch := strings.TrimSpace(must(t, "dpkg", "--print-architecture"))
+	out, err := sh(t, root, []string{"PKG_VERSION=" + version + "+upgrade1", "PKG_ARCH=" + arch},
+		filepath.Join(root, "dist", "tools", "nfpm"), "package", "-f", cfg, "-p", "deb", "-t", dir)
+	if err != nil {
+		t.Fatalf("nfpm (upgrade package): %v\n%s", err, out)
+	}
+	debs, _ := filepath.Glob(filepath.Join(dir, "*.deb"))
+	if len(debs) != 1 {
+		t.Fatalf("nfpm made %v:\n%s", debs, out)
+	}
+	return debs[0]
 }
