@@ -142,7 +142,9 @@ func (p *statusPage) read(ctx context.Context) (*scheduler.Status, error) {
 	if p.cached != nil && time.Since(p.readAt) < statusCacheFor {
 		return p.cached, p.err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	// The read serves other viewers too: a browser that goes away does not
+	// cut it short.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
 	st, err := p.src.Status(ctx)
 	if st == nil && err == nil {
