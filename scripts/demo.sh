@@ -176,6 +176,7 @@ fresh="The nodes are new, so
    they do not vote for one lease TTL (10s): the first runs start after that."
 [ "$BACKEND" = redis ] || fresh="The first runs start at their next tick."
 log "2 daemons running on $CONFIG with the $BACKEND backend. $fresh
+   Status page (read-only, refreshes itself): http://${METRICS[0]}/ and http://${METRICS[1]}/
    In another terminal:
      $DEMO/leasecron status -c $CONFIG
      $DEMO/leasecron trigger -c $CONFIG hello
