@@ -100,9 +100,38 @@ func (l *Lease) expire() {
 	l.b.mu.Lock()
 	delete(l.b.active, l.token)
 	l.b.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), l.b.SessionTimeout())
-	defer cancel()
-	_ = l.deleteLock(ctx)
+	l.deleteLockEventually()
+}
+
+// deleteLockEventually deletes the lock in the background, retrying until
+// it is gone (or not ours any more), the Backend is closed, or 10 session
+// timeouts passed: a lock left behind would stay as long as the session
+// lives. While the ensemble cannot be reached, the session expires and
+// takes the lock with it anyway.
+func (l *Lease) deleteLockEventually() {
+	b := l.b
+	b.mu.Lock()
+	if b.closed.Load() {
+		b.mu.Unlock()
+		return // the session's close takes the lock with it
+	}
+	b.bgWG.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.bgWG.Done()
+		ctx, cancel := context.WithTimeout(b.bg, 10*b.SessionTimeout())
+		defer cancel()
+		wait := max(b.cfg.Timeout, 100*time.Millisecond)
+		for l.deleteLock(ctx) != nil {
+			t := time.NewTimer(backend.Jitter(wait))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
 }
 
 // Key returns the lease's key.
@@ -466,7 +495,11 @@ func (l *Lease) giveUp() {
 // the generation); a lock lost meanwhile is left alone.
 func (l *Lease) Release(ctx context.Context) error {
 	l.giveUp()
-	return l.deleteLock(ctx)
+	err := l.deleteLock(ctx)
+	if err != nil {
+		l.deleteLockEventually()
+	}
+	return err
 }
 
 // deleteLock deletes the lock if nobody took the key after this lease.

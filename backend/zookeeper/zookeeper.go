@@ -104,6 +104,13 @@ type Backend struct {
 	// session is certainly alive.
 	unsafeSpan time.Duration
 
+	// bg ends the goroutines that finish deleting given-up locks in the
+	// background (see Lease.deleteLockEventually); Close cancels it and
+	// waits for them.
+	bg     context.Context
+	stopBg context.CancelFunc
+	bgWG   sync.WaitGroup
+
 	mu      sync.Mutex
 	active  map[string]bool      // tokens of acquisitions in flight or held
 	doneVer map[string]doneState // each key's done node, as last read
@@ -146,11 +153,13 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if cfg.Drift == 0 {
 		cfg.Drift = DefaultDrift
 	}
-	b := &Backend{cfg: cfg, servers: append([]string(nil), cfg.Servers...),
+	bg, stopBg := context.WithCancel(context.Background())
+	b := &Backend{cfg: cfg, servers: append([]string(nil), cfg.Servers...), bg: bg, stopBg: stopBg,
 		active: map[string]bool{}, doneVer: map[string]doneState{}, ready: map[string]bool{}}
 	conn, events, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
 		zk.WithLogger(sessionLogger{b}), zk.WithLogInfo(true))
 	if err != nil {
+		stopBg()
 		return nil, fmt.Errorf("zookeeper %s: %w", strings.Join(cfg.Servers, ","), err)
 	}
 	b.conn = conn
@@ -160,6 +169,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	for b.negoMS.Load() == 0 || conn.State() != zk.StateHasSession {
 		select {
 		case <-wait.Done():
+			stopBg()
 			conn.Close()
 			return nil, fmt.Errorf("zookeeper %s: no session: %w", strings.Join(cfg.Servers, ","), wait.Err())
 		case <-time.After(10 * time.Millisecond):
@@ -167,11 +177,13 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	if cfg.Auth != "" {
 		if err := conn.AddAuth("digest", []byte(cfg.Auth)); err != nil {
+			stopBg()
 			conn.Close()
 			return nil, fmt.Errorf("zookeeper %s: authentication: %w", conn.Server(), err)
 		}
 	}
 	if err := b.ensurePath(ctx, cfg.Root); err != nil {
+		stopBg()
 		conn.Close()
 		return nil, err
 	}
@@ -209,7 +221,12 @@ func (b *Backend) Servers() []string { return append([]string(nil), b.servers...
 
 // Close closes the session: its locks vanish at once.
 func (b *Backend) Close() error {
-	if b.closed.CompareAndSwap(false, true) {
+	b.mu.Lock() // orders this against deleteLockEventually's bgWG.Add
+	first := b.closed.CompareAndSwap(false, true)
+	b.mu.Unlock()
+	if first {
+		b.stopBg()
+		b.bgWG.Wait()
 		b.conn.Close()
 	}
 	return nil
