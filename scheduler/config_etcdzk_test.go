@@ -1,0 +1,203 @@
+package scheduler
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// etcd1 and zk1 are the smallest etcd and zookeeper sections.
+const (
+	etcd1 = "etcd:\n  endpoints:\n    - http://127.0.0.1:2379\n"
+	zk1   = "zookeeper:\n  servers:\n    - 127.0.0.1:2181\n"
+)
+
+// loadIn writes text as dir/jobs.yaml and loads it; errors are returned
+// as their lines, after checking that secret appears in none of them.
+func loadIn(t *testing.T, dir, text, secret string) (*Config, error) {
+	t.Helper()
+	path := filepath.Join(dir, "jobs.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil && secret != "" && strings.Contains(err.Error(), secret) {
+		t.Errorf("secret in error: %v", err)
+	}
+	if c != nil && secret != "" {
+		for _, s := range []string{fmt.Sprintf("%v", c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c),
+			fmt.Sprintf("%+v %#v", c.Etcd, c.ZooKeeper), strings.Join(c.Warnings, "\n")} {
+			if strings.Contains(s, secret) {
+				t.Errorf("secret printed: %s", s)
+			}
+		}
+	}
+	return c, err
+}
+
+// TestEtcdSection: defaults, every key, the password_file and TLS files
+// resolved against the config's directory, and never the password shown.
+func TestEtcdSection(t *testing.T) {
+	c := mustParse(t, etcd1+job1)
+	if c.Backend != BackendEtcd || c.Timeout() != 500*time.Millisecond || c.Etcd.Prefix != "/leasecron/" || len(c.Warnings) != 0 {
+		t.Errorf("Backend %q Timeout %s Etcd %+v warnings %q", c.Backend, c.Timeout(), c.Etcd, c.Warnings)
+	}
+	const pw = "etcd-hunter2"
+	dir := t.TempDir()
+	writeSecret(t, dir, "etcd.pass", pw+"\n", 0o600)
+	c, err := loadIn(t, dir, "etcd:\n  endpoints: [http://10.0.0.1:2379, http://10.0.0.2:2379]\n  prefix: /ops/cron\n  timeout: 200ms\n"+
+		"  username: lc\n  password_file: etcd.pass\n"+job1, pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := c.Etcd.BackendConfig()
+	if bc.Password != pw || bc.Username != "lc" || bc.Prefix != "/ops/cron" || bc.Timeout != 200*time.Millisecond || len(bc.Endpoints) != 2 {
+		t.Errorf("BackendConfig: %q %q %s %q", bc.Username, bc.Prefix, bc.Timeout, bc.Endpoints)
+	}
+	// reload: the same file is the same backend, a new password is not.
+	c2, _ := loadIn(t, dir, "etcd:\n  endpoints: [http://10.0.0.1:2379, http://10.0.0.2:2379]\n  prefix: /ops/cron\n  timeout: 200ms\n"+
+		"  username: lc\n  password_file: etcd.pass\n"+job1, pw)
+	if !sameBackend(c, c2) {
+		t.Error("the same etcd section is not the same backend")
+	}
+	writeSecret(t, dir, "etcd.pass", "other\n", 0o600)
+	c3, _ := loadIn(t, dir, "etcd:\n  endpoints: [http://10.0.0.1:2379, http://10.0.0.2:2379]\n  prefix: /ops/cron\n  timeout: 200ms\n"+
+		"  username: lc\n  password_file: etcd.pass\n"+job1, pw)
+	if sameBackend(c, c3) || sameBackend(c, mustParse(t, etcd1+job1)) || sameBackend(c, mustParse(t, zk1+job1)) {
+		t.Error("a changed etcd section is the same backend")
+	}
+}
+
+// TestEtcdBad: every rule of the etcd section at its line and field,
+// never the password.
+func TestEtcdBad(t *testing.T) {
+	const pw = "etcd-hunter2"
+	dir := t.TempDir()
+	writeSecret(t, dir, "etcd.pass", pw, 0o600)
+	writeSecret(t, dir, "notpem", "not a certificate "+pw, 0o600)
+	ep := func(more ...string) string { return etcd1 + strings.Join(more, "") + job1 }
+	https := "etcd:\n  endpoints:\n    - https://127.0.0.1:2379\n"
+	for _, tc := range []struct {
+		name, config string
+		line         int
+		field, want  string
+	}{
+		{"no endpoints", "etcd:\n  prefix: /x/\n" + job1, 1, "etcd.endpoints", "at least one endpoint"},
+		{"endpoints a string", "etcd:\n  endpoints: http://a:2379\n" + job1, 2, "etcd.endpoints", "must be a list of URLs"},
+		{"bad scheme", "etcd:\n  endpoints:\n    - http://a:2379\n    - grpc://b:2379\n" + job1, 4, "etcd.endpoints[1]", "want http://host:port"},
+		{"no port", "etcd:\n  endpoints:\n    - http://a\n" + job1, 3, "etcd.endpoints[0]", "want host:port"},
+		{"credentials in URL", "etcd:\n  endpoints:\n    - http://u:" + pw + "@a:2379\n" + job1, 3, "etcd.endpoints[0]", "etcd.username"},
+		{"mixed http and https", "etcd:\n  endpoints: [http://a:1, https://b:2]\n" + job1, 2, "etcd.endpoints", "mixes http and https"},
+		{"relative prefix", ep("  prefix: leasecron/\n"), 4, "etcd.prefix", "must start with '/'"},
+		{"empty prefix", ep("  prefix: ''\n"), 4, "etcd.prefix", "empty key prefix"},
+		{"bad timeout", ep("  timeout: soon\n"), 4, "etcd.timeout", `bad duration "soon"`},
+		{"zero timeout", ep("  timeout: 0s\n"), 4, "etcd.timeout", "must be positive"},
+		{"timeout vs ttl", ep("  timeout: 3s\n"), 4, "etcd.timeout", "less than a tenth of lease.ttl (3s)"},
+		{"ttl margin counts etcd.timeout", ep("  timeout: 1s\nlease:\n  ttl: 12s\n"), 6, "lease.ttl", "2×etcd.timeout"},
+		{"username without password", ep("  username: lc\n"), 4, "etcd.username", "give both or neither"},
+		{"password_file without username", ep("  password_file: etcd.pass\n"), 4, "etcd.password_file", "give both or neither"},
+		{"missing password_file", ep("  username: lc\n  password_file: nope.pass\n"), 5, "etcd.password_file", "cannot read"},
+		{"password key", ep("  password: " + pw + "\n"), 4, "etcd.password", "password_file"},
+		{"unknown key", ep("  endpoint: x\n"), 4, "etcd.endpoint", `did you mean "endpoints"?`},
+		{"cert without key", https + "  cert_file: c.pem\n" + job1, 4, "etcd.cert_file", "give both or neither"},
+		{"tls with http", ep("  ca_file: ca.pem\n"), 4, "etcd.ca_file", "endpoints are http://"},
+		{"missing ca_file", https + "  ca_file: ca.pem\n" + job1, 4, "etcd.ca_file", "no such file"},
+		{"ca_file not PEM", https + "  ca_file: notpem\n" + job1, 4, "etcd.ca_file", "no PEM certificate"},
+		{"second section", etcd1 + zk1 + job1, 4, "zookeeper", "a second backend section: the file chose etcd at line 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadIn(t, dir, tc.config, pw)
+			if err == nil {
+				t.Fatalf("no error; want %d %s: %q", tc.line, tc.field, tc.want)
+			}
+			for _, e := range configErrors(t, err) {
+				if e.Line == tc.line && e.Field == tc.field && strings.Contains(e.Msg, tc.want) && strings.HasSuffix(e.File, "jobs.yaml") {
+					return
+				}
+			}
+			t.Errorf("no error at line %d for %q mentioning %q in:\n%v", tc.line, tc.field, tc.want, err)
+		})
+	}
+}
+
+// TestZooKeeperSection: defaults, every key, auth and auth_file (read
+// relative to the config, never shown), the session timeout from
+// lease.ttl.
+func TestZooKeeperSection(t *testing.T) {
+	c := mustParse(t, zk1+job1)
+	if c.Backend != BackendZooKeeper || c.Timeout() != time.Second || c.ZooKeeper.Root != "/leasecron" || c.ZooKeeper.HasAuth() || len(c.Warnings) != 0 {
+		t.Errorf("Backend %q Timeout %s ZooKeeper %+v warnings %q", c.Backend, c.Timeout(), c.ZooKeeper, c.Warnings)
+	}
+	if bc := c.ZooKeeper.BackendConfig(c.Lease.TTL, c.Lease.Drift); bc.SessionTimeout != 30*time.Second || bc.Drift != 0.01 || bc.Auth != "" {
+		t.Errorf("BackendConfig %+v", bc)
+	}
+	const auth = "lc:zk-hunter2"
+	dir := t.TempDir()
+	writeSecret(t, dir, "zk.auth", auth+"\n", 0o600)
+	for _, text := range []string{
+		"zookeeper:\n  servers: [10.0.0.1:2181, 10.0.0.2:2181]\n  root: /ops/cron\n  timeout: 300ms\n  auth_file: zk.auth\n" + job1,
+		"zookeeper:\n  servers: [10.0.0.1:2181, 10.0.0.2:2181]\n  root: /ops/cron\n  timeout: 300ms\n  auth: " + auth + "\n" + job1,
+	} {
+		c, err := loadIn(t, dir, text, "zk-hunter2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bc := c.ZooKeeper.BackendConfig(c.Lease.TTL, c.Lease.Drift)
+		if bc.Auth != auth || bc.Root != "/ops/cron" || bc.Timeout != 300*time.Millisecond || len(bc.Servers) != 2 || !c.ZooKeeper.HasAuth() {
+			t.Errorf("BackendConfig: %q %s %q", bc.Root, bc.Timeout, bc.Servers)
+		}
+		if !sameBackend(c, c) || sameBackend(c, mustParse(t, zk1+job1)) {
+			t.Error("sameBackend")
+		}
+	}
+}
+
+// TestZooKeeperBad: every rule of the zookeeper section at its line and
+// field, never the auth.
+func TestZooKeeperBad(t *testing.T) {
+	const secret = "zk-hunter2"
+	dir := t.TempDir()
+	writeSecret(t, dir, "nocolon.auth", secret, 0o600)
+	writeSecret(t, dir, "good.auth", "lc:"+secret, 0o600)
+	zk := func(more ...string) string { return zk1 + strings.Join(more, "") + job1 }
+	for _, tc := range []struct {
+		name, config string
+		line         int
+		field, want  string
+	}{
+		{"no servers", "zookeeper:\n  root: /x\n" + job1, 1, "zookeeper.servers", "at least one server"},
+		{"servers a string", "zookeeper:\n  servers: a:2181\n" + job1, 2, "zookeeper.servers", "must be a list of host:port"},
+		{"no port", "zookeeper:\n  servers:\n    - a:2181\n    - b\n" + job1, 4, "zookeeper.servers[1]", "want host:port"},
+		{"bad port", "zookeeper:\n  servers:\n    - a:99999\n" + job1, 3, "zookeeper.servers[0]", "bad port"},
+		{"relative root", zk("  root: leasecron\n"), 4, "zookeeper.root", "want an absolute path"},
+		{"root with a trailing slash", zk("  root: /leasecron/\n"), 4, "zookeeper.root", "want an absolute path"},
+		{"empty root", zk("  root: ''\n"), 4, "zookeeper.root", "empty root"},
+		{"zero timeout", zk("  timeout: 0s\n"), 4, "zookeeper.timeout", "must be positive"},
+		{"timeout vs ttl", zk("  timeout: 3s\n"), 4, "zookeeper.timeout", "less than a tenth of lease.ttl (3s)"},
+		{"default timeout vs ttl", zk("lease:\n  ttl: 8s\n  renew: 1s\ndefaults:\n  kill_grace: 1s\n"), 1, "zookeeper.timeout", "timeout 1s (the default) must be less than a tenth"},
+		{"ttl margin counts zookeeper.timeout", zk("  timeout: 1s\nlease:\n  ttl: 12s\n"), 6, "lease.ttl", "2×zookeeper.timeout"},
+		{"auth without colon", zk("  auth: " + secret + "\n"), 4, "zookeeper.auth", "want user:password"},
+		{"auth_file without colon", zk("  auth_file: nocolon.auth\n"), 4, "zookeeper.auth_file", "want user:password"},
+		{"missing auth_file", zk("  auth_file: nope.auth\n"), 4, "zookeeper.auth_file", "cannot read"},
+		{"auth and auth_file", zk("  auth: lc:"+secret+"\n  auth_file: good.auth\n"), 5, "zookeeper.auth_file", "not both"},
+		{"unknown key", zk("  server: x\n"), 4, "zookeeper.server", `did you mean "servers"?`},
+		{"session_timeout key", zk("  session_timeout: 10s\n"), 4, "zookeeper.session_timeout", "unknown key"},
+		{"second section", zk1 + etcd1 + job1, 4, "etcd", "a second backend section: the file chose zookeeper at line 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadIn(t, dir, tc.config, secret)
+			if err == nil {
+				t.Fatalf("no error; want %d %s: %q", tc.line, tc.field, tc.want)
+			}
+			for _, e := range configErrors(t, err) {
+				if e.Line == tc.line && e.Field == tc.field && strings.Contains(e.Msg, tc.want) && strings.HasSuffix(e.File, "jobs.yaml") {
+					return
+				}
+			}
+			t.Errorf("no error at line %d for %q mentioning %q in:\n%v", tc.line, tc.field, tc.want, err)
+		})
+	}
+}
