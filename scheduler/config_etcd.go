@@ -168,6 +168,10 @@ func etcdField(msg string) (field, rest string) {
 		rest = strings.TrimSpace(msg[end+1:])
 	case ' ':
 		rest = msg[end+1:]
+	case '/': // "etcd.cert_file/key_file: ..."
+		if _, r, ok := strings.Cut(msg, ": "); ok {
+			rest = r
+		}
 	}
 	if strings.HasPrefix(msg, "etcd.username and etcd.password:") {
 		return "etcd.username", "username and password_file: give both or neither"

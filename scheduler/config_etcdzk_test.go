@@ -182,7 +182,7 @@ func TestZooKeeperBad(t *testing.T) {
 		{"auth without colon", zk("  auth: " + secret + "\n"), 4, "zookeeper.auth", "want user:password"},
 		{"auth_file without colon", zk("  auth_file: nocolon.auth\n"), 4, "zookeeper.auth_file", "want user:password"},
 		{"missing auth_file", zk("  auth_file: nope.auth\n"), 4, "zookeeper.auth_file", "cannot read"},
-		{"auth and auth_file", zk("  auth: lc:"+secret+"\n  auth_file: good.auth\n"), 5, "zookeeper.auth_file", "not both"},
+		{"auth and auth_file", zk("  auth: lc:" + secret + "\n  auth_file: good.auth\n"), 5, "zookeeper.auth_file", "not both"},
 		{"unknown key", zk("  server: x\n"), 4, "zookeeper.server", `did you mean "servers"?`},
 		{"session_timeout key", zk("  session_timeout: 10s\n"), 4, "zookeeper.session_timeout", "unknown key"},
 		{"second section", zk1 + etcd1 + job1, 4, "etcd", "a second backend section: the file chose zookeeper at line 1"},
