@@ -1,7 +1,14 @@
 package scheduler
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,4 +207,104 @@ func TestZooKeeperBad(t *testing.T) {
 			t.Errorf("no error at line %d for %q mentioning %q in:\n%v", tc.line, tc.field, tc.want, err)
 		})
 	}
+}
+
+// exampleWith returns jobs.example.yaml with its redis section replaced by
+// the commented section starting at "# NAME:", uncommented.
+func exampleWith(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "jobs.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	start := strings.Index(text, "\nredis:\n")
+	end := start + 1 + strings.Index(text[start+1:], "\n\n")
+	sStart := strings.Index(text, "# "+name+":\n")
+	sEnd := sStart + strings.Index(text[sStart:], "\n\n")
+	if start < 0 || end <= start || sStart < 0 || sEnd <= sStart {
+		t.Fatalf("jobs.example.yaml has no redis section and commented %s section", name)
+	}
+	var lines []string
+	for _, line := range strings.Split(text[sStart:sEnd], "\n") {
+		lines = append(lines, strings.TrimPrefix(strings.TrimPrefix(line, "#"), " "))
+	}
+	return text[:start+1] + strings.Join(lines, "\n") + text[end:]
+}
+
+// selfSigned writes a self-signed certificate and its key in dir.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "leasecron test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile = writeSecret(t, dir, "cert.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), 0o644)
+	keyFile = writeSecret(t, dir, "key.pem", string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})), 0o600)
+	return certFile, keyFile
+}
+
+// TestExampleEtcd: the commented etcd section of jobs.example.yaml, in
+// place of its redis section, loads cleanly (its files replaced by real
+// ones), and its TLS files are checked.
+func TestExampleEtcd(t *testing.T) {
+	text := exampleWith(t, "etcd")
+	dir := t.TempDir()
+	cert, key := selfSigned(t, dir)
+	r := strings.NewReplacer("/etc/leasecron/etcd.pass", writeSecret(t, dir, "etcd.pass", "pw", 0o600),
+		"/etc/leasecron/etcd-ca.pem", cert, "/etc/leasecron/etcd-client.pem", cert, "/etc/leasecron/etcd-client.key", key)
+	c, err := Parse(strings.NewReader(r.Replace(text)), "jobs.example.yaml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if c.Backend != BackendEtcd || len(c.Etcd.Endpoints) != 3 || c.Etcd.Username != "leasecron" || len(c.Jobs) == 0 || len(c.Warnings) != 0 {
+		t.Errorf("backend %q, %+v, %d jobs, warnings %q", c.Backend, c.Etcd, len(c.Jobs), c.Warnings)
+	}
+	if bc := c.Etcd.BackendConfig(); bc.Password != "pw" || bc.CAFile != cert || bc.KeyFile != key {
+		t.Errorf("BackendConfig: CA %q key %q", bc.CAFile, bc.KeyFile)
+	}
+	// As written (no such files), the TLS files are reported.
+	_, err = Parse(strings.NewReader(strings.ReplaceAll(text, "/etc/leasecron/etcd.pass", writeSecret(t, dir, "p2", "pw", 0o600))), "jobs.yaml")
+	wantError(t, err, lineOf(t, text, "ca_file:"), "etcd.ca_file", "no such file")
+}
+
+// TestExampleZooKeeper: the commented zookeeper section of
+// jobs.example.yaml, in place of its redis section, loads cleanly.
+func TestExampleZooKeeper(t *testing.T) {
+	text := exampleWith(t, "zookeeper")
+	dir := t.TempDir()
+	text = strings.ReplaceAll(text, "/etc/leasecron/zookeeper.auth", writeSecret(t, dir, "zk.auth", "lc:pw\n", 0o600))
+	c, err := Parse(strings.NewReader(text), "jobs.example.yaml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if c.Backend != BackendZooKeeper || len(c.ZooKeeper.Servers) != 3 || !c.ZooKeeper.HasAuth() || len(c.Jobs) == 0 || len(c.Warnings) != 0 {
+		t.Errorf("backend %q, %+v, %d jobs, warnings %q", c.Backend, c.ZooKeeper, len(c.Jobs), c.Warnings)
+	}
+	if bc := c.ZooKeeper.BackendConfig(c.Lease.TTL, c.Lease.Drift); bc.SessionTimeout != c.Lease.TTL || bc.Auth != "lc:pw" {
+		t.Errorf("BackendConfig: session timeout %s", bc.SessionTimeout)
+	}
+}
+
+// lineOf is the 1-based line of the first line of text containing s.
+func lineOf(t *testing.T, text, s string) int {
+	t.Helper()
+	for i, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			return i + 1
+		}
+	}
+	t.Fatalf("no %q", s)
+	return 0
 }
