@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -139,6 +141,12 @@ func (v *validator) etcd() {
 		case field == "etcd.username" && e.Username == "":
 			field = "etcd.password_file"
 		}
+		for _, ep := range e.Endpoints {
+			if red := redactEndpoint(ep); red != ep && ep != "" {
+				msg = strings.ReplaceAll(msg, strconv.Quote(ep), strconv.Quote(red))
+				msg = strings.ReplaceAll(msg, ep, red)
+			}
+		}
 		v.errorf(field, 0, "%s", msg)
 	}
 }
@@ -177,4 +185,24 @@ func etcdField(msg string) (field, rest string) {
 		return "etcd.username", "username and password_file: give both or neither"
 	}
 	return field, rest
+}
+
+// redactEndpoint hides what could be credentials in an endpoint as
+// written: the user information of a URL, or anything before an '@' or
+// after a ':' of a string that is not a URL with a host.
+func redactEndpoint(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Host != "" && u.Opaque == "" {
+		if u.User == nil {
+			return raw
+		}
+		u.User = url.User("xxxxx")
+		return u.String()
+	}
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		return "xxxxx" + raw[i:]
+	}
+	if i := strings.Index(raw, ":"); i >= 0 && !strings.HasPrefix(raw[i:], "://") {
+		return raw[:i] + ":xxxxx"
+	}
+	return raw
 }
