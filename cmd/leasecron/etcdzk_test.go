@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -108,5 +109,35 @@ func TestZooKeeperTriggerAndStatus(t *testing.T) {
 	_, out, errOut := cli(t, "check", "-c", path)
 	if strings.Contains(out+errOut, badInputPassword) {
 		t.Errorf("check shows the auth:\n%s%s", out, errOut)
+	}
+}
+
+// TestRunZooKeeperAndEtcd: two daemons, one per new backend, each run a
+// scheduled job under a lease of its backend (a fencing token > 0), and
+// stop cleanly.
+func TestRunZooKeeperAndEtcd(t *testing.T) {
+	t.Parallel()
+	ens := zktest.Start(t, 1)
+	cl := etcdtest.Start(t)
+	for _, tc := range []struct{ name, section string }{
+		{"zookeeper", fmt.Sprintf("zookeeper:\n  servers: [%s]\n  timeout: 500ms\n", ens.Addrs()[0])},
+		{"etcd", fmt.Sprintf("etcd:\n  endpoints: [%s]\n", strings.Join(cl.Endpoints(), ", "))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			config, tokenFile := fenceJob(t, tc.section)
+			config = strings.Replace(config, `schedule: "@hourly"`, `schedule: "@every 1s"`, 1)
+			d := startDaemon(t, "-c", writeConfig(t, config), "--id", tc.name+"-host")
+			d.notes.await(t, "READY=1")
+			var b []byte
+			for end := time.Now().Add(30 * time.Second); len(b) == 0 && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				b, _ = os.ReadFile(tokenFile)
+			}
+			if tok, err := strconv.ParseInt(string(b), 10, 64); err != nil || tok <= 0 {
+				t.Errorf("LEASECRON_FENCING_TOKEN = %q after 30s; log:\n%s", b, d.stderr)
+			}
+			if code := d.stop(t); code != 0 {
+				t.Errorf("exit %d; log:\n%s", code, d.stderr)
+			}
+		})
 	}
 }
