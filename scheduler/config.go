@@ -19,6 +19,10 @@ const (
 	defaultRedisTimeout    = 50 * time.Millisecond
 	defaultPostgresTable   = "leasecron_leases"
 	defaultPostgresTimeout = 2 * time.Second
+	defaultEtcdPrefix      = "/leasecron/"
+	defaultEtcdTimeout     = 500 * time.Millisecond
+	defaultZooKeeperRoot   = "/leasecron"
+	defaultZKTimeout       = time.Second
 	defaultTTL             = 30 * time.Second
 	defaultDrift           = 0.01
 	defaultShutdownGrace   = 30 * time.Second
@@ -40,15 +44,18 @@ const (
 type Config struct {
 	File string // path it was loaded from (for messages)
 	ID   string // yaml: id; this host's name in leases, logs and status; default os.Hostname()
-	// Backend names the store that holds the leases: BackendRedis or
-	// BackendPostgres, after the one backend section the file has. "" in a
-	// Config built in code means BackendRedis.
+	// Backend names the store that holds the leases: BackendRedis,
+	// BackendPostgres, BackendEtcd or BackendZooKeeper, after the one
+	// backend section the file has. "" in a Config built in code means
+	// BackendRedis.
 	Backend       string
-	Redis         RedisConfig    // yaml: redis; used when Backend is BackendRedis
-	Postgres      PostgresConfig // yaml: postgres; used when Backend is BackendPostgres
-	Lease         LeaseConfig    // yaml: lease
-	ShutdownGrace time.Duration  // yaml: shutdown_grace, default 30s: how long running jobs may finish on SIGTERM
-	Jobs          []*Job         // yaml: jobs
+	Redis         RedisConfig     // yaml: redis; used when Backend is BackendRedis
+	Postgres      PostgresConfig  // yaml: postgres; used when Backend is BackendPostgres
+	Etcd          EtcdConfig      // yaml: etcd; used when Backend is BackendEtcd
+	ZooKeeper     ZooKeeperConfig // yaml: zookeeper; used when Backend is BackendZooKeeper
+	Lease         LeaseConfig     // yaml: lease
+	ShutdownGrace time.Duration   // yaml: shutdown_grace, default 30s: how long running jobs may finish on SIGTERM
+	Jobs          []*Job          // yaml: jobs
 	// Warnings are problems that do not stop the daemon, such as an even
 	// number of Redis nodes; Validate sets them, each naming file, line and
 	// field like a ConfigError.
@@ -132,7 +139,8 @@ type Job struct {
 // DefaultConfig returns a Config with every documented default set and no
 // backend, nodes or jobs: ID is the hostname, Redis.Prefix "leasecron",
 // Redis.Timeout 50ms, Postgres.Table "leasecron_leases", Postgres.Timeout
-// 2s, Lease.TTL 30s, Lease.Renew 10s (TTL/3), Lease.Drift 0.01,
+// 2s, Etcd.Prefix "/leasecron/", Etcd.Timeout 500ms, ZooKeeper.Root
+// "/leasecron", ZooKeeper.Timeout 1s, Lease.TTL 30s, Lease.Renew 10s (TTL/3), Lease.Drift 0.01,
 // ShutdownGrace 30s. Parse decodes a file over it.
 func DefaultConfig() *Config {
 	host, _ := os.Hostname() // an empty ID is reported by Validate
@@ -140,6 +148,8 @@ func DefaultConfig() *Config {
 		ID:            host,
 		Redis:         RedisConfig{Prefix: defaultPrefix, Timeout: defaultRedisTimeout},
 		Postgres:      PostgresConfig{Table: defaultPostgresTable, Timeout: defaultPostgresTimeout},
+		Etcd:          EtcdConfig{Prefix: defaultEtcdPrefix, Timeout: defaultEtcdTimeout},
+		ZooKeeper:     ZooKeeperConfig{Root: defaultZooKeeperRoot, Timeout: defaultZKTimeout},
 		Lease:         LeaseConfig{TTL: defaultTTL, Renew: defaultTTL / 3, Drift: defaultDrift},
 		ShutdownGrace: defaultShutdownGrace,
 	}

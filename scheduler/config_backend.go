@@ -15,11 +15,16 @@ import (
 const (
 	BackendRedis    = "redis"    // Redlock over Redis masters (package lease); the default
 	BackendPostgres = "postgres" // a row per lease in a PostgreSQL table
+	// BackendEtcd keeps leases as keys bound to etcd leases (package backend/etcd).
+	BackendEtcd = "etcd"
+	// BackendZooKeeper keeps leases as ephemeral znodes (package backend/zookeeper).
+	BackendZooKeeper = "zookeeper"
 )
 
 // backendSection is one backend's section of the config file. A new
 // backend (etcd, zookeeper) is one more entry here, a field in Config and
-// rawConfig, and a file like config_postgres.go.
+// rawConfig, and a file like config_postgres.go (see config_etcd.go and
+// config_zookeeper.go).
 type backendSection struct {
 	name string
 	// decode copies the section from the file into c.
@@ -35,6 +40,8 @@ type backendSection struct {
 var backendSections = []backendSection{
 	{BackendRedis, (*decoder).redis, (*validator).redis, func(c *Config) time.Duration { return c.Redis.Timeout }},
 	{BackendPostgres, (*decoder).postgres, (*validator).postgres, func(c *Config) time.Duration { return c.Postgres.Timeout }},
+	{BackendEtcd, (*decoder).etcd, (*validator).etcd, func(c *Config) time.Duration { return c.Etcd.Timeout }},
+	{BackendZooKeeper, (*decoder).zookeeper, (*validator).zookeeper, func(c *Config) time.Duration { return c.ZooKeeper.Timeout }},
 }
 
 // sectionOf returns the section of backend name.
@@ -64,8 +71,8 @@ func (c *Config) backendName() string {
 	return c.Backend
 }
 
-// Timeout returns the chosen backend's per-request timeout: Redis.Timeout
-// or Postgres.Timeout. The lease timing rules use it.
+// Timeout returns the chosen backend's per-request timeout: Redis.Timeout,
+// Postgres.Timeout, Etcd.Timeout or ZooKeeper.Timeout. The lease timing rules use it.
 func (c *Config) Timeout() time.Duration {
 	if s, ok := sectionOf(c.backendName()); ok {
 		return s.timeout(c)

@@ -67,7 +67,7 @@ func TestBackendSection(t *testing.T) {
 	})
 	t.Run("second section after redis", func(t *testing.T) {
 		_, err := parse(t, node1+job1+pg1)
-		wantError(t, err, 8, "postgres", "a second backend section: the file chose redis at line 1; a config has exactly one of redis, postgres")
+		wantError(t, err, 8, "postgres", "a second backend section: the file chose redis at line 1; a config has exactly one of redis, postgres, etcd, zookeeper")
 		if n := len(configErrors(t, err)); n != 1 {
 			t.Errorf("%d errors, want 1:\n%v", n, err)
 		}
@@ -82,7 +82,7 @@ func TestBackendSection(t *testing.T) {
 	})
 	t.Run("none", func(t *testing.T) {
 		_, err := parse(t, job1)
-		wantError(t, err, 0, "", "no backend section: add one of redis, postgres")
+		wantError(t, err, 0, "", "no backend section: add one of redis, postgres, etcd, zookeeper")
 		if n := len(configErrors(t, err)); n != 1 {
 			t.Errorf("%d errors, want 1 (nothing about the backend's keys):\n%v", n, err)
 		}
@@ -120,8 +120,21 @@ func TestBackendSection(t *testing.T) {
 		if err := c.Validate(); err != nil || c.Timeout() != 2*time.Second {
 			t.Errorf("Validate %v, Timeout %s", err, c.Timeout())
 		}
-		c.Backend = "etcd"
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `unknown backend "etcd"`) {
+		c.Backend = BackendEtcd
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "etcd.endpoints: at least one endpoint") {
+			t.Errorf("etcd without endpoints: %v", err)
+		}
+		c.Etcd.Endpoints = []string{"http://127.0.0.1:2379"}
+		if err := c.Validate(); err != nil || c.Timeout() != 500*time.Millisecond {
+			t.Errorf("Validate %v, Timeout %s", err, c.Timeout())
+		}
+		c.Backend = BackendZooKeeper
+		c.ZooKeeper.Servers = []string{"127.0.0.1:2181"}
+		if err := c.Validate(); err != nil || c.Timeout() != time.Second {
+			t.Errorf("Validate %v, Timeout %s", err, c.Timeout())
+		}
+		c.Backend = "consul"
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `unknown backend "consul"`) {
 			t.Errorf("unknown backend: %v", err)
 		}
 	})

@@ -11,8 +11,8 @@ import (
 )
 
 // FuzzParse: Parse never panics; what it rejects it rejects with
-// *ConfigError values that name the file and hide the passwords of node
-// and postgres URLs; what it accepts validates again and has working
+// *ConfigError values that name the file and hide the passwords of node,
+// postgres and etcd URLs and ZooKeeper's auth; what it accepts validates again and has working
 // schedules.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.yaml"))
@@ -38,6 +38,13 @@ func FuzzParse(f *testing.F) {
 		"postgres:\n  url: postgres://lc:hunter2@db1:5432,db2/ops?sslmode=verify-full&target_session_attrs=read-write\n  table: ops.leases\n  timeout: 1s\nlease: {ttl: 20s}\n" + job1,
 		"postgres: {url: 'postgres://lc:hunter2@db1:99999/ops?sslmode=on', table: Bad.Table.x, password_file: nope}\n" + node1 + job1,
 		"postgres:\n  <<: {url: 'host=db1 password=hunter2'}\n" + job1,
+		etcd1 + job1,
+		zk1 + job1,
+		"etcd:\n  endpoints: [http://u:hunter2@a:2379, https://b:2379, grpc://c]\n  prefix: x\n  username: u\n  password_file: nope\n  ca_file: ca.pem\n" + job1,
+		"etcd: {endpoints: [https://a:2379], cert_file: c.pem, timeout: 2s}\nlease: {ttl: 15s}\n" + job1,
+		"zookeeper:\n  servers: [a:2181, b, 'c:99999']\n  root: x/\n  auth: hunter2\n  auth_file: nope\n" + job1,
+		"zookeeper: {servers: [a:2181], root: /a//b, timeout: 3s, auth: 'u:hunter2'}\nlease: {ttl: 9s}\n" + job1,
+		zk1 + etcd1 + pg1 + job1,
 	} {
 		f.Add([]byte(s))
 	}
@@ -51,11 +58,14 @@ func FuzzParse(f *testing.F) {
 			// A node's password (the seeds use hunter2) is never shown
 			// where it was: after a ':' or before an '@'.
 			for _, e := range configErrors(t, err) {
-				if (strings.HasPrefix(e.Field, "redis.nodes") || e.Field == "postgres.url") && (strings.Contains(e.Msg, ":hunter2") || strings.Contains(e.Msg, "hunter2@") || strings.Contains(e.Msg, "=hunter2")) {
+				if (strings.HasPrefix(e.Field, "redis.nodes") || e.Field == "postgres.url" || strings.HasPrefix(e.Field, "etcd.endpoints")) && (strings.Contains(e.Msg, ":hunter2") || strings.Contains(e.Msg, "hunter2@") || strings.Contains(e.Msg, "=hunter2")) {
 					t.Fatalf("password in %q", e)
 				}
 			}
 			for _, e := range configErrors(t, err) {
+				if strings.HasPrefix(e.Field, "zookeeper.auth") && strings.Contains(e.Msg, "hunter2") {
+					t.Fatalf("auth in %q", e)
+				}
 				if e.File != "fuzz.yaml" {
 					t.Fatalf("error without the file: %q", e)
 				}

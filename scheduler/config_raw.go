@@ -16,13 +16,15 @@ import (
 // the order messages list the keys in. A `want` tag is the message for a
 // value of the wrong kind ("%s": the kind found).
 type rawConfig struct {
-	ID            text        `yaml:"id"`
-	Redis         rawRedis    `yaml:"redis"`
-	Postgres      rawPostgres `yaml:"postgres"`
-	Lease         rawLease    `yaml:"lease"`
-	ShutdownGrace duration    `yaml:"shutdown_grace"`
-	Defaults      rawDefaults `yaml:"defaults"`
-	Jobs          []*rawJob   `yaml:"jobs" want:"must be a list of jobs (each starting with \"- name:\"), not %s"`
+	ID            text         `yaml:"id"`
+	Redis         rawRedis     `yaml:"redis"`
+	Postgres      rawPostgres  `yaml:"postgres"`
+	Etcd          rawEtcd      `yaml:"etcd"`
+	ZooKeeper     rawZooKeeper `yaml:"zookeeper"`
+	Lease         rawLease     `yaml:"lease"`
+	ShutdownGrace duration     `yaml:"shutdown_grace"`
+	Defaults      rawDefaults  `yaml:"defaults"`
+	Jobs          []*rawJob    `yaml:"jobs" want:"must be a list of jobs (each starting with \"- name:\"), not %s"`
 }
 
 // rawLease is the lease section.

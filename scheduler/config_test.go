@@ -64,6 +64,8 @@ func TestDefaults(t *testing.T) {
 		ID:            host,
 		Redis:         RedisConfig{Prefix: "leasecron", Timeout: 50 * time.Millisecond},
 		Postgres:      PostgresConfig{Table: "leasecron_leases", Timeout: 2 * time.Second},
+		Etcd:          EtcdConfig{Prefix: "/leasecron/", Timeout: 500 * time.Millisecond},
+		ZooKeeper:     ZooKeeperConfig{Root: "/leasecron", Timeout: time.Second},
 		Lease:         LeaseConfig{TTL: 30 * time.Second, Renew: 10 * time.Second, Drift: 0.01},
 		ShutdownGrace: 30 * time.Second,
 	}
@@ -318,7 +320,7 @@ func TestParseBad(t *testing.T) {
 		{"not yaml", "redis: [\n", 1, "", "not valid YAML"},
 		{"two documents", node1 + job1 + "---\nid: x\n", 8, "", "more than one YAML document"},
 		{"not a mapping", "- a\n- b\n", 1, "", "must be a mapping"},
-		{"unknown top key", node1 + job1 + "no_such_key: 1\n", 8, "no_such_key", "allowed: id, redis, postgres, lease, shutdown_grace, defaults, jobs"},
+		{"unknown top key", node1 + job1 + "no_such_key: 1\n", 8, "no_such_key", "allowed: id, redis, postgres, etcd, zookeeper, lease, shutdown_grace, defaults, jobs"},
 		{"unknown job key", node1 + job1 + "    comand: [x]\n", 8, "jobs[0].comand", `did you mean "command"?`},
 		{"unknown redis key", "redis:\n  nodes: [redis://a]\n  pasword: x\n" + job1, 3, "redis.pasword", "allowed: nodes, prefix, timeout"},
 		{"unknown lease key", node1 + job1 + "lease:\n  tll: 3s\n", 9, "lease.tll", `"ttl"`},

@@ -146,6 +146,7 @@ func (s *Scheduler) Reload(cfg *Config) error {
 	}
 	c := *cfg
 	c.Backend, c.Redis, c.Postgres, c.Lease, c.ID = s.base.Backend, s.base.Redis, s.base.Postgres, s.base.Lease, s.base.ID
+	c.Etcd, c.ZooKeeper = s.base.Etcd, s.base.ZooKeeper
 	s.cfg.Store(&c)
 	for _, ch := range []chan struct{}{s.reload, s.spareWake} {
 		select {
@@ -167,7 +168,7 @@ func sameBackend(a, b *Config) bool {
 	}
 	ra, rb := a.Redis, b.Redis
 	return slicesEqual(ra.NodeURLs(), rb.NodeURLs()) && ra.Prefix == rb.Prefix && ra.Timeout == rb.Timeout &&
-		a.Postgres == b.Postgres
+		a.Postgres == b.Postgres && a.Etcd.equal(&b.Etcd) && a.ZooKeeper.equal(&b.ZooKeeper)
 }
 
 func slicesEqual(a, b []string) bool {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/leasecron/leasecron/backend"
+	etcdbackend "github.com/leasecron/leasecron/backend/etcd"
 	pgbackend "github.com/leasecron/leasecron/backend/postgres"
 	redisbackend "github.com/leasecron/leasecron/backend/redis"
+	zkbackend "github.com/leasecron/leasecron/backend/zookeeper"
 	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/scheduler"
 )
@@ -42,6 +45,31 @@ func openBackend(ctx context.Context, cfg *scheduler.Config, o backendOptions) (
 			pgbackend.WithTimeout(max(pc.Timeout, o.minTimeout)), pgbackend.WithDrift(cfg.Lease.Drift))
 		if err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		return be, nil
+	case scheduler.BackendEtcd:
+		ec := cfg.Etcd.BackendConfig()
+		ec.Timeout = max(ec.Timeout, o.minTimeout)
+		octx, cancel := context.WithTimeout(ctx, max(ec.Timeout, 5*time.Second))
+		defer cancel()
+		be, err := etcdbackend.Open(octx, ec, etcdbackend.WithDrift(cfg.Lease.Drift))
+		if err != nil {
+			return nil, fmt.Errorf("etcd %s: %w", strings.Join(cfg.Etcd.Endpoints, ","), err)
+		}
+		return be, nil
+	case scheduler.BackendZooKeeper:
+		// The session timeout is lease.ttl: the servers expire the
+		// session, and with it the locks, that long after the daemon was
+		// last heard from.
+		zc := cfg.ZooKeeper.BackendConfig(cfg.Lease.TTL, cfg.Lease.Drift)
+		if t := max(zc.Timeout, o.minTimeout); t < zc.SessionTimeout/3 {
+			zc.Timeout = t
+		}
+		octx, cancel := context.WithTimeout(ctx, max(zc.SessionTimeout, 5*time.Second))
+		defer cancel()
+		be, err := zkbackend.Open(octx, zc)
+		if err != nil {
+			return nil, fmt.Errorf("zookeeper %s: %w", strings.Join(cfg.ZooKeeper.Servers, ","), err)
 		}
 		return be, nil
 	case "", scheduler.BackendRedis:

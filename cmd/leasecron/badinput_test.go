@@ -315,6 +315,10 @@ func TestCheckBackends(t *testing.T) {
 	if err := os.WriteFile(secret, []byte(badInputPassword+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	zkAuth := filepath.Join(dir, "zk.auth")
+	if err := os.WriteFile(zkAuth, []byte("lc:"+badInputPassword+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	job := "jobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n"
 	for _, tc := range []struct {
 		name, config string
@@ -331,6 +335,24 @@ func TestCheckBackends(t *testing.T) {
 		{"two backend sections", unreachable + "postgres:\n  url: postgres://lc@127.0.0.1/ops\n" + job,
 			exitUsage, "", []string{"FILE:6: postgres: a second backend section: the file chose redis at line 1"}},
 		{"no backend section", job, exitUsage, "", []string{"FILE: no backend section"}},
+		{"etcd", "etcd:\n  endpoints: [http://127.0.0.1:2379, http://127.0.0.1:2380]\n  username: root\n  password_file: " + secret + "\n  timeout: 100ms\nlease: {ttl: 2500ms, renew: 500ms}\ndefaults: {kill_grace: 0s}\n" + job,
+			0, "ok: 1 job, etcd http://127.0.0.1:2379,http://127.0.0.1:2380; lease.ttl 2.5s: etcd leases of 3s (whole seconds, or the cluster's minimum TTL if larger); validity counts 2.5s\n", nil},
+		{"zookeeper with auth_file", "zookeeper:\n  servers: [127.0.0.1:2181]\n  auth_file: " + zkAuth + "\nlease: {ttl: 20s}\n" + job,
+			0, "ok: 1 job, zookeeper 127.0.0.1:2181 (digest auth); lease.ttl 20s is the session timeout asked for (the servers may raise or lower it to their minSessionTimeout..maxSessionTimeout; validity counts the smaller of the two)\n", nil},
+		{"every etcd problem", "etcd:\n  endpoints: ['http://root:" + badInputPassword + "@e1:2379', 'root:" + badInputPassword + "@e2:2379']\n  prefix: leasecron\n  password_file: " + secret + "\n  timeout: 4s\n" + job,
+			exitUsage, "", []string{
+				"FILE:2: etcd.endpoints[0]: http://e1:2379: credentials belong in etcd.username",
+				"FILE:2: etcd.endpoints[1]: ",
+				"FILE:3: etcd.prefix: \"leasecron\": must start with '/'",
+				"FILE:4: etcd.password_file: username and password_file: give both or neither",
+				"FILE:5: etcd.timeout: timeout 4s must be less than a tenth of lease.ttl (3s)",
+			}},
+		{"every zookeeper problem", "zookeeper:\n  servers: [zk1]\n  root: leasecron\n  auth: " + badInputPassword + "\n" + job,
+			exitUsage, "", []string{
+				"FILE:2: zookeeper.servers[0]: server \"zk1\": want host:port",
+				"FILE:3: zookeeper.root: root \"leasecron\": want an absolute path like /leasecron",
+				"FILE:4: zookeeper.auth: auth: want user:password",
+			}},
 		{"every postgres problem", "postgres:\n  url: postgres://lc:" + badInputPassword + "@db1/ops?sslmode=maybe\n  table: Bad-Name\n  password_file: " + filepath.Join(dir, "nope") + "\n" + job,
 			exitUsage, "", []string{
 				"FILE:2: postgres.url: postgres://lc:xxxxx@db1/ops?sslmode=maybe: bad sslmode \"maybe\"",

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
+	"github.com/leasecron/leasecron/backend/etcd"
 	"github.com/leasecron/leasecron/backend/postgres"
 	"github.com/leasecron/leasecron/scheduler"
 )
@@ -18,7 +20,9 @@ type CheckCommand struct {
 // Run loads the config file. It prints every error on its own line (file,
 // line and field first) and returns a config error (exit code 2) if there
 // is any; otherwise it prints the warnings and "ok: N jobs, M nodes" (for
-// redis) or "ok: N jobs, postgres URL" (the URL without its password).
+// redis), "ok: N jobs, postgres URL" (the URL without its password), or
+// "ok: N jobs, etcd ENDPOINTS; ..." / "ok: N jobs, zookeeper SERVERS; ...",
+// the line going on with how lease.ttl maps onto the backend's leases.
 func (c *CheckCommand) Run(_ context.Context, args []string) error {
 	fs := newFlagSet("check")
 	config := configFlag(fs)
@@ -42,6 +46,15 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 	switch cfg.Backend {
 	case scheduler.BackendPostgres:
 		fmt.Fprintf(c.stdout, "ok: %s, postgres %s\n", plural(len(cfg.Jobs), "job"), postgres.Redact(cfg.Postgres.URL))
+	case scheduler.BackendEtcd:
+		fmt.Fprintf(c.stdout, "ok: %s, etcd %s; %s\n", plural(len(cfg.Jobs), "job"), strings.Join(cfg.Etcd.Endpoints, ","), etcd.DescribeTTL(cfg.Lease.TTL))
+	case scheduler.BackendZooKeeper:
+		auth := ""
+		if cfg.ZooKeeper.HasAuth() {
+			auth = " (digest auth)"
+		}
+		fmt.Fprintf(c.stdout, "ok: %s, zookeeper %s%s; lease.ttl %s is the session timeout asked for (the servers may raise or lower it to their minSessionTimeout..maxSessionTimeout; validity counts the smaller of the two)\n",
+			plural(len(cfg.Jobs), "job"), strings.Join(cfg.ZooKeeper.Servers, ","), auth, cfg.Lease.TTL)
 	default:
 		fmt.Fprintf(c.stdout, "ok: %s, %s\n", plural(len(cfg.Jobs), "job"), plural(len(cfg.Redis.Nodes), "node"))
 	}
@@ -53,9 +66,11 @@ func (c *CheckCommand) Usage() {
 	fmt.Fprintf(c.stdout, `Usage: leasecron check [-c FILE]
 
 Validates a config file the way the daemon does at start and on SIGHUP
-(YAML syntax, unknown keys, exactly one backend section, node and database
-URLs, password files, duplicate job names, cron expressions, durations,
-lease timing) without contacting the backend. Every problem is printed on
+(YAML syntax, unknown keys, exactly one backend section, node, database and
+etcd URLs, ZooKeeper servers, password, auth and TLS files, duplicate job
+names, cron expressions, durations, lease timing) without contacting the
+backend. For etcd and ZooKeeper it also says how lease.ttl maps onto the
+backend's leases (whole-second etcd leases; the ZooKeeper session timeout). Every problem is printed on
 its own line with the file, line and field.
 
 Flags:
