@@ -4,12 +4,13 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 10s
 
-.PHONY: test deps build demo fuzz fmt vet clean bench
+.PHONY: test deps build demo fuzz fmt vet clean bench package
 
-# The servers the tests start as throwaway processes (installed from
-# Debian's packages when missing; their system services never start).
+# The servers the tests start as throwaway processes, and the tools they
+# run (systemd-analyze, chromium, promtool, dpkg-deb), installed from
+# Debian's packages when missing; their system services never start.
 deps:
-	./scripts/deps.sh redis postgres etcd zookeeper
+	./scripts/deps.sh redis postgres etcd zookeeper chromium promtool dpkg
 	@./scripts/deps.sh systemd || echo "warning: no systemd-analyze; TestSystemdUnit will skip" >&2
 
 # go vet, gofmt check, then every test (real redis-server, postgres, etcd
@@ -23,6 +24,24 @@ test: deps
 # ./leasecron with the version from git.
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o leasecron ./cmd/leasecron
+
+# dist/leasecron_VERSION_ARCH.deb: the binary (/usr/bin/leasecron), the
+# systemd unit, sysusers/tmpfiles files, /etc/default/leasecron and an
+# example /etc/leasecron/jobs.yaml (both conffiles); see packaging/nfpm.yaml.
+# nfpm is built from source by `go install` at a pinned version. The
+# package never starts or enables the service.
+NFPM_VERSION ?= v2.44.0
+PKG_ARCH     ?= $(shell $(GO) env GOARCH)
+# A Debian version must start with a digit: v1.2.3 -> 1.2.3, a bare commit
+# id -> 0.0.0~git<id>.
+PKG_VERSION  ?= $(shell echo '$(VERSION)' | sed -E 's/^v([0-9]+\.)/\1/; /^[0-9]+\./!s/^/0.0.0~git/; s/[^A-Za-z0-9.+~]/./g')
+package:
+	GOBIN=$(abspath dist/tools) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	rm -rf dist/root dist/leasecron_*.deb && mkdir -p dist/root
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o dist/root/leasecron ./cmd/leasecron
+	sed 's|/usr/local/bin/leasecron|/usr/bin/leasecron|g' systemd/leasecron.service > dist/root/leasecron.service
+	PKG_ARCH=$(PKG_ARCH) PKG_VERSION=$(PKG_VERSION) dist/tools/nfpm package -f packaging/nfpm.yaml -p deb -t dist/
+	@ls -1 dist/*.deb
 
 # 2 daemons on jobs.example.yaml and the throwaway servers of BACKEND
 # (redis: 3 nodes; postgres: 1 cluster); Ctrl-C cleans up.
@@ -67,4 +86,4 @@ vet:
 
 clean:
 	rm -f leasecron
-	rm -rf .demo
+	rm -rf .demo dist

@@ -190,6 +190,17 @@ func (h *Hold) halt() {
 	<-h.exited
 }
 
+// Stop stops renewing without releasing or completing the lease: it runs
+// out at its ValidUntil, as if its holder had died. Use it when the work
+// the lease protects may still be going on (a process that could not be
+// confirmed dead), so that nobody else gets the lease before it would
+// have expired anyway. Done closes; Err stays as it was. It is safe to
+// call more than once.
+func (h *Hold) Stop() {
+	h.halt()
+	h.finish(nil)
+}
+
 // Release stops renewing and releases the lease without completing its
 // epoch (another owner may then take the same epoch over). It is safe to
 // call more than once.

@@ -68,7 +68,7 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 		log.Error("job could not be started", "err", err)
 		rec.End, rec.Result, rec.Exit, rec.Error = time.Now(), "error", -1, err.Error()
 		// It did not run: release so another host (or a retry) can try.
-		s.finish(l, nil, rec, false, log)
+		s.finish(l, nil, rec, false, false, log)
 		return rec
 	}
 	s.mu.Lock()
@@ -205,7 +205,16 @@ wait:
 	// status) or hit its timeout. A run cut short by a lost lease or by
 	// shutdown is released without completion so another host takes over.
 	complete := rec.Result == "ok" || rec.Result == "failed" || rec.Result == "timeout"
-	s.finish(l, hold, rec, complete && !manual, log)
+	// Processes of the job that could not be confirmed dead may still be
+	// working: leave the lease to run out instead of handing it on now.
+	lapse := errors.Is(w.err, supervisor.ErrNotConfirmedDead) ||
+		errors.Is(w.err, supervisor.ErrSupervisorLost) && w.exit.DeadTime == 0
+	if lapse {
+		complete = false
+		log.Error("the job's processes could not be confirmed dead; leaving its lease to run out instead of releasing it",
+			"valid_until", l.ValidUntil())
+	}
+	s.finish(l, hold, rec, complete && !manual, lapse, log)
 	return rec
 }
 
@@ -233,13 +242,17 @@ func (s *Scheduler) drainOutput(proc *supervisor.Process, outWG *sync.WaitGroup,
 	<-drained
 }
 
-// finish completes or releases the lease, records the run and logs it.
-func (s *Scheduler) finish(l backend.Lease, hold *backend.Hold, rec RunRecord, complete bool, log *slog.Logger) {
+// finish completes or releases the lease (with lapse: stops renewing it
+// and leaves it to run out), records the run and logs it.
+func (s *Scheduler) finish(l backend.Lease, hold *backend.Hold, rec RunRecord, complete, lapse bool, log *slog.Logger) {
 	cfg := s.cfg.Load()
 	ctx, cancel := context.WithTimeout(context.Background(), max(cfg.Lease.TTL, 5*time.Second))
 	defer cancel()
 	var err error
 	switch {
+	case lapse && hold != nil:
+		hold.Stop()
+	case lapse:
 	case complete && hold != nil:
 		err = hold.Complete(ctx)
 	case complete:

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# make demo [BACKEND=redis|postgres]: two leasecron daemons (demo-a,
-# demo-b) on jobs.example.yaml, in the foreground with their logs prefixed,
-# and the throwaway servers of the chosen backend:
-#   redis     3 redis-server nodes, 127.0.0.1:7001-7003, no persistence
-#   postgres  1 PostgreSQL cluster, 127.0.0.1:7201 (initdb into .demo/)
+# make demo [BACKEND=redis|postgres|etcd|zookeeper]: two leasecron daemons
+# (demo-a, demo-b) on jobs.example.yaml, in the foreground with their logs
+# prefixed, and the throwaway servers of the chosen backend:
+#   redis      3 redis-server nodes, 127.0.0.1:7001-7003, no persistence
+#   postgres   1 PostgreSQL cluster, 127.0.0.1:7201 (initdb into .demo/)
+#   etcd       a 3-member etcd cluster, clients on 127.0.0.1:7301-7303
+#   zookeeper  a 3-server ZooKeeper ensemble, clients on 127.0.0.1:7401-7403
 # For a backend other than redis the daemons run on .demo/jobs.yaml: the
 # example file with its redis: section replaced by that backend's section,
 # nothing else changed. Ctrl-C stops the daemons (gracefully), then the
@@ -17,6 +19,8 @@ BACKEND=${BACKEND:-redis}
 CONFIG=jobs.example.yaml
 PORTS=(7001 7002 7003)
 PG_PORT=7201
+ETCD_PORTS=(7301 7302 7303) ETCD_PEERS=(7311 7312 7313)
+ZK_PORTS=(7401 7402 7403) ZK_QUORUM=(7411 7412 7413) ZK_ELECT=(7421 7422 7423)
 DAEMONS=(demo-a demo-b)
 METRICS=(127.0.0.1:7101 127.0.0.1:7102)
 
@@ -24,8 +28,8 @@ log() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 case $BACKEND in
-redis | postgres) ;;
-*) die "BACKEND=$BACKEND: want redis or postgres" ;;
+redis | postgres | etcd | zookeeper) ;;
+*) die "BACKEND=$BACKEND: want redis, postgres, etcd or zookeeper" ;;
 esac
 
 # --- servers ---------------------------------------------------------------
@@ -81,6 +85,8 @@ cleanup() {
   log "stopping the $BACKEND servers"
   stop "redis-server" 10 "$DEMO"/pids/redis-*.pid
   stop "postgres" 10 "$DEMO"/pids/postgres.pid
+  stop "etcd" 10 "$DEMO"/pids/etcd-*.pid
+  stop "QuorumPeerMain" 10 "$DEMO"/pids/zk-*.pid
   # The log prefixers end when the daemons' output closes.
   sleep 0.2
   rm -rf "$DEMO"
@@ -145,12 +151,76 @@ start_postgres() {
   done
   "$bin/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" || die "postgres did not start; see $DEMO/pg/postgres.log"
   # The example's redis: section, replaced by a postgres: one.
+  with_section postgres "  url: \"postgres://leasecron@127.0.0.1:$PG_PORT/postgres?sslmode=disable\"" \
+    "  table: leasecron_leases" "  timeout: 500ms"
+  HINT="kill -STOP \$(cat $DEMO/pids/postgres.pid)   # pause the database: jobs are killed before their leases run out"
+}
+
+# with_section NAME LINES...: the example config with its redis: section
+# replaced by NAME: and the given indented lines, into $DEMO/jobs.yaml.
+with_section() {
+  local name=$1
+  shift
   CONFIG=$DEMO/jobs.yaml
-  awk -v url="postgres://leasecron@127.0.0.1:$PG_PORT/postgres?sslmode=disable" '
-    /^redis:/ { print "postgres:"; print "  url: \"" url "\""; print "  table: leasecron_leases"; print "  timeout: 500ms"; skip = 1; next }
+  printf '%s\n' "$@" >"$DEMO/section.yaml"
+  awk -v name="$name" -v sec="$DEMO/section.yaml" '
+    /^redis:/ { print name ":"; while ((getline l < sec) > 0) print l; skip = 1; next }
     skip && /^[^ #]/ { skip = 0 }
     !skip' jobs.example.yaml >"$CONFIG"
-  HINT="kill -STOP \$(cat $DEMO/pids/postgres.pid)   # pause the database: jobs are killed before their leases run out"
+}
+
+start_etcd() {
+  free "${ETCD_PORTS[@]}" "${ETCD_PEERS[@]}"
+  local i cluster="" eps=()
+  for i in 0 1 2; do
+    cluster+="${cluster:+,}demo$i=http://127.0.0.1:${ETCD_PEERS[$i]}"
+  done
+  log "starting a 3-member etcd cluster on ports ${ETCD_PORTS[*]}"
+  for i in 0 1 2; do
+    setsid etcd --name "demo$i" --data-dir "$DEMO/etcd-$i" \
+      --listen-client-urls "http://127.0.0.1:${ETCD_PORTS[$i]}" --advertise-client-urls "http://127.0.0.1:${ETCD_PORTS[$i]}" \
+      --listen-peer-urls "http://127.0.0.1:${ETCD_PEERS[$i]}" --initial-advertise-peer-urls "http://127.0.0.1:${ETCD_PEERS[$i]}" \
+      --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token leasecron-demo \
+      </dev/null >"$DEMO/etcd-$i.log" 2>&1 &
+    echo $! >"$DEMO/pids/etcd-$i.pid"
+    eps+=("    - http://127.0.0.1:${ETCD_PORTS[$i]}")
+  done
+  for ((i = 0; i < 150; i++)); do
+    ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:${ETCD_PORTS[0]}" endpoint health >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:${ETCD_PORTS[0]}" endpoint health >/dev/null 2>&1 ||
+    die "etcd did not start; see $DEMO/etcd-0.log"
+  with_section etcd "  endpoints:" "${eps[@]}" "  prefix: /leasecron/" "  timeout: 500ms"
+  HINT="kill -STOP \$(cat $DEMO/pids/etcd-0.pid)   # pause a member: 2 of 3 keep the cluster going"
+}
+
+start_zookeeper() {
+  free "${ZK_PORTS[@]}" "${ZK_QUORUM[@]}" "${ZK_ELECT[@]}"
+  local i dir srv=()
+  log "starting a 3-server ZooKeeper ensemble on ports ${ZK_PORTS[*]}"
+  for i in 0 1 2; do
+    dir="$PWD/$DEMO/zk-$i"
+    mkdir -p "$dir/data"
+    echo $((i + 1)) >"$dir/data/myid"
+    {
+      echo "tickTime=500"; echo "initLimit=20"; echo "syncLimit=10"
+      echo "dataDir=$dir/data"; echo "clientPort=${ZK_PORTS[$i]}"; echo "clientPortAddress=127.0.0.1"
+      echo "admin.enableServer=false"; echo "4lw.commands.whitelist=srvr,ruok"
+      for j in 0 1 2; do echo "server.$((j + 1))=127.0.0.1:${ZK_QUORUM[$j]}:${ZK_ELECT[$j]}"; done
+    } >"$dir/zoo.cfg"
+    printf 'log4j.rootLogger=INFO, F\nlog4j.appender.F=org.apache.log4j.FileAppender\nlog4j.appender.F.File=%s/zookeeper.log\nlog4j.appender.F.layout=org.apache.log4j.PatternLayout\nlog4j.appender.F.layout.ConversionPattern=%%d %%p %%m%%n\n' "$dir" >"$dir/log4j.properties"
+    setsid java -Xmx128m -XX:+UseSerialGC -cp "$dir:/usr/share/java/zookeeper.jar" \
+      org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" </dev/null >"$dir/out.log" 2>&1 &
+    echo $! >"$DEMO/pids/zk-$i.pid"
+    srv+=("    - 127.0.0.1:${ZK_PORTS[$i]}")
+  done
+  for ((i = 0; i < 300; i++)); do
+    (exec 3<>"/dev/tcp/127.0.0.1/${ZK_PORTS[0]}" && printf srvr >&3 && grep -q '^Mode' <&3) 2>/dev/null && break
+    sleep 0.2
+  done
+  with_section zookeeper "  servers:" "${srv[@]}" "  root: /leasecron" "  timeout: 500ms"
+  HINT="kill -STOP \$(cat $DEMO/pids/zk-0.pid)   # pause a server: 2 of 3 keep the ensemble going"
 }
 
 log "building $DEMO/leasecron"
@@ -176,6 +246,7 @@ fresh="The nodes are new, so
    they do not vote for one lease TTL (10s): the first runs start after that."
 [ "$BACKEND" = redis ] || fresh="The first runs start at their next tick."
 log "2 daemons running on $CONFIG with the $BACKEND backend. $fresh
+   Status page (read-only, refreshes itself): http://${METRICS[0]}/ and http://${METRICS[1]}/
    In another terminal:
      $DEMO/leasecron status -c $CONFIG
      $DEMO/leasecron trigger -c $CONFIG hello

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # scripts/deps.sh WHAT...: installs the servers the tests and the demo run
 # as throwaway processes, from Debian's packages, when they are missing.
-# WHAT is any of: redis postgres etcd zookeeper systemd. The packages'
+# WHAT is any of: redis postgres etcd zookeeper systemd chromium (the
+# status page's screenshot test) promtool (Prometheus's rule checker, from
+# Debian's prometheus package) dpkg (dpkg-deb, for the package test). The packages'
 # own system services are kept from starting (policy-rc.d): leasecron's
 # tests and demo start their own processes on loopback ports and kill them
 # by PID. Needs root or sudo when something is missing; does nothing
@@ -25,8 +27,14 @@ for what in "$@"; do
     ls /usr/share/java/zookeeper*.jar >/dev/null 2>&1 && command -v java >/dev/null || pkgs+=(zookeeper) ;;
   systemd)
     command -v systemd-analyze >/dev/null || pkgs+=(systemd) ;;
+  chromium)
+    command -v chromium >/dev/null || pkgs+=(chromium) ;;
+  promtool)
+    command -v promtool >/dev/null || pkgs+=(prometheus) ;;
+  dpkg)
+    command -v dpkg-deb >/dev/null && command -v dpkg >/dev/null || pkgs+=(dpkg) ;;
   *)
-    log "deps.sh: unknown dependency $what (want redis postgres etcd zookeeper systemd)"; exit 2 ;;
+    log "deps.sh: unknown dependency $what (want redis postgres etcd zookeeper systemd chromium promtool dpkg)"; exit 2 ;;
   esac
 done
 [ ${#pkgs[@]} -eq 0 ] && exit 0

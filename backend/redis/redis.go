@@ -65,11 +65,30 @@ type Lease struct {
 // Key returns the key as given in the backend.Request.
 func (l *Lease) Key() string { return l.key }
 
+// unprefixed returns err with a *backend.RefusedError's Key set back to
+// the backend key the caller named (the lease client names the Redis key,
+// PREFIX:KEY). A context error joined to it stays joined.
+func unprefixed(err error, key string) error {
+	var re *backend.RefusedError
+	if !errors.As(err, &re) || re.Key == key {
+		return err
+	}
+	c := *re
+	c.Key = key
+	var out error = &c
+	for _, e := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			out = errors.Join(out, e)
+		}
+	}
+	return out
+}
+
 // Acquire takes the lease (lease.Client.Acquire).
 func (b *Backend) Acquire(ctx context.Context, req backend.Request) (backend.Lease, error) {
 	l, err := b.c.Acquire(ctx, b.request(req))
 	if err != nil {
-		return nil, err
+		return nil, unprefixed(err, req.Key)
 	}
 	return &Lease{Lease: l, key: req.Key}, nil
 }
@@ -85,7 +104,7 @@ func (b *Backend) TryAcquireBatch(ctx context.Context, reqs []backend.Request) [
 	out := make([]backend.Result, len(res))
 	for i, r := range res {
 		if r.Err != nil {
-			out[i].Err = r.Err
+			out[i].Err = unprefixed(r.Err, reqs[i].Key)
 			continue
 		}
 		out[i].Lease = &Lease{Lease: r.Lease, key: reqs[i].Key}

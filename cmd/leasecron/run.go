@@ -146,6 +146,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	defer sched.Close()
 	if mux != nil {
 		mux.Handle("/healthz", healthHandler(sched))
+		mux.Handle("/", newStatusPage(sched, cfg.File, log)) // the web status page (web.go)
 	}
 	metricsAddr := "" // the address bound, so that --metrics 127.0.0.1:0 shows its port
 	if ln != nil {
@@ -204,7 +205,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	}
 	if ln != nil {
 		// Metrics and /healthz over HTTP.
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: readOnly(mux), ReadHeaderTimeout: 10 * time.Second}
 		g.Add(func() error {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("metrics server: %w", err)
