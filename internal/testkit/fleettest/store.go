@@ -92,7 +92,7 @@ func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
 				for _, a := range addrs {
 					fmt.Fprintf(&b, "    - %q\n", "http://"+a)
 				}
-				fmt.Fprintf(&b, "  prefix: leasecron\n  timeout: %s\n", timeout)
+				fmt.Fprintf(&b, "  prefix: /leasecron/\n  timeout: %s\n", timeout)
 				return b.String()
 			}}
 		for i := range c.Endpoints() {
