@@ -39,8 +39,12 @@ func (r *Report) Markdown() string {
 		fmt.Fprintf(&b, "- fleet: %d daemons, %d redis-server nodes (%d restart empty, %d with appendfsync always); race detector in the daemons: %v\n",
 			c.Daemons, c.Nodes, c.Nodes-c.AOFNodes, c.AOFNodes, r.Race)
 	default:
-		fmt.Fprintf(&b, "- fleet: %d daemons, %s backend with %d servers (all restart with their data); race detector in the daemons: %v\n",
-			c.Daemons, c.Backend, c.Nodes, r.Race)
+		servers := fmt.Sprintf("%d servers", c.Nodes)
+		if c.Nodes == 1 {
+			servers = "1 server"
+		}
+		fmt.Fprintf(&b, "- fleet: %d daemons, %s backend with %s (all restart with their data); race detector in the daemons: %v\n",
+			c.Daemons, c.Backend, servers, r.Race)
 	}
 	fmt.Fprintf(&b, "- lease: ttl %s, renew %s, kill_grace %s, per-node timeout %s, drift %g\n", c.TTL, c.Renew, c.KillGrace, c.Timeout, c.Drift)
 	for _, j := range c.Jobs {
