@@ -111,7 +111,9 @@ func (n *node) recheck(ctx context.Context, pipe redis.Pipeliner) *redis.StringC
 // the server is unsafe (nil if it passed; while it fails, also when no
 // check ran or INFO failed).
 func (n *node) rechecked(info *redis.StringCmd) error {
-	if info == nil || info.Err() != nil {
+	if info == nil || info.Err() != nil || info.Val() == "" {
+		// No check ran, or the round failed before INFO was answered (a
+		// connection refused at AUTH, say): nothing new is known.
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		return n.liveErr

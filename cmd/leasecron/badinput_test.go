@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // Bad input that only shows when the nodes are contacted: a wrong
@@ -45,6 +46,7 @@ func badNodes(t *testing.T) []struct {
 	name  string
 	nodes []string
 	want  string
+	ready time.Time // when the case may run
 } {
 	t.Helper()
 	pw := redistest.Start(t, 1, redistest.WithPassword(badInputPassword))
@@ -60,27 +62,39 @@ func badNodes(t *testing.T) []struct {
 	}
 	dead := ln.Addr().String()
 	ln.Close() // nothing listens there any more
+	// The twice-listed server gets its data marker now, so that by the
+	// time its case runs the marker is older than the config's TTL (3 s)
+	// and the duplicate, not a young dataset, is why it gives no lease.
+	if c, err := lease.New(pair.URLs()[:1], lease.WithTimeout(time.Second)); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, _ = c.Acquire(ctx, lease.Request{Key: "marker-warmup", TTL: time.Second})
+		cancel()
+		_ = c.Close()
+	}
+	pairReady := time.Now().Add(4 * time.Second)
 	sentinel := redistest.StartSentinelGroup(t).Sentinel
 	evicting := redistest.Start(t, 1, redistest.WithArgs("--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"))
 	return []struct {
 		name  string
 		nodes []string
 		want  string
+		ready time.Time
 	}{
-		{"wrong password", []string{"redis://:wr0ng@" + addr + "/0"}, "WRONGPASS"},
-		{"no password", []string{"redis://" + addr + "/0"}, addr},
-		{"replica", []string{pair.URLs()[1]}, "replica"},
-		{"replicas are not a quorum", []string{pair.URLs()[1], "redis://:wr0ng@" + addr + "/0", "redis://" + dead + "/0"}, "replica"},
-		{"unreachable", []string{"redis://" + dead + "/0"}, dead},
-		{"Sentinel listed as redis://", []string{sentinel.URL()}, "redis+sentinel://"},
-		{"evicts keys", evicting.URLs(), "maxmemory-policy volatile-lru"},
-		{"same server twice", []string{"redis://" + pair.Nodes[0].Addr(), "redis://localhost:" + port}, "same server"},
+		{"wrong password", []string{"redis://:wr0ng@" + addr + "/0"}, "WRONGPASS", time.Time{}},
+		{"no password", []string{"redis://" + addr + "/0"}, addr, time.Time{}},
+		{"replica", []string{pair.URLs()[1]}, "replica", time.Time{}},
+		{"replicas are not a quorum", []string{pair.URLs()[1], "redis://:wr0ng@" + addr + "/0", "redis://" + dead + "/0"}, "replica", time.Time{}},
+		{"unreachable", []string{"redis://" + dead + "/0"}, dead, time.Time{}},
+		{"Sentinel listed as redis://", []string{sentinel.URL()}, "redis+sentinel://", time.Time{}},
+		{"evicts keys", evicting.URLs(), "maxmemory-policy volatile-lru", time.Time{}},
+		{"same server twice", []string{"redis://" + pair.Nodes[0].Addr(), "redis://localhost:" + port}, "same server", pairReady},
 	}
 }
 
 func TestBadNodesTriggerAndStatus(t *testing.T) {
 	for _, tc := range badNodes(t) {
 		t.Run(tc.name, func(t *testing.T) {
+			time.Sleep(time.Until(tc.ready))
 			config, marker := markerJob(t, tc.nodes, "@hourly")
 			path := writeConfig(t, config)
 
@@ -128,6 +142,7 @@ func TestBadNodesTriggerAndStatus(t *testing.T) {
 func TestBadNodesRunRunsNothing(t *testing.T) {
 	for _, tc := range badNodes(t) {
 		t.Run(tc.name, func(t *testing.T) {
+			time.Sleep(time.Until(tc.ready))
 			config, marker := markerJob(t, tc.nodes, "@every 1s")
 			d := startDaemon(t, "-c", writeConfig(t, config), "--log-format", "json")
 			d.notes.await(t, "READY=1")

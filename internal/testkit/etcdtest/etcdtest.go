@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/leasecron/leasecron/internal/testkit/proctest"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 )
 
@@ -151,7 +152,7 @@ func (c *Cluster) spawn(m *member) error {
 	defer out.Close()
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = proctest.SysProcAttr(nil)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("etcdtest: starting %s for %s: %w", c.bin, m.name, err)
 	}

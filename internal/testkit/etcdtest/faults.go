@@ -6,6 +6,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/testkit/proctest"
 )
 
 // Kill SIGKILLs member i (SIGCONT first if paused) and waits until it is
@@ -101,7 +103,7 @@ func (c *Cluster) signal(i int, sig syscall.Signal, pause bool) {
 	}
 	m.paused = pause
 	if pause {
-		if err := waitStopped(m.cmd.Process.Pid, 5*time.Second); err != nil {
+		if err := proctest.WaitStopped(m.cmd.Process.Pid, 5*time.Second); err != nil {
 			c.t.Fatalf("etcdtest: %s: %v", m.name, err)
 		}
 	}

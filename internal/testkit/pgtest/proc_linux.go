@@ -6,16 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 )
-
-// sysProcAttr starts the postmaster as cred when not nil, SIGKILLed when
-// the thread that started it exits (its backends then exit on their own:
-// they watch the postmaster).
-func sysProcAttr(cred *syscall.Credential) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
-}
 
 // children returns the PIDs of pid's descendants (the postmaster's
 // backends and auxiliary processes; each runs in a session of its own, so
@@ -73,21 +65,6 @@ func procState(pid int) byte {
 		return 0
 	}
 	return b[i+2]
-}
-
-// waitStopped waits until /proc says pid is stopped (state T).
-func waitStopped(pid int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		st := procState(pid)
-		if st == 'T' || st == 't' || st == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pid %d not stopped %s after SIGSTOP", pid, timeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // waitGone waits until none of pids is alive (gone or a zombie).

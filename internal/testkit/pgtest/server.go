@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasecron/leasecron/internal/testkit/proctest"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 )
 
@@ -128,7 +129,7 @@ func (s *Server) spawnLocked() error {
 	cmd.Dir = s.dir
 	cmd.Env = serverEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = sysProcAttr(s.who.cred())
+	cmd.SysProcAttr = proctest.SysProcAttr(s.who.cred())
 	err = cmd.Start()
 	_ = logf.Close()
 	if err != nil {
@@ -316,7 +317,7 @@ func (s *Server) Pause() {
 		s.t.Fatalf("pgtest: SIGSTOP to server %d: %v", pid, err)
 	}
 	s.paused = true
-	if err := waitStopped(pid, 5*time.Second); err != nil {
+	if err := proctest.WaitStopped(pid, 5*time.Second); err != nil {
 		s.t.Fatalf("pgtest: %v", err)
 	}
 }

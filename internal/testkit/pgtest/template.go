@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leasecron/leasecron/internal/testkit/proctest"
 )
 
 // templateFormat changes whenever what the template holds changes.
@@ -154,7 +156,7 @@ func buildTemplate(bin string, who *runAs, dir string) error {
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = sysProcAttr(who.cred())
+	cmd.SysProcAttr = proctest.SysProcAttr(who.cred())
 	if err := cmd.Start(); err != nil {
 		return err
 	}

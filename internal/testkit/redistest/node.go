@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasecron/leasecron/internal/testkit/proctest"
 )
 
 const (
@@ -199,7 +201,7 @@ func (n *Node) spawnLocked() error {
 	cmd := exec.Command(n.bin, n.args()...)
 	cmd.Dir = n.dir
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = proctest.SysProcAttr(nil)
 	err = cmd.Start()
 	_ = out.Close() // the child has its own descriptor
 	if err != nil {
@@ -429,7 +431,7 @@ func (n *Node) Pause() {
 		n.t.Fatalf("redistest: SIGSTOP to node %s (pid %d): %v", n.Addr(), pid, err)
 	}
 	n.paused = true
-	if err := waitStopped(pid, 5*time.Second); err != nil {
+	if err := proctest.WaitStopped(pid, 5*time.Second); err != nil {
 		n.t.Fatalf("redistest: node %s (pid %d): %v", n.Addr(), pid, err)
 	}
 }

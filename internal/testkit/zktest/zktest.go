@@ -33,6 +33,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/testkit/proctest"
 )
 
 // Jar is the ZooKeeper server jar of Debian's zookeeper package.
@@ -73,7 +75,7 @@ func Start(t testing.TB, n int) *Ensemble {
 		t.Fatalf("zktest: ZooKeeper is not installed (need java and %s): apt-get install zookeeper", Jar)
 	}
 	_ = java
-	ports, err := freePorts(3 * n)
+	ports, err := proctest.FreePorts(3 * n)
 	if err != nil {
 		t.Fatalf("zktest: %v", err)
 	}
@@ -169,7 +171,7 @@ func (s *Server) spawn() error {
 		"-Dzookeeper.log.dir="+s.dir, "-cp", s.dir+":"+Jar,
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(s.dir, "zoo.cfg"))
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = proctest.SysProcAttr(nil)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start zookeeper %d: %w", s.ID, err)
 	}
@@ -298,7 +300,7 @@ func (s *Server) Pause() {
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGSTOP)
 	s.paused = true
-	if err := waitStopped(s.cmd.Process.Pid, 5*time.Second); err != nil {
+	if err := proctest.WaitStopped(s.cmd.Process.Pid, 5*time.Second); err != nil {
 		s.t.Fatalf("zktest: server %d: %v", s.ID, err)
 	}
 }
@@ -337,45 +339,4 @@ func isClosed(c chan struct{}) bool {
 func fileMissing(p string) bool {
 	_, err := os.Stat(p)
 	return err != nil
-}
-
-// freePorts returns n distinct loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	lns := make([]net.Listener, 0, n)
-	defer func() {
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// waitStopped waits until /proc says pid is stopped (state T).
-func waitStopped(pid int, timeout time.Duration) error {
-	path := "/proc/" + strconv.Itoa(pid) + "/stat"
-	deadline := time.Now().Add(timeout)
-	for {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil
-		}
-		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
-			if st := b[i+2]; st == 'T' || st == 't' {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not stopped %s after SIGSTOP", timeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

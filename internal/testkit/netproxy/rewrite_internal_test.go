@@ -1,4 +1,4 @@
-package redistest
+package netproxy
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package etcdtest
+package proctest
 
 import (
 	"bytes"
@@ -9,18 +9,18 @@ import (
 	"time"
 )
 
-// sysProcAttr makes the kernel SIGKILL the etcd member when the thread
+// SysProcAttr makes the kernel SIGKILL a started server when the thread
 // that started it exits, so a test binary that dies without running its
-// cleanups (a -timeout panic, a SIGKILL) leaves no servers behind. Cleanup
-// does not rely on it.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+// cleanups (a -timeout panic, a SIGKILL) leaves no server behind. Cleanup
+// must not rely on it. cred, if not nil, runs the server as that user.
+func SysProcAttr(cred *syscall.Credential) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
 }
 
-// waitStopped waits until /proc says pid is stopped (state T), so that a
-// request sent after Pause is certain not to be served. It gives up
+// WaitStopped waits until /proc says pid is stopped (state T), so that a
+// request sent after a SIGSTOP is certain not to be served. It gives up
 // silently if /proc cannot be read.
-func waitStopped(pid int, timeout time.Duration) error {
+func WaitStopped(pid int, timeout time.Duration) error {
 	path := "/proc/" + strconv.Itoa(pid) + "/stat"
 	deadline := time.Now().Add(timeout)
 	for {
