@@ -62,7 +62,8 @@ fuzz:
 	done
 
 # Long fault run (internal/testkit/fleettest TestSoak): a seeded nemesis against 3
-# daemons and 5 redis-server nodes for SECONDS, then a Markdown report
+# daemons and the servers of BACKEND (redis: 5 redis-server nodes; postgres: 1
+# server; etcd: 3 members; zookeeper: 3 servers) for SECONDS, then a Markdown report
 # (faults, runs, violations, abort slack) in SOAK_REPORT. The same SEED
 # gives the same fault schedule. RACE=1 builds the daemons with the race
 # detector (slower; `make test` already runs the short fault run with it).
@@ -72,7 +73,7 @@ SOAK_REPORT ?= soak-report.md
 RACE        ?=
 .PHONY: soak
 soak:
-	LEASECRON_SOAK_SECONDS=$(SECONDS) LEASECRON_SOAK_SEED=$(SEED) LEASECRON_SOAK_REPORT=$(abspath $(SOAK_REPORT)) \
+	LEASECRON_SOAK_BACKEND=$(BACKEND) LEASECRON_SOAK_SECONDS=$(SECONDS) LEASECRON_SOAK_SEED=$(SEED) LEASECRON_SOAK_REPORT=$(abspath $(SOAK_REPORT)) \
 		$(GO) test $(if $(RACE),-race) -count=1 -v -run '^TestSoak$$' -timeout $$(( $(SECONDS) + 900 ))s ./internal/testkit/fleettest
 
 # Every table of BENCHMARKS.md: lease vs redsync/redislock on real redis-server

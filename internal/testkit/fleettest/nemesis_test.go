@@ -76,7 +76,8 @@ func TestNemesis(t *testing.T) {
 // log only; on a violation the logs are kept beside it),
 // LEASECRON_SOAK_FAULTS a comma-separated subset of the fault kinds
 // (default: all), LEASECRON_SOAK_LOGS a directory to keep the run and
-// daemon logs in.
+// daemon logs in, LEASECRON_SOAK_BACKEND the backend (default redis; one
+// of Backends).
 func TestSoak(t *testing.T) {
 	secs, err := strconv.Atoi(os.Getenv("LEASECRON_SOAK_SECONDS"))
 	if err != nil || secs <= 0 {
@@ -97,7 +98,14 @@ func TestSoak(t *testing.T) {
 			kinds = append(kinds, FaultKind(k))
 		}
 	}
-	rep, f := runNemesis(t, nemesisConfig(), NemesisOptions{
+	cfg := nemesisConfig()
+	if b := os.Getenv("LEASECRON_SOAK_BACKEND"); b != "" && b != "redis" {
+		if !slices.Contains(Backends, b) {
+			t.Fatalf("LEASECRON_SOAK_BACKEND=%q: unknown backend; known: %v", b, Backends)
+		}
+		cfg = backendNemesisConfig(b)
+	}
+	rep, f := runNemesis(t, cfg, NemesisOptions{
 		Seed: seed, Duration: time.Duration(secs) * time.Second, Kinds: kinds,
 		CalmEvery: 8, CalmFor: 20 * time.Second,
 	}, 20*time.Second)

@@ -34,8 +34,18 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "## Fault run, seed %d\n\n", r.Seed)
 	fmt.Fprintf(&b, "- nemesis from %s to %s UTC (%s), daemons stopped at %s\n", r.Started.UTC().Format(time.RFC3339),
 		r.Stopped.UTC().Format(time.RFC3339), r.Stopped.Sub(r.Started).Round(time.Second), fmtT(r.Stopped))
-	fmt.Fprintf(&b, "- fleet: %d daemons, %d redis-server nodes (%d restart empty, %d with appendfsync always); race detector in the daemons: %v\n",
-		c.Daemons, c.Nodes, c.Nodes-c.AOFNodes, c.AOFNodes, r.Race)
+	switch c.Backend {
+	case "", "redis":
+		fmt.Fprintf(&b, "- fleet: %d daemons, %d redis-server nodes (%d restart empty, %d with appendfsync always); race detector in the daemons: %v\n",
+			c.Daemons, c.Nodes, c.Nodes-c.AOFNodes, c.AOFNodes, r.Race)
+	default:
+		servers := fmt.Sprintf("%d servers", c.Nodes)
+		if c.Nodes == 1 {
+			servers = "1 server"
+		}
+		fmt.Fprintf(&b, "- fleet: %d daemons, %s backend with %s (all restart with their data); race detector in the daemons: %v\n",
+			c.Daemons, c.Backend, servers, r.Race)
+	}
 	fmt.Fprintf(&b, "- lease: ttl %s, renew %s, kill_grace %s, per-node timeout %s, drift %g\n", c.TTL, c.Renew, c.KillGrace, c.Timeout, c.Drift)
 	for _, j := range c.Jobs {
 		dl := "next tick"

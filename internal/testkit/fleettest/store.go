@@ -2,11 +2,15 @@ package fleettest
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/testkit/etcdtest"
+	"github.com/leasecron/leasecron/internal/testkit/pgtest"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/internal/testkit/zktest"
 )
 
 // Server is one process of the fleet's lease store: a Redis node, the
@@ -36,7 +40,7 @@ type Store struct {
 }
 
 // Backends lists the backends a fleet can run on.
-var Backends = []string{"redis"}
+var Backends = []string{"redis", "postgres", "etcd", "zookeeper"}
 
 // startStore starts the servers of cfg.Backend.
 func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
@@ -68,6 +72,49 @@ func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
 			s.Servers = append(s.Servers, n)
 		}
 		return s, c
+	case "postgres":
+		pg := pgtest.Start(t)
+		return &Store{Backend: "postgres", Servers: []Server{pg}, Durable: always,
+			Section: func(addrs []string, timeout time.Duration) string {
+				u := url.URL{Scheme: "postgres", User: url.UserPassword(pgtest.User, pg.Password()), Host: addrs[0],
+					Path: "/" + pgtest.Database, RawQuery: "sslmode=disable"}
+				return fmt.Sprintf("postgres:\n  url: %q\n  timeout: %s\n", u.String(), timeout)
+			}}, nil
+	case "etcd":
+		// The etcd client of backend/etcd does not sync its endpoints
+		// from the cluster (no AutoSyncInterval): a daemon reaches the
+		// members only through the proxied URLs of its section.
+		c := etcdtest.Start(t)
+		s := &Store{Backend: "etcd", Durable: always,
+			Section: func(addrs []string, timeout time.Duration) string {
+				var b strings.Builder
+				b.WriteString("etcd:\n  endpoints:\n")
+				for _, a := range addrs {
+					fmt.Fprintf(&b, "    - %q\n", "http://"+a)
+				}
+				fmt.Fprintf(&b, "  prefix: /leasecron/\n  timeout: %s\n", timeout)
+				return b.String()
+			}}
+		for i := range c.Endpoints() {
+			s.Servers = append(s.Servers, etcdMember{c: c, i: i})
+		}
+		return s, nil
+	case "zookeeper":
+		e := zktest.Start(t, cfg.Nodes)
+		s := &Store{Backend: "zookeeper", Durable: always,
+			Section: func(addrs []string, timeout time.Duration) string {
+				var b strings.Builder
+				b.WriteString("zookeeper:\n  servers:\n")
+				for _, a := range addrs {
+					fmt.Fprintf(&b, "    - %q\n", a)
+				}
+				fmt.Fprintf(&b, "  root: /leasecron\n  timeout: %s\n", timeout)
+				return b.String()
+			}}
+		for _, srv := range e.Servers {
+			s.Servers = append(s.Servers, zkServer{srv})
+		}
+		return s, nil
 	}
 	t.Fatalf("fleettest: unknown backend %q (have %v)", cfg.Backend, Backends)
 	return nil, nil
@@ -78,3 +125,27 @@ func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
 func aofDurable(cfg Config) func(i int) bool {
 	return func(i int) bool { return i >= cfg.Nodes-cfg.AOFNodes }
 }
+
+// always is Durable for a store whose every server keeps its
+// acknowledged writes (fsync on commit) across a restart.
+func always(int) bool { return true }
+
+// etcdMember is member i of an etcd cluster as a Server. Restart does not
+// wait for the member to be healthy: after a majority was killed, the
+// first member back cannot be until a quorum is.
+type etcdMember struct {
+	c *etcdtest.Cluster
+	i int
+}
+
+func (m etcdMember) Addr() string { return strings.TrimPrefix(m.c.Endpoint(m.i), "http://") }
+func (m etcdMember) Kill()        { m.c.Kill(m.i) }
+func (m etcdMember) Restart()     { m.c.Restart(m.i, false) }
+func (m etcdMember) Pause()       { m.c.Pause(m.i) }
+func (m etcdMember) Resume()      { m.c.Resume(m.i) }
+
+// zkServer is a ZooKeeper server as a Server. Restart does not wait for
+// it to serve, for the same reason as etcdMember's.
+type zkServer struct{ *zktest.Server }
+
+func (s zkServer) Restart() { s.Server.Start() }
