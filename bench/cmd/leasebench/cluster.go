@@ -13,6 +13,7 @@ import (
 	"github.com/leasecron/leasecron/bench/internal/delayproxy"
 	"github.com/leasecron/leasecron/bench/internal/redisproc"
 	"github.com/leasecron/leasecron/bench/internal/stats"
+	"github.com/leasecron/leasecron/bench/internal/storeproc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,6 +30,10 @@ type bench struct {
 	admin   []*redis.Client // direct, for SCAN/INFO/FLUSHALL
 
 	results map[string][]stats.Summary // case id -> one summary per repetition
+
+	storeProcs []*storeproc.Proc         // PostgreSQL, etcd, ZooKeeper (guarded by mu)
+	stores     []*storeKit               // their benchmark kits
+	tickRes    map[string][]*tickResult // store tick case id -> one per repetition
 	sched   schedResults
 	daemon  daemonResults
 	env     environment
@@ -63,8 +68,11 @@ func (b *bench) startNodes(ctx context.Context) error {
 // more than once and concurrently.
 func (b *bench) killAll() {
 	b.mu.Lock()
-	servers, proxies := b.servers, b.proxies
+	servers, proxies, sprocs := b.servers, b.proxies, b.storeProcs
 	b.mu.Unlock()
+	for _, p := range sprocs {
+		_ = p.Stop()
+	}
 	for _, p := range proxies {
 		_ = p.Close()
 	}
