@@ -31,13 +31,13 @@ type bench struct {
 
 	results map[string][]stats.Summary // case id -> one summary per repetition
 
-	storeProcs []*storeproc.Proc         // PostgreSQL, etcd, ZooKeeper (guarded by mu)
-	stores     []*storeKit               // their benchmark kits
+	storeProcs []*storeproc.Proc        // PostgreSQL, etcd, ZooKeeper (guarded by mu)
+	stores     []*storeKit              // their benchmark kits
 	tickRes    map[string][]*tickResult // store tick case id -> one per repetition
-	sched   schedResults
-	daemon  daemonResults
-	env     environment
-	total   time.Duration
+	sched      schedResults
+	daemon     daemonResults
+	env        environment
+	total      time.Duration
 }
 
 // startNodes starts maxNodes redis-server processes and one delay proxy in
