@@ -14,6 +14,7 @@ import (
 	"github.com/leasecron/leasecron/bench/internal/redisproc"
 	"github.com/leasecron/leasecron/bench/internal/stats"
 	"github.com/leasecron/leasecron/bench/internal/storeproc"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -124,7 +125,7 @@ func (b *bench) waitVoting(ctx context.Context) error {
 			}
 		}
 		if ok {
-			return nil
+			return b.writeMarkers(ctx)
 		}
 		if time.Now().After(deadline) {
 			return errors.New("nodes did not reach 3 s uptime")
@@ -205,11 +206,57 @@ func scanCount(ctx context.Context, c *redis.Client, pattern string, pred func(s
 	return n, nil
 }
 
+// flushAll empties every node but keeps lease's data marker (see
+// lease/birth.lua): the lease clients would otherwise see a data loss and
+// keep the node from voting for their restart guard. The benchmark's
+// flushes only reset its own keys; no lease is held across them.
 func (b *bench) flushAll(ctx context.Context) error {
 	for _, c := range b.admin {
+		marker, err := c.Get(ctx, birthKey).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("GET %s %s: %w", birthKey, c.Options().Addr, err)
+		}
 		if err := c.FlushAll(ctx).Err(); err != nil {
 			return fmt.Errorf("FLUSHALL %s: %w", c.Options().Addr, err)
 		}
+		if marker != "" {
+			if err := c.Set(ctx, birthKey, marker, 0).Err(); err != nil {
+				return fmt.Errorf("SET %s %s: %w", birthKey, c.Options().Addr, err)
+			}
+		}
+	}
+	return nil
+}
+
+// birthKey is lease's data marker key (lease/birth.go).
+const birthKey = "leasecron:lease:birth"
+
+// writeMarkers lets one lease round write the data marker on every node,
+// then waits out the restart guard (1 s) that a fresh marker starts.
+func (b *bench) writeMarkers(ctx context.Context) error {
+	urls := make([]string, len(b.servers))
+	for i, s := range b.servers {
+		urls[i] = "redis://" + s.Addr
+	}
+	c, err := lease.New(urls, lease.WithRestartGuard(time.Second))
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(ctx, opTimeout)
+	if l, err := c.Acquire(actx, lease.Request{Key: "leasebench-marker", TTL: time.Second, Owner: "bench"}); err == nil {
+		_ = l.Release(actx)
+	}
+	cancel()
+	_ = c.Close()
+	for _, a := range b.admin {
+		if n, err := a.Exists(ctx, birthKey).Result(); err != nil || n != 1 {
+			return fmt.Errorf("no data marker on %s after a lease round (%v)", a.Options().Addr, err)
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(1500 * time.Millisecond):
 	}
 	return nil
 }
