@@ -54,6 +54,16 @@ func (b *bench) pgKit(p *storeproc.Proc) *storeKit {
 				var n int
 				return pool.QueryRow(ctx, "SELECT 1").Scan(&n)
 			}, done: done}, nil
+		case opWFloor:
+			if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+rawUpsertTable+" (key text PRIMARY KEY, v bigint NOT NULL)"); err != nil {
+				pool.Close()
+				return prepared{}, err
+			}
+			return prepared{op: func(ctx context.Context, i int) error {
+				_, err := pool.Exec(ctx, "INSERT INTO "+rawUpsertTable+" (key, v) VALUES ($1, 1) ON CONFLICT (key) DO UPDATE SET v = "+rawUpsertTable+".v + 1",
+					fmt.Sprintf("%s-w%d", prefix, i))
+				return err
+			}, done: done}, nil
 		case opRaw:
 			if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+rawUpsertTable+" (key text PRIMARY KEY, v bigint NOT NULL)"); err != nil {
 				pool.Close()
@@ -99,6 +109,11 @@ func (b *bench) etcdKit(p *storeproc.Proc) *storeKit {
 		case c.op == opFloor:
 			return prepared{op: func(ctx context.Context, _ int) error {
 				_, err := cli.Get(ctx, "/leasebench-floor")
+				return err
+			}, done: done}, nil
+		case c.op == opWFloor:
+			return prepared{op: func(ctx context.Context, i int) error {
+				_, err := cli.Put(ctx, fmt.Sprintf("/leasebench-wfloor/%s-w%d", prefix, i), "x")
 				return err
 			}, done: done}, nil
 		case c.impl == implEtcdMutex:
@@ -175,6 +190,25 @@ func (b *bench) zkKit(p *storeproc.Proc) *storeKit {
 				_, _, err := conn.Exists("/")
 				return err
 			}, done: done}, nil
+		case c.op == opWFloor:
+			paths := make([]string, c.conc)
+			for i := range paths {
+				paths[i] = fmt.Sprintf("/leasebench-wfloor-%s-w%d", strings.ReplaceAll(prefix, "/", "-"), i)
+				if _, err := conn.Create(paths[i], nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+					conn.Close()
+					return prepared{}, err
+				}
+			}
+			return prepared{op: func(_ context.Context, i int) error {
+				_, err := conn.Set(paths[i], []byte("x"), -1)
+				return err
+			}, done: func() error {
+				for _, p := range paths {
+					_ = conn.Delete(p, -1)
+				}
+				conn.Close()
+				return nil
+			}}, nil
 		case c.impl == implZKLock:
 			locks := make([]*zk.Lock, c.conc)
 			for i := range locks {

@@ -17,6 +17,13 @@ var storeAlt = map[string][2]string{
 	storeZK:   {implZKLock, ""},
 }
 
+// storeWFloorName describes each store's write floor.
+var storeWFloorName = map[string]string{
+	storePG:   "one single-row `INSERT ... ON CONFLICT DO UPDATE` (its own committed transaction)",
+	storeEtcd: "one `Put`",
+	storeZK:   "one `Set` on an existing znode",
+}
+
 // storeFloorName describes each store's floor.
 var storeFloorName = map[string]string{
 	storePG:   "one `SELECT 1` (pgx pool, the backend's settings)",
@@ -44,8 +51,8 @@ func (b *bench) writeStores(w io.Writer) {
 	}
 	fmt.Fprintf(w, "## Other backends: PostgreSQL, etcd, ZooKeeper (issues 10 and 11)\n\n")
 	fmt.Fprintf(w, "The same run started one server of each store on 127.0.0.1 (one process each, not a cluster; versions in the table at the top) and measured leasecron's `backend` implementations (`backend/postgres`, `backend/etcd`, `backend/zookeeper`, default options, lease TTL %s) through the `backend.Backend` interface: the cases below are repeated %d times, interleaved with each other, %s measured after %s warm-up, medians reported; each case opens a fresh client.\n\n",
-		b.cfg.ttl, b.cfg.reps, b.cfg.dur, b.cfg.warm)
-	fmt.Fprintf(w, "- **Floor**: PostgreSQL %s; etcd %s; ZooKeeper %s. Every leasecron operation is at least one such round trip.\n", storeFloorName[storePG], storeFloorName[storeEtcd], storeFloorName[storeZK])
+		b.cfg.ttl, b.cfg.reps, 2*b.cfg.dur, b.cfg.warm)
+	fmt.Fprintf(w, "- **Floor**: PostgreSQL %s; etcd %s; ZooKeeper %s. Every leasecron operation is at least one such round trip. **Write floor**: PostgreSQL %s; etcd %s; ZooKeeper %s (each worker its own row/key/znode). Every acquire, extend and release is at least one such durable write.\n", storeFloorName[storePG], storeFloorName[storeEtcd], storeFloorName[storeZK], storeWFloorName[storePG], storeWFloorName[storeEtcd], storeWFloorName[storeZK])
 	fmt.Fprintf(w, "- **Acquire+Release**: `Acquire` then `Release` of the worker's own key (no contention). **Extend**: each worker holds its lease and calls `Extend` in a loop. c workers share one client.\n")
 	fmt.Fprintf(w, "- **Alternatives**: etcd's `client/v3/concurrency` `Mutex` (one `Session` per case, `Lock` + `Unlock` on the worker's own key) and `KeepAliveOnce` on an etcd lease (what renewing a session's lease costs as a request); go-zookeeper's `zk.Lock` (`Lock` + `Unlock`, one lock path per worker). PostgreSQL has no lock library in the comparison.\n")
 	fmt.Fprintf(w, "- **Tick**: one `TryAcquireBatch` of %d fresh keys (epoch = now, TTL 30 s) on a fresh client, once per repetition; for PostgreSQL also its floor, one raw `INSERT ... SELECT FROM unnest($1) ON CONFLICT (key) DO UPDATE` of %d fresh rows into a two-column table, without the lease logic. PostgreSQL runs with its default durability (fsync and synchronous_commit on): every acquire, extend and release is a committed write.\n\n",
@@ -53,7 +60,7 @@ func (b *bench) writeStores(w io.Writer) {
 
 	// Summary.
 	fmt.Fprintf(w, "### Summary: Acquire+Release, c=1\n\n")
-	t := mdTable{head: []string{"backend", "acquire+release p50", "ops/s", "floor p50", "p50 / floor", "vs alternative (ops/s)"}}
+	t := mdTable{head: []string{"backend", "acquire+release p50", "ops/s", "floor p50", "p50 / floor", "write floor p50", "p50 / write floor", "vs alternative (ops/s)"}}
 	for _, k := range []int{1, 5} {
 		ar, ok1 := b.storeSummaries(kase{kind: kindAR, lib: libLease, k: k, conc: 1}.id())
 		fl, ok2 := b.storeSummaries(kase{kind: kindPing, k: k, conc: 1}.id())
@@ -66,7 +73,7 @@ func (b *bench) writeStores(w io.Writer) {
 			alt = fmt.Sprintf("redsync: %s, %s → **%.2f×**", fmtDur(p50Of(rs)), fmtRate(rateOf(rs)), ratio(rateOf(ar), rateOf(rs)))
 		}
 		t.add(fmt.Sprintf("Redis, K=%d (lease/)", k), fmtDur(p50Of(ar)), fmtRate(rateOf(ar)), fmtDur(p50Of(fl)),
-			fmt.Sprintf("%.2f×", ratio(float64(p50Of(ar)), float64(p50Of(fl)))), alt)
+			fmt.Sprintf("%.2f×", ratio(float64(p50Of(ar)), float64(p50Of(fl)))), "–", "–", alt)
 	}
 	for _, kit := range b.stores {
 		s := kit.name
@@ -81,8 +88,13 @@ func (b *bench) writeStores(w io.Writer) {
 				alt = fmt.Sprintf("%s: %s, %s → **%.2f×**", a, fmtDur(p50Of(as)), fmtRate(rateOf(as)), ratio(rateOf(ar), rateOf(as)))
 			}
 		}
+		wf, wfr := "–", "–"
+		if wfs, ok := b.storeSummaries(storeCase{s, opWFloor, "", 1}.id()); ok {
+			wf = fmtDur(p50Of(wfs))
+			wfr = fmt.Sprintf("%.2f×", ratio(float64(p50Of(ar)), float64(p50Of(wfs))))
+		}
 		t.add(s, fmtDur(p50Of(ar)), fmtRate(rateOf(ar)), fmtDur(p50Of(fl)),
-			fmt.Sprintf("%.2f×", ratio(float64(p50Of(ar)), float64(p50Of(fl)))), alt)
+			fmt.Sprintf("%.2f×", ratio(float64(p50Of(ar)), float64(p50Of(fl)))), wf, wfr, alt)
 	}
 	t.write(w)
 	fmt.Fprintf(w, "\"vs alternative\" is leasecron's ops/s divided by the alternative's (above 1: leasecron is faster). The Redis rows repeat the K=1 and K=5 rows of the tables above (floor: PING to a quorum).\n\n")
@@ -100,7 +112,7 @@ func (b *bench) writeStores(w io.Writer) {
 					return
 				}
 				fr := "–"
-				if okf && c.op != opFloor {
+				if okf && c.op != opFloor && c.op != opWFloor {
 					fr = fmt.Sprintf("%.2f×", ratio(float64(p50Of(ss)), float64(p50Of(fl))))
 				}
 				t.add(op, fmt.Sprint(conc), label, fmtRate(rateOf(ss)),
@@ -111,6 +123,7 @@ func (b *bench) writeStores(w io.Writer) {
 					fr, fmt.Sprint(stats.MedianOf(ss, func(x stats.Summary) float64 { return float64(x.Errors) })))
 			}
 			row("floor", storeFloorLabel(s), storeCase{s, opFloor, "", conc})
+			row("write floor", storeWFloorLabel(s), storeCase{s, opWFloor, "", conc})
 			row("Acquire+Release", "leasecron", storeCase{s, opAR, implLease, conc})
 			if a := storeAlt[s][0]; a != "" {
 				row("Acquire+Release", a, storeCase{s, opAR, a, conc})
@@ -163,6 +176,50 @@ func (b *bench) writeStores(w io.Writer) {
 			fmtDur(d/time.Duration(max(keys, 1))), wonS, floor, fr)
 	}
 	t.write(w)
+	b.writeStoreFindings(w)
+}
+
+// writeStoreFindings explains the store tables with this run's numbers.
+func (b *bench) writeStoreFindings(w io.Writer) {
+	get := func(s, op, impl string, conc int) time.Duration {
+		ss, ok := b.storeSummaries(storeCase{s, op, impl, conc}.id())
+		if !ok {
+			return 0
+		}
+		return p50Of(ss)
+	}
+	rate := func(s, op, impl string, conc int) float64 {
+		ss, ok := b.storeSummaries(storeCase{s, op, impl, conc}.id())
+		if !ok {
+			return 0
+		}
+		return rateOf(ss)
+	}
+	x := func(a, b time.Duration) string { return fmt.Sprintf("%.1f×", ratio(float64(a), float64(b))) }
+	fmt.Fprintf(w, "**What the numbers say.** ")
+	if ar, wf, fl, ex := get(storePG, opAR, implLease, 1), get(storePG, opWFloor, "", 1), get(storePG, opFloor, "", 1), get(storePG, opExtend, implLease, 1); ar > 0 && wf > 0 {
+		fmt.Fprintf(w, "*PostgreSQL*: Acquire+Release is two committed statements (acquire.sql's INSERT ... ON CONFLICT, release.sql's UPDATE), each waiting for its WAL flush: %s at c=1, %s the 1-row write floor (%s) and %s `SELECT 1` (%s); Extend, one committed UPDATE, takes %s (%s the write floor). At c=16 the 16 workers share the pool's connections (pgx's default, max(4, cores) = 4 here, the same for the floors): %s Acquire+Release/s against %s write-floor upserts/s. ",
+			fmtDur(ar), x(ar, wf), fmtDur(wf), x(ar, fl), fmtDur(fl), fmtDur(ex), x(ex, wf),
+			fmtRate(rate(storePG, opAR, implLease, 16)), fmtRate(rate(storePG, opWFloor, "", 16)))
+		if tk, raw := get(storePG, opTick, implLease, 1), get(storePG, opRaw, implRawUpsert, 1); tk > 0 && raw > 0 {
+			fmt.Fprintf(w, "A tick of %d keys is one statement: %s, %s the raw upsert of as many rows (%s), the rest being the lease conditions and the rows it returns. ", b.cfg.batchKeys, fmtDur(tk), x(tk, raw), fmtDur(raw))
+		}
+	}
+	if ar, wf, mx := get(storeEtcd, opAR, implLease, 1), get(storeEtcd, opWFloor, "", 1), get(storeEtcd, opAR, implEtcdMutex, 1); ar > 0 && wf > 0 && mx > 0 {
+		fmt.Fprintf(w, "*etcd*: leasecron's Acquire+Release is four writes through raft, each fsynced by the one member: the Grant of the acquisition's own etcd lease, the acquire transaction, the release transaction and the Revoke; %s at c=1 = %s one Put (%s). concurrency.Mutex makes two writes (its put-if-absent transaction, the Delete) and one read (the Get of older waiters), because its Session's lease was granted once beforehand: %s, so leasecron does %s of its Acquire+Release/s at c=1 and %s at c=16. The per-acquisition lease is what gives every acquisition its own TTL and lets a lost holder's key expire on its own; sharing one etcd lease between the acquisitions of a client with the same TTL (as TryAcquireBatch already does within a batch) would remove the Grant and the Revoke from the common case. Extend is one KeepAliveOnce: %s, KeepAliveOnce called directly %s. ",
+			fmtDur(ar), x(ar, wf), fmtDur(wf), fmtDur(mx),
+			fmt.Sprintf("%.2f×", ratio(rate(storeEtcd, opAR, implLease, 1), rate(storeEtcd, opAR, implEtcdMutex, 1))),
+			fmt.Sprintf("%.2f×", ratio(rate(storeEtcd, opAR, implLease, 16), rate(storeEtcd, opAR, implEtcdMutex, 16))),
+			fmtDur(get(storeEtcd, opExtend, implLease, 1)), fmtDur(get(storeEtcd, opExtend, implEtcdKeep, 1)))
+	}
+	if ar, wf, lk := get(storeZK, opAR, implLease, 1), get(storeZK, opWFloor, "", 1), get(storeZK, opAR, implZKLock, 1); ar > 0 && wf > 0 && lk > 0 {
+		fmt.Fprintf(w, "*ZooKeeper*: Acquire+Release is two writes (the multi that checks the done node, creates the ephemeral lock and sets its data; the multi that deletes it): %s at c=1 = %s one Set (%s); zk.Lock makes two writes too (a protected ephemeral sequential create, the Delete) plus a GetChildren: %s, so leasecron does %s of its ops/s at c=1 and %s at c=16. Extend is one write (a multi with SetData, which also touches the session): %s. ",
+			fmtDur(ar), x(ar, wf), fmtDur(wf), fmtDur(lk),
+			fmt.Sprintf("%.2f×", ratio(rate(storeZK, opAR, implLease, 1), rate(storeZK, opAR, implZKLock, 1))),
+			fmt.Sprintf("%.2f×", ratio(rate(storeZK, opAR, implLease, 16), rate(storeZK, opAR, implZKLock, 16))),
+			fmtDur(get(storeZK, opExtend, implLease, 1)))
+	}
+	fmt.Fprintf(w, "Each store here is one server process sharing the 2 cores with the benchmark; a real etcd or ZooKeeper ensemble adds a replication round trip to every write, and a PostgreSQL on its own disk a different fsync time.\n\n")
 }
 
 func storeFloorLabel(s string) string {
@@ -173,4 +230,14 @@ func storeFloorLabel(s string) string {
 		return implEtcdGet
 	}
 	return implZKExists
+}
+
+func storeWFloorLabel(s string) string {
+	switch s {
+	case storePG:
+		return "1-row upsert"
+	case storeEtcd:
+		return "Put"
+	}
+	return "Set"
 }
