@@ -120,6 +120,12 @@ func (b *bench) run(ctx context.Context) error {
 				s.P50.Round(time.Microsecond), s.P99.Round(time.Microsecond), s.Errors, s.Counts)
 		}
 	}
+	b.tickRes = map[string][]*tickResult{}
+	if !b.cfg.skipStores {
+		if err := b.runStores(ctx); err != nil {
+			return fmt.Errorf("store benchmarks: %w", err)
+		}
+	}
 	if b.cfg.only != nil {
 		b.cfg.skipSched, b.cfg.skipDaemon = true, true
 	}

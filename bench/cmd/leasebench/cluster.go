@@ -13,6 +13,8 @@ import (
 	"github.com/leasecron/leasecron/bench/internal/delayproxy"
 	"github.com/leasecron/leasecron/bench/internal/redisproc"
 	"github.com/leasecron/leasecron/bench/internal/stats"
+	"github.com/leasecron/leasecron/bench/internal/storeproc"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,10 +31,14 @@ type bench struct {
 	admin   []*redis.Client // direct, for SCAN/INFO/FLUSHALL
 
 	results map[string][]stats.Summary // case id -> one summary per repetition
-	sched   schedResults
-	daemon  daemonResults
-	env     environment
-	total   time.Duration
+
+	storeProcs []*storeproc.Proc        // PostgreSQL, etcd, ZooKeeper (guarded by mu)
+	stores     []*storeKit              // their benchmark kits
+	tickRes    map[string][]*tickResult // store tick case id -> one per repetition
+	sched      schedResults
+	daemon     daemonResults
+	env        environment
+	total      time.Duration
 }
 
 // startNodes starts maxNodes redis-server processes and one delay proxy in
@@ -63,8 +69,11 @@ func (b *bench) startNodes(ctx context.Context) error {
 // more than once and concurrently.
 func (b *bench) killAll() {
 	b.mu.Lock()
-	servers, proxies := b.servers, b.proxies
+	servers, proxies, sprocs := b.servers, b.proxies, b.storeProcs
 	b.mu.Unlock()
+	for _, p := range sprocs {
+		_ = p.Stop()
+	}
 	for _, p := range proxies {
 		_ = p.Close()
 	}
@@ -116,7 +125,7 @@ func (b *bench) waitVoting(ctx context.Context) error {
 			}
 		}
 		if ok {
-			return nil
+			return b.writeMarkers(ctx)
 		}
 		if time.Now().After(deadline) {
 			return errors.New("nodes did not reach 3 s uptime")
@@ -197,11 +206,57 @@ func scanCount(ctx context.Context, c *redis.Client, pattern string, pred func(s
 	return n, nil
 }
 
+// flushAll empties every node but keeps lease's data marker (see
+// lease/birth.lua): the lease clients would otherwise see a data loss and
+// keep the node from voting for their restart guard. The benchmark's
+// flushes only reset its own keys; no lease is held across them.
 func (b *bench) flushAll(ctx context.Context) error {
 	for _, c := range b.admin {
+		marker, err := c.Get(ctx, birthKey).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("GET %s %s: %w", birthKey, c.Options().Addr, err)
+		}
 		if err := c.FlushAll(ctx).Err(); err != nil {
 			return fmt.Errorf("FLUSHALL %s: %w", c.Options().Addr, err)
 		}
+		if marker != "" {
+			if err := c.Set(ctx, birthKey, marker, 0).Err(); err != nil {
+				return fmt.Errorf("SET %s %s: %w", birthKey, c.Options().Addr, err)
+			}
+		}
+	}
+	return nil
+}
+
+// birthKey is lease's data marker key (lease/birth.go).
+const birthKey = "leasecron:lease:birth"
+
+// writeMarkers lets one lease round write the data marker on every node,
+// then waits out the restart guard (1 s) that a fresh marker starts.
+func (b *bench) writeMarkers(ctx context.Context) error {
+	urls := make([]string, len(b.servers))
+	for i, s := range b.servers {
+		urls[i] = "redis://" + s.Addr
+	}
+	c, err := lease.New(urls, lease.WithRestartGuard(time.Second))
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(ctx, opTimeout)
+	if l, err := c.Acquire(actx, lease.Request{Key: "leasebench-marker", TTL: time.Second, Owner: "bench"}); err == nil {
+		_ = l.Release(actx)
+	}
+	cancel()
+	_ = c.Close()
+	for _, a := range b.admin {
+		if n, err := a.Exists(ctx, birthKey).Result(); err != nil || n != 1 {
+			return fmt.Errorf("no data marker on %s after a lease round (%v)", a.Options().Addr, err)
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(1500 * time.Millisecond):
 	}
 	return nil
 }

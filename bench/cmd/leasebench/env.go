@@ -22,6 +22,16 @@ type environment struct {
 	redisVer string
 	libs     map[string]string // module path -> version
 	leaseRev string            // git revision of the local lease package
+	loadAvg  []string          // /proc/loadavg's 1/5/15-minute averages at start, at the end
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages, "?" if unknown.
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " / ")
+	}
+	return "?"
 }
 
 func (b *bench) collectEnv(ctx context.Context) error {
@@ -29,6 +39,7 @@ func (b *bench) collectEnv(ctx context.Context) error {
 	e.date = time.Now().UTC()
 	e.nproc = runtime.NumCPU()
 	e.goVer = runtime.Version()
+	e.loadAvg = append(e.loadAvg, loadAvg())
 	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(data), "\n") {
 			if v, ok := strings.CutPrefix(line, "model name"); ok {

@@ -50,6 +50,7 @@ type config struct {
 	skipSched  bool
 	skipLease  bool
 	skipDaemon bool
+	skipStores bool
 	repoDir    string
 	daemonBin  string
 	cpuProfile string
@@ -73,6 +74,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&cfg.skipLease, "skip-lease", false, "skip the lease comparison cases (run only the scheduler parts)")
 	fs.BoolVar(&cfg.skipSched, "skip-sched", false, "skip the scheduler benchmarks")
 	fs.BoolVar(&cfg.skipDaemon, "skip-daemon", false, "skip the tick-to-start benchmark with the daemon binary")
+	fs.BoolVar(&cfg.skipStores, "skip-stores", false, "skip the PostgreSQL, etcd and ZooKeeper benchmarks")
 	fs.StringVar(&cfg.daemonBin, "daemon-bin", "", "use this leasecron binary instead of building ./cmd/leasecron")
 	fs.StringVar(&cfg.repoDir, "repo", "..", "leasecron repository root (to build ./cmd/leasecron)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -134,6 +136,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	b.total = time.Since(start)
+	b.env.loadAvg = append(b.env.loadAvg, loadAvg())
 	w := m.Stdout
 	if cfg.out != "" {
 		f, err := os.Create(cfg.out)

@@ -92,6 +92,9 @@ func (b *bench) report(w io.Writer) error {
 
 	t := mdTable{head: []string{"", ""}}
 	t.add("machine", fmt.Sprintf("%d × %s (nproc %d), %s RAM, Linux %s", e.nproc, e.cpu, e.nproc, e.memory, e.kernel))
+	if len(e.loadAvg) == 2 {
+		t.add("load average (1 / 5 / 15 min)", fmt.Sprintf("%s at the start, %s at the end (the machine is shared with other jobs)", e.loadAvg[0], e.loadAvg[1]))
+	}
 	t.add("Go", e.goVer)
 	t.add("Redis", "redis-server "+e.redisVer+" (5 processes on 127.0.0.1, started by the benchmark, --save \"\" --appendonly no)")
 	rev := e.leaseRev
@@ -99,7 +102,14 @@ func (b *bench) report(w io.Writer) error {
 		rev = "local"
 	}
 	t.add("leasecron lease", "this repository, "+rev)
-	for _, p := range []string{"github.com/go-redsync/redsync/v4", "github.com/bsm/redislock", "github.com/redis/go-redis/v9"} {
+	for _, kit := range b.stores {
+		t.add(kit.name, kit.proc.Version+" (1 process on 127.0.0.1, started by the benchmark)")
+	}
+	for _, p := range []string{"github.com/go-redsync/redsync/v4", "github.com/bsm/redislock", "github.com/redis/go-redis/v9",
+		"github.com/jackc/pgx/v5", "go.etcd.io/etcd/client/v3", "github.com/go-zookeeper/zk"} {
+		if e.libs[p] == "" {
+			continue
+		}
 		t.add(p, e.libs[p])
 	}
 	t.add("settings", fmt.Sprintf("%d interleaved repetitions per case, %s measured after %s warm-up, lock TTL %s, medians reported", b.cfg.reps, b.cfg.dur, b.cfg.warm, b.cfg.ttl))
@@ -108,6 +118,7 @@ func (b *bench) report(w io.Writer) error {
 	b.writeMethod(w)
 	b.writeTargets(w)
 	b.writeLeaseTables(w)
+	b.writeStores(w)
 	b.writeSched(w)
 	b.writeDaemon(w)
 	b.writeFindings(w)
