@@ -16,9 +16,9 @@ deps:
 # go vet, gofmt check, then every test (real redis-server, postgres, etcd
 # and ZooKeeper processes, race detector). -count=1: the fleet tests build
 # the daemon themselves, which the test cache cannot see.
-# Test binaries run 4 at a time: most tests wait on timers and real
+# Test binaries run 3 at a time: most tests wait on timers and real
 # servers, not on the CPU.
-TEST_PARALLEL ?= 4
+TEST_PARALLEL ?= 3
 test: deps
 	$(GO) vet ./...
 	@files=$$(gofmt -l .); if [ -n "$$files" ]; then echo "gofmt needed (run make fmt):"; echo "$$files"; exit 1; fi
