@@ -410,9 +410,16 @@ var (
 
 func (b *Backend) heldBy(ctx context.Context, req backend.Request, p paths, token string, timeout time.Duration) error {
 	var data []byte
-	var st *zk.Stat
+	var st, dst *zk.Stat
 	err := b.call(ctx, timeout, func() error {
+		// done first: its version, read before the lock, is the lock's
+		// generation or older (done changes only when a lock is taken or
+		// completed), so a delete checked against it can never remove a
+		// lock taken after the one read here.
 		var err error
+		if _, dst, err = b.conn.Get(p.done); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
 		data, st, err = b.conn.Get(p.lock)
 		return err
 	}, nil)
@@ -423,19 +430,16 @@ func (b *Backend) heldBy(ctx context.Context, req backend.Request, p paths, toke
 		return refused(req.Key, backend.ErrNoQuorum, "", b.nodeErr(err))
 	}
 	tok, owner, _ := strings.Cut(string(data), " ")
-	if st.EphemeralOwner == b.conn.SessionID() && tok != token {
+	if st.EphemeralOwner == b.conn.SessionID() && tok != token && dst != nil {
 		b.mu.Lock()
 		orphan := !b.active[tok]
 		b.mu.Unlock()
 		if orphan {
-			// Nobody can have taken the key since (the orphan holds it), so
-			// done's version now is the orphan's generation.
+			if b.heldByHook != nil {
+				b.heldByHook()
+			}
 			_ = b.call(ctx, timeout, func() error {
-				_, dst, err := b.conn.Get(p.done)
-				if err != nil {
-					return err
-				}
-				_, err = b.conn.Multi(&zk.CheckVersionRequest{Path: p.done, Version: dst.Version},
+				_, err := b.conn.Multi(&zk.CheckVersionRequest{Path: p.done, Version: dst.Version},
 					&zk.DeleteRequest{Path: p.lock, Version: st.Version})
 				return err
 			}, nil)

@@ -103,6 +103,9 @@ type Backend struct {
 	// validity span: a client that trusts its lock longer than its
 	// session is certainly alive.
 	unsafeSpan time.Duration
+	// heldByHook, when set (tests only), runs in heldBy between reading a
+	// lock it found to be an orphan and deleting it.
+	heldByHook func()
 
 	// bg ends the goroutines that finish deleting given-up locks in the
 	// background (see Lease.deleteLockEventually); Close cancels it and
