@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -77,7 +78,9 @@ type Hold struct {
 // the default safety margin and how soon a failed renewal is retried.
 // Renewals happen every RenewEvery; after a failed one the Hold retries
 // quickly while validity remains, and closes Done (ErrLost) the safety
-// margin plus one timeout before the validity ends.
+// margin plus one timeout before the validity ends — or at once when an
+// extension is refused with ErrNotHeld (the store says the lease is not
+// ours any more).
 func NewHold(l Lease, timeout time.Duration, opts ...HoldOption) *Hold {
 	ttl := l.TTL()
 	o := holdOptions{every: ttl / 3}
@@ -172,6 +175,12 @@ func (h *Hold) run() {
 			continue
 		}
 		lastErr = err
+		if errors.Is(err, ErrNotHeld) {
+			// The store says the lease is not ours any more: nothing to
+			// wait for, stop the holder now.
+			h.finish(fmt.Errorf("hold %s: %w: %w", l.Key(), ErrLost, err))
+			return
+		}
 		// Retry soon, while validity remains; the loss timer ends it.
 		renew.Reset(Jitter(max(h.timeout, 10*time.Millisecond)))
 	}

@@ -327,7 +327,9 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (RunRecord, error)
 	// A fresh process: open the connections first, so that the node
 	// timeout measures the acquisition, not a dial and TLS handshake.
 	s.warm(ctx)
-	l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host})
+	// One attempt: trigger fails at once when the job runs anywhere.
+	res := s.be.TryAcquireBatch(ctx, []backend.Request{{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host}})[0]
+	l, err := res.Lease, res.Err
 	if err != nil {
 		return RunRecord{}, fmt.Errorf("trigger %s: %w", name, err)
 	}

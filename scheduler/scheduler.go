@@ -592,6 +592,12 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 			s.opts.Metrics.Acquire(j.Name, "held")
 			ht, hh, ok := parseOwner(rerr.Holder)
 			switch {
+			case rerr.Holder == "":
+				// Taken by a request that ran at the same moment (the
+				// refusal could not read its owner): look again soon, as
+				// a loser that saw the holder of this tick would.
+				runsElsewhere = true
+				wait = min(max(rerr.HolderTTL, splitRetryBase), heldRecheck) + time.Millisecond
 			case ok && ht == tick.Unix():
 				// Another host runs this tick: watch for it to vanish, waking
 				// when its lease would expire.
@@ -667,9 +673,11 @@ func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, t
 			givenUp()
 			return
 		}
-		l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)})
-		res = backend.Result{Lease: l, Err: err}
-		if err == nil {
+		// One attempt: this loop applies the loser rules (and the
+		// deadline) between attempts; a backend's Acquire would retry on
+		// its own until ctx ends.
+		res = s.be.TryAcquireBatch(ctx, []backend.Request{{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)}})[0]
+		if res.Err == nil {
 			log.Info("took the tick over")
 		}
 	}
@@ -692,9 +700,13 @@ func (s *Scheduler) mayStart(deadline time.Time, l backend.Lease) error {
 		return fmt.Errorf("%w: deadline %s, now %s", errTickDeadline,
 			deadline.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339Nano))
 	}
-	if left := time.Until(l.ValidUntil()); left <= s.killMargin() {
-		return fmt.Errorf("%w: %s left, kill margin %s", errShortValidity,
-			left.Round(time.Millisecond), s.killMargin())
+	// The Hold reports a loss up to 3 request timeouts before the
+	// validity ends; below that plus the kill margin the job would be
+	// stopped as soon as it started.
+	need := s.killMargin() + 3*s.be.Timeout() + 5*time.Millisecond
+	if left := time.Until(l.ValidUntil()); left <= need {
+		return fmt.Errorf("%w: %s left, need more than %s (kill margin and loss detection)", errShortValidity,
+			left.Round(time.Millisecond), need)
 	}
 	return nil
 }

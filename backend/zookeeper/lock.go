@@ -70,33 +70,38 @@ var _ backend.Lease = (*Lease)(nil)
 // is not extended before its validity ends is given up (the lock znode is
 // deleted), as a Redis or PostgreSQL lease would run out, although
 // ZooKeeper itself would keep it for as long as the session lives.
-func (l *Lease) hold(v time.Time) {
+// It returns false, changing nothing, once the lease was given up.
+func (l *Lease) hold(v time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gone {
-		return
+		return false
 	}
 	l.validUntil = v
 	if l.expiry == nil {
 		l.expiry = time.AfterFunc(time.Until(v), l.expire)
-		return
+		return true
 	}
 	l.expiry.Reset(time.Until(v))
+	return true
 }
 
-// expire runs when the validity ended without an extend.
+// expire runs when the validity ended without an extend. The check and
+// the giving up are one step: an extend that lands at the same moment
+// either moved the validity first (then nothing expires) or finds the
+// lease gone (and reports ErrNotHeld).
 func (l *Lease) expire() {
 	l.mu.Lock()
 	late := !l.gone && !time.Now().Before(l.validUntil)
+	if late {
+		// Given up, but not released by its holder: ValidUntil keeps
+		// its (past) value.
+		l.gone = true
+	}
 	l.mu.Unlock()
 	if !late {
 		return
 	}
-	// Given up, but not released by its holder: ValidUntil keeps its
-	// (past) value.
-	l.mu.Lock()
-	l.gone = true
-	l.mu.Unlock()
 	l.b.mu.Lock()
 	delete(l.b.active, l.token)
 	l.b.mu.Unlock()
@@ -164,10 +169,12 @@ func (l *Lease) ValidUntil() time.Time {
 // Acquire takes the lease, retrying with a backoff until it is held, the
 // epoch is found completed, or ctx ends.
 func (b *Backend) Acquire(ctx context.Context, req backend.Request) (backend.Lease, error) {
-	token := newToken()
 	wait := 10 * time.Millisecond
 	for {
-		l, err := b.attempt(ctx, req, token, b.cfg.Timeout)
+		// A fresh token each attempt: a create of an earlier attempt whose
+		// reply was lost is then an orphan, which the next attempt removes,
+		// not a lock this attempt would take for someone else's.
+		l, err := b.attempt(ctx, req, newToken(), b.cfg.Timeout)
 		if err == nil {
 			return l, nil
 		}
@@ -478,7 +485,9 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if v <= 0 {
 		return fmt.Errorf("extend %s: %w: the answer came too late to leave any validity", l.req.Key, backend.ErrNoQuorum)
 	}
-	l.hold(start.Add(v))
+	if !l.hold(start.Add(v)) {
+		return fmt.Errorf("extend %s: %w: given up when its validity ended", l.req.Key, backend.ErrNotHeld)
+	}
 	return nil
 }
 
@@ -561,6 +570,9 @@ func (l *Lease) Complete(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			// Not completed: at least do not leave the lock behind for as
+			// long as the session lives.
+			l.deleteLockEventually()
 			return errors.Join(last, ctx.Err())
 		case <-t.C:
 		}
