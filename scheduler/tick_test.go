@@ -154,7 +154,6 @@ func TestStartable(t *testing.T) {
 func tickScheduler(t *testing.T, jobs ...*Job) (*Scheduler, *Config) {
 	t.Helper()
 	cluster := redistest.Start(t, 3)
-	votingAt := time.Now().Add(3 * time.Second) // fresh nodes vote after a TTL (2s) of uptime
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
 	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, lease.WithTimeout(cfg.Redis.Timeout), lease.WithRestartGuard(cfg.Lease.TTL))
 	if err != nil {
@@ -165,7 +164,11 @@ func tickScheduler(t *testing.T, jobs ...*Job) (*Scheduler, *Config) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	time.Sleep(time.Until(votingAt))
+	// The first round writes each node's data marker; the nodes vote a
+	// TTL (2s) after it, and for ticks a TTL after it: wait until the last
+	// tick of an @every 2s job is that old.
+	s.warm(context.Background())
+	time.Sleep(5 * time.Second)
 	return s, cfg
 }
 
@@ -194,7 +197,9 @@ func TestLateWinNotStarted(t *testing.T) {
 	s, cfg := tickScheduler(t, j)
 	ctx := context.Background()
 	tick := j.Prev(s.now().Add(-10 * time.Second)) // deadline long gone
-	l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)})
+	// No EpochTime: the tick is older than the test's fresh nodes, which
+	// would not vote for it; this test is about the late win.
+	l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)})
 	if err != nil {
 		t.Fatal(err)
 	}
