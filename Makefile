@@ -16,13 +16,13 @@ deps:
 # go vet, gofmt check, then every test (real redis-server, postgres, etcd
 # and ZooKeeper processes, race detector). -count=1: the fleet tests build
 # the daemon themselves, which the test cache cannot see.
-# Test binaries run 3 at a time: most tests wait on timers and real
-# servers, not on the CPU.
+# Test binaries run 3 at a time, and up to 4 parallel tests inside each
+# (the fleets): most tests wait on timers and real servers, not on the CPU.
 TEST_PARALLEL ?= 3
 test: deps
 	$(GO) vet ./...
 	@files=$$(gofmt -l .); if [ -n "$$files" ]; then echo "gofmt needed (run make fmt):"; echo "$$files"; exit 1; fi
-	$(GO) test -race -count=1 -p $(TEST_PARALLEL) -timeout 20m ./...
+	$(GO) test -race -count=1 -p $(TEST_PARALLEL) -parallel 4 -timeout 20m ./...
 
 # ./leasecron with the version from git.
 build:
