@@ -47,7 +47,8 @@ package:
 	@ls -1 dist/*.deb
 
 # 2 daemons on jobs.example.yaml and the throwaway servers of BACKEND
-# (redis: 3 nodes; postgres: 1 cluster); Ctrl-C cleans up.
+# (redis: 3 nodes; postgres: 1 cluster; etcd: 3 members; zookeeper: 3
+# servers); Ctrl-C cleans up.
 BACKEND ?= redis
 demo:
 	BACKEND=$(BACKEND) ./scripts/demo.sh
