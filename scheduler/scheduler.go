@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -167,20 +168,8 @@ func sameBackend(a, b *Config) bool {
 		return false
 	}
 	ra, rb := a.Redis, b.Redis
-	return slicesEqual(ra.NodeURLs(), rb.NodeURLs()) && ra.Prefix == rb.Prefix && ra.Timeout == rb.Timeout &&
+	return slices.Equal(ra.NodeURLs(), rb.NodeURLs()) && ra.Prefix == rb.Prefix && ra.Timeout == rb.Timeout &&
 		a.Postgres == b.Postgres && a.Etcd.equal(&b.Etcd) && a.ZooKeeper.equal(&b.ZooKeeper)
-}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Healthy returns nil when a quorum of nodes answers and votes.

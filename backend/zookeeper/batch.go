@@ -146,8 +146,7 @@ func (b *Backend) attemptGroup(ctx context.Context, reqs []backend.Request, idx 
 			return
 		}
 		for _, m := range ms { // taken after we gave up: undo it
-			_, _ = b.conn.Multi(&zk.CheckVersionRequest{Path: m.p.done, Version: genOf(m, res)},
-				&zk.DeleteRequest{Path: m.p.lock, Version: -1})
+			_ = b.dropLock(m.p, genOf(m, res), -1)
 		}
 	})
 	if err != nil {

@@ -275,8 +275,7 @@ func (b *Backend) attempt(ctx context.Context, req backend.Request, token string
 			return err
 		}, func(err error) {
 			if err == nil { // created after we gave up: undo it
-				_, _ = b.conn.Multi(&zk.CheckVersionRequest{Path: p.done, Version: res[0].Stat.Version},
-					&zk.DeleteRequest{Path: p.lock, Version: -1})
+				_ = b.dropLock(p, res[0].Stat.Version, -1)
 			}
 		})
 		if err == nil {
@@ -341,8 +340,7 @@ func (b *Backend) attemptNew(ctx context.Context, req backend.Request, p paths, 
 		return err
 	}, func(err error) {
 		if err == nil {
-			_, _ = b.conn.Multi(&zk.CheckVersionRequest{Path: p.done, Version: 0},
-				&zk.DeleteRequest{Path: p.lock, Version: -1})
+			_ = b.dropLock(p, 0, -1)
 		}
 	})
 	if err != nil {
@@ -445,11 +443,7 @@ func (b *Backend) heldBy(ctx context.Context, req backend.Request, p paths, toke
 			if b.heldByHook != nil {
 				b.heldByHook()
 			}
-			_ = b.call(ctx, timeout, func() error {
-				_, err := b.conn.Multi(&zk.CheckVersionRequest{Path: p.done, Version: dst.Version},
-					&zk.DeleteRequest{Path: p.lock, Version: st.Version})
-				return err
-			}, nil)
+			_ = b.call(ctx, timeout, func() error { return b.dropLock(p, dst.Version, st.Version) }, nil)
 			return errOrphanRemoved
 		}
 	}
@@ -515,13 +509,18 @@ func (l *Lease) Release(ctx context.Context) error {
 	return err
 }
 
+// dropLock deletes the key's lock (of lockVersion, -1: any) if done's
+// version is still gen: nobody took the key since the lock of that
+// generation was made. Every deletion of a lock goes through it.
+func (b *Backend) dropLock(p paths, gen, lockVersion int32) error {
+	_, err := b.conn.Multi(&zk.CheckVersionRequest{Path: p.done, Version: gen},
+		&zk.DeleteRequest{Path: p.lock, Version: lockVersion})
+	return err
+}
+
 // deleteLock deletes the lock if nobody took the key after this lease.
 func (l *Lease) deleteLock(ctx context.Context) error {
-	err := l.b.call(ctx, l.b.cfg.Timeout, func() error {
-		_, err := l.b.conn.Multi(&zk.CheckVersionRequest{Path: l.p.done, Version: l.gen},
-			&zk.DeleteRequest{Path: l.p.lock, Version: -1})
-		return err
-	}, nil)
+	err := l.b.call(ctx, l.b.cfg.Timeout, func() error { return l.b.dropLock(l.p, l.gen, -1) }, nil)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
 		return fmt.Errorf("release %s: %w", l.req.Key, l.b.nodeErr(err))
 	}
