@@ -41,6 +41,11 @@ type Backend interface {
 	Servers() []string
 	// Close releases the connections; leases still held expire by their TTL.
 	Close() error
+
+	// Entries keeps fleet-wide flags, heartbeats and retry state, and Logs
+	// the run history, beside the leases (see store.go).
+	Entries
+	Logs
 }
 
 // Lease is a held acquisition of a key. A Lease does not renew itself; see

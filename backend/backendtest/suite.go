@@ -30,12 +30,17 @@ var subtests = []subtest{
 	{"InspectAndNotes", false, testInspectAndNotes},
 	{"ReleaseOfLostLease", false, testReleaseOfLostLease},
 	{"BadInputs", false, testBadInputs},
+	{"Entries", false, testEntries},
+	{"EntryExpiry", false, testEntryExpiry},
+	{"Logs", false, testLogs},
+	{"StoreBadInputs", false, testStoreBadInputs},
 	{"Batch10000", true, testBatch},
 	{"Health", true, testHealth},
 	{"RefusalNamesDownServers", true, testRefusalNamesDownServers},
 	{"FencingAcrossRestarts", true, testFencingAcrossRestarts},
 	{"HoldLossOnKill", true, testHoldLossOnKill},
 	{"HoldLossOnPause", true, testHoldLossOnPause},
+	{"StoreServersDown", true, testStoreServersDown},
 }
 
 // suite is the state shared by the subtests of one Run.
