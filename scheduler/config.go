@@ -28,6 +28,10 @@ const (
 	defaultShutdownGrace   = 30 * time.Second
 	defaultKillGrace       = 5 * time.Second
 	defaultTimezone        = "UTC"
+	defaultRetryBackoff    = 10 * time.Second
+	defaultHistoryLimit    = 50
+	defaultCandidates      = 3
+	defaultHeartbeat       = 5 * time.Second
 
 	// maxConfigSize bounds what Parse reads.
 	maxConfigSize = 8 << 20
@@ -55,7 +59,20 @@ type Config struct {
 	ZooKeeper     ZooKeeperConfig // yaml: zookeeper; used when Backend is BackendZooKeeper
 	Lease         LeaseConfig     // yaml: lease
 	ShutdownGrace time.Duration   // yaml: shutdown_grace, default 30s: how long running jobs may finish on SIGTERM
-	Jobs          []*Job          // yaml: jobs
+	// MaxParallel bounds how many jobs this host runs at once (0: no
+	// bound); a tick that finds the host full is left to other hosts.
+	// yaml: max_parallel; the --max-parallel flag and LEASECRON_MAX_PARALLEL
+	// override it per host.
+	MaxParallel int
+	// Heartbeat is how often the host announces itself in the backend
+	// (host, labels, version, load); an announcement expires after three
+	// of them. yaml: heartbeat, default 5s.
+	Heartbeat time.Duration
+	// Labels are this host's labels, from --label k=v and LEASECRON_LABELS
+	// (never from the file: it is the same on every host). Jobs' run_on
+	// matches them.
+	Labels map[string]string
+	Jobs   []*Job // yaml: jobs
 	// Warnings are problems that do not stop the daemon, such as an even
 	// number of Redis nodes; Validate sets them, each naming file, line and
 	// field like a ConfigError.
@@ -132,6 +149,33 @@ type Job struct {
 	Dir      string            // working directory; "" = the daemon's
 	Line     int               // line of the job in the file; 0 for a Job built in code
 
+	// Retries is how many times a failed run (non-zero exit or signal;
+	// a timeout only with RetryOnTimeout) of a tick is retried, on any
+	// eligible host, within the tick's deadline; default 0.
+	Retries int
+	// RetryBackoff is the wait before the first retry, doubling for each
+	// later one up to maxRetryBackoff; default 10s.
+	RetryBackoff time.Duration
+	// RetryOnTimeout makes a run that hit Timeout a failure to retry.
+	RetryOnTimeout bool
+	// HistoryLimit is how many run records of the job the backend keeps
+	// (`leasecron history`); default 50.
+	HistoryLimit int
+	// RunOn restricts which hosts may run the job; empty: every host.
+	RunOn RunOn
+	// Candidates is how many hosts (the first of a rendezvous hash of job
+	// and host over the live eligible hosts) try each tick at once; the
+	// others stand by. 0: every eligible host tries; default 3.
+	Candidates int
+	// StandbyDelay is how long after the tick the standby hosts try when
+	// the tick is still neither held nor completed; 0: a tenth of the
+	// tick's deadline, at least 1s and at most 1m.
+	StandbyDelay time.Duration
+	// Jitter spreads the job's start: each tick T starts at T plus a delay
+	// in [0, Jitter) that is the same on every host (a hash of the job
+	// and T). The tick (epoch, LEASECRON_TICK) stays T.
+	Jitter time.Duration
+
 	sched *schedule // compiled by Validate
 	path  string    // "jobs[i]" as in the file, for messages
 }
@@ -141,7 +185,7 @@ type Job struct {
 // Redis.Timeout 50ms, Postgres.Table "leasecron_leases", Postgres.Timeout
 // 2s, Etcd.Prefix "/leasecron/", Etcd.Timeout 500ms, ZooKeeper.Root
 // "/leasecron", ZooKeeper.Timeout 1s, Lease.TTL 30s, Lease.Renew 10s (TTL/3), Lease.Drift 0.01,
-// ShutdownGrace 30s. Parse decodes a file over it.
+// ShutdownGrace 30s, Heartbeat 5s. Parse decodes a file over it.
 func DefaultConfig() *Config {
 	host, _ := os.Hostname() // an empty ID is reported by Validate
 	return &Config{
@@ -152,13 +196,15 @@ func DefaultConfig() *Config {
 		ZooKeeper:     ZooKeeperConfig{Root: defaultZooKeeperRoot, Timeout: defaultZKTimeout},
 		Lease:         LeaseConfig{TTL: defaultTTL, Renew: defaultTTL / 3, Drift: defaultDrift},
 		ShutdownGrace: defaultShutdownGrace,
+		Heartbeat:     defaultHeartbeat,
 	}
 }
 
 // defaultJob returns a Job with the built-in defaults of the fields that
 // may be defaulted.
 func defaultJob() Job {
-	return Job{KillGrace: defaultKillGrace, Timezone: defaultTimezone, Overlap: OverlapSkip}
+	return Job{KillGrace: defaultKillGrace, Timezone: defaultTimezone, Overlap: OverlapSkip,
+		RetryBackoff: defaultRetryBackoff, HistoryLimit: defaultHistoryLimit, Candidates: defaultCandidates}
 }
 
 // Job returns the job named name, or nil.

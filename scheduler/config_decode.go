@@ -55,6 +55,12 @@ func (d *decoder) build(raw *rawConfig, c *Config) {
 	if d.take("shutdown_grace", raw.ShutdownGrace.leaf) {
 		c.ShutdownGrace = raw.ShutdownGrace.v
 	}
+	if d.take("max_parallel", raw.MaxParallel.leaf) {
+		c.MaxParallel = raw.MaxParallel.v
+	}
+	if d.take("heartbeat", raw.Heartbeat.leaf) {
+		c.Heartbeat = raw.Heartbeat.v
+	}
 	defaults, set := d.defaults(&raw.Defaults)
 	// yaml.v3 leaves out of raw.Jobs the items it could not decode at all:
 	// those that are not mappings, and mappings with a duplicate key.
@@ -161,7 +167,20 @@ func (d *decoder) jobField(j *Job, key string, v any, field string) bool {
 		if !d.take(field, v.leaf) {
 			return false
 		}
-		*map[string]*time.Duration{"timeout": &j.Timeout, "deadline": &j.Deadline, "kill_grace": &j.KillGrace}[key] = v.v
+		*map[string]*time.Duration{"timeout": &j.Timeout, "deadline": &j.Deadline, "kill_grace": &j.KillGrace,
+			"retry_backoff": &j.RetryBackoff, "standby_delay": &j.StandbyDelay, "jitter": &j.Jitter}[key] = v.v
+	case *integer:
+		if !d.take(field, v.leaf) {
+			return false
+		}
+		*map[string]*int{"retries": &j.Retries, "history_limit": &j.HistoryLimit, "candidates": &j.Candidates}[key] = v.v
+	case *boolean:
+		if !d.take(field, v.leaf) {
+			return false
+		}
+		j.RetryOnTimeout = v.v
+	case *rawRunOn:
+		return d.runOn(j, v, field)
 	case *overlapValue:
 		if !d.take(field, v.leaf) {
 			return false
@@ -199,6 +218,9 @@ func (d *decoder) jobField(j *Job, key string, v any, field string) bool {
 // checkJobField returns what is wrong with field key of j, a job or the
 // defaults, apart from the checks that need the whole job.
 func checkJobField(j *Job, key string) []string {
+	if msgs, ok := checkFleetField(j, key); ok {
+		return msgs
+	}
 	var msgs []string
 	switch key {
 	case "timeout", "deadline", "kill_grace":

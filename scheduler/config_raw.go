@@ -23,6 +23,8 @@ type rawConfig struct {
 	ZooKeeper     rawZooKeeper `yaml:"zookeeper"`
 	Lease         rawLease     `yaml:"lease"`
 	ShutdownGrace duration     `yaml:"shutdown_grace"`
+	MaxParallel   integer      `yaml:"max_parallel"`
+	Heartbeat     duration     `yaml:"heartbeat"`
 	Defaults      rawDefaults  `yaml:"defaults"`
 	Jobs          []*rawJob    `yaml:"jobs" want:"must be a list of jobs (each starting with \"- name:\"), not %s"`
 }
@@ -43,6 +45,35 @@ type rawDefaults struct {
 	Deadline  duration        `yaml:"deadline"`
 	Env       map[string]text `yaml:"env"`
 	Dir       text            `yaml:"dir"`
+	rawFleetKeys `yaml:",inline"`
+}
+
+// rawFleetKeys are the job keys of "Operating a fleet" (retries, history,
+// host targeting, spreading), which the defaults section may set too.
+type rawFleetKeys struct {
+	Retries        integer  `yaml:"retries"`
+	RetryBackoff   duration `yaml:"retry_backoff"`
+	RetryOnTimeout boolean  `yaml:"retry_on_timeout"`
+	HistoryLimit   integer  `yaml:"history_limit"`
+	RunOn          rawRunOn `yaml:"run_on"`
+	Candidates     integer  `yaml:"candidates"`
+	StandbyDelay   duration `yaml:"standby_delay"`
+	Jitter         duration `yaml:"jitter"`
+}
+
+// rawRunOn is a job's run_on: which hosts may run it.
+type rawRunOn struct {
+	Labels map[string]text `yaml:"labels"`
+	Hosts  []*text         `yaml:"hosts" want:"must be a list of host name patterns, such as [\"web-*\"], not %s"`
+}
+
+// fleetField returns the leaf (or mapping) of a fleet key in r.
+func fleetField(r *rawFleetKeys, key string) any {
+	return map[string]any{
+		"retries": &r.Retries, "retry_backoff": &r.RetryBackoff, "retry_on_timeout": &r.RetryOnTimeout,
+		"history_limit": &r.HistoryLimit, "run_on": &r.RunOn, "candidates": &r.Candidates,
+		"standby_delay": &r.StandbyDelay, "jitter": &r.Jitter,
+	}[key]
 }
 
 // rawJob is one item of the jobs list.
@@ -58,6 +89,7 @@ type rawJob struct {
 	Timezone  text            `yaml:"timezone"`
 	Env       map[string]text `yaml:"env"`
 	Dir       text            `yaml:"dir"`
+	rawFleetKeys `yaml:",inline"`
 }
 
 // field returns the leaf (or list, or map) of key in r, a *rawJob or a
@@ -65,12 +97,18 @@ type rawJob struct {
 func field(r any, key string) any {
 	switch r := r.(type) {
 	case *rawJob:
+		if v := fleetField(&r.rawFleetKeys, key); v != nil {
+			return v
+		}
 		return map[string]any{
 			"name": &r.Name, "schedule": &r.Schedule, "command": &r.Command, "shell": &r.Shell,
 			"timeout": &r.Timeout, "overlap": &r.Overlap, "deadline": &r.Deadline, "kill_grace": &r.KillGrace,
 			"timezone": &r.Timezone, "env": &r.Env, "dir": &r.Dir,
 		}[key]
 	case *rawDefaults:
+		if v := fleetField(&r.rawFleetKeys, key); v != nil {
+			return v
+		}
 		return map[string]any{
 			"timezone": &r.Timezone, "kill_grace": &r.KillGrace, "timeout": &r.Timeout, "overlap": &r.Overlap,
 			"deadline": &r.Deadline, "env": &r.Env, "dir": &r.Dir,
@@ -149,6 +187,50 @@ func (f *fraction) UnmarshalYAML(n *yaml.Node) error {
 		return nil
 	}
 	f.v, f.set = v, true
+	return nil
+}
+
+// integer is a whole number such as 3.
+type integer struct {
+	leaf
+	v int
+}
+
+// UnmarshalYAML reads a whole number; it records a bad one, never fails.
+func (i *integer) UnmarshalYAML(n *yaml.Node) error {
+	s, ok := i.scalar(n)
+	if !ok {
+		return nil
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+	if err != nil {
+		i.bad = fmt.Sprintf("bad number %q: want a whole number such as 3", s)
+		return nil
+	}
+	i.v, i.set = int(v), true
+	return nil
+}
+
+// boolean is true or false.
+type boolean struct {
+	leaf
+	v bool
+}
+
+// UnmarshalYAML reads true or false; it records anything else, never fails.
+func (b *boolean) UnmarshalYAML(n *yaml.Node) error {
+	s, ok := b.scalar(n)
+	if !ok {
+		return nil
+	}
+	switch strings.TrimSpace(s) {
+	case "true":
+		b.v, b.set = true, true
+	case "false":
+		b.v, b.set = false, true
+	default:
+		b.bad = fmt.Sprintf("want true or false, not %q", s)
+	}
 	return nil
 }
 
@@ -246,18 +328,34 @@ func yamlKey(f reflect.StructField) string {
 	return name
 }
 
-// keysOf lists the keys of struct type t in the order of its fields.
+// keysOf lists the keys of struct type t in the order of its fields (those
+// of an inlined struct at its place).
 func keysOf(t reflect.Type) []string {
+	var keys []string
+	for _, f := range yamlFields(t) {
+		keys = append(keys, yamlKey(f))
+	}
+	return keys
+}
+
+// yamlFields lists the fields of struct type t that are keys in the file,
+// with the fields of inlined structs (`yaml:",inline"`) in their place.
+func yamlFields(t reflect.Type) []reflect.StructField {
 	if t == nil || t.Kind() != reflect.Struct {
 		return nil
 	}
-	keys := make([]string, 0, t.NumField())
+	var out []reflect.StructField
 	for i := range t.NumField() {
-		if k := yamlKey(t.Field(i)); k != "" && k != "-" {
-			keys = append(keys, k)
+		f := t.Field(i)
+		if _, opts, _ := strings.Cut(f.Tag.Get("yaml"), ","); opts == "inline" {
+			out = append(out, yamlFields(f.Type)...)
+			continue
+		}
+		if k := yamlKey(f); k != "" && k != "-" {
+			out = append(out, f)
 		}
 	}
-	return keys
+	return out
 }
 
 // resolve follows aliases.

@@ -68,6 +68,7 @@ func TestDefaults(t *testing.T) {
 		ZooKeeper:     ZooKeeperConfig{Root: "/leasecron", Timeout: time.Second},
 		Lease:         LeaseConfig{TTL: 30 * time.Second, Renew: 10 * time.Second, Drift: 0.01},
 		ShutdownGrace: 30 * time.Second,
+		Heartbeat:     5 * time.Second,
 	}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("DefaultConfig() = %+v, want %+v", d, want)
@@ -152,7 +153,7 @@ func TestParseFull(t *testing.T) {
 		Timeout: 4 * time.Minute, Overlap: OverlapSkip, Deadline: 2 * time.Minute,
 		KillGrace: 3 * time.Second, Timezone: "Europe/Berlin",
 		Env: map[string]string{"REGION": "eu-2", "TIER": "batch"}, Dir: "/var/lib/inventory",
-		Line: 25,
+		Line: 25, RetryBackoff: 10 * time.Second, HistoryLimit: 50, Candidates: 3,
 	}
 	inv2 := *inv
 	inv2.sched, inv2.path = nil, ""
@@ -320,7 +321,7 @@ func TestParseBad(t *testing.T) {
 		{"not yaml", "redis: [\n", 1, "", "not valid YAML"},
 		{"two documents", node1 + job1 + "---\nid: x\n", 8, "", "more than one YAML document"},
 		{"not a mapping", "- a\n- b\n", 1, "", "must be a mapping"},
-		{"unknown top key", node1 + job1 + "no_such_key: 1\n", 8, "no_such_key", "allowed: id, redis, postgres, etcd, zookeeper, lease, shutdown_grace, defaults, jobs"},
+		{"unknown top key", node1 + job1 + "no_such_key: 1\n", 8, "no_such_key", "allowed: id, redis, postgres, etcd, zookeeper, lease, shutdown_grace, max_parallel, heartbeat, defaults, jobs"},
 		{"unknown job key", node1 + job1 + "    comand: [x]\n", 8, "jobs[0].comand", `did you mean "command"?`},
 		{"unknown redis key", "redis:\n  nodes: [redis://a]\n  pasword: x\n" + job1, 3, "redis.pasword", "allowed: nodes, prefix, timeout"},
 		{"unknown lease key", node1 + job1 + "lease:\n  tll: 3s\n", 9, "lease.tll", `"ttl"`},
@@ -772,5 +773,5 @@ jobs:
 	// Output:
 	// report skip 2025-03-10T05:00:00Z
 	// sync wait 2025-03-07T12:00:30Z
-	// jobs.yaml:12: jobs[1].tiemout: unknown key "tiemout" (allowed: name, schedule, command, shell, timeout, overlap, deadline, kill_grace, timezone, env, dir); did you mean "timeout"?
+	// jobs.yaml:12: jobs[1].tiemout: unknown key "tiemout" (allowed: name, schedule, command, shell, timeout, overlap, deadline, kill_grace, timezone, env, dir, retries, retry_backoff, retry_on_timeout, history_limit, run_on, candidates, standby_delay, jitter); did you mean "timeout"?
 }

@@ -86,6 +86,7 @@ func (c *Config) validate() []*ConfigError {
 	v.backend()
 	v.lease()
 	v.jobs()
+	v.fleet()
 	v.timing()
 	if len(c.Jobs) == 0 && !v.failed("jobs") {
 		v.warnf("jobs", 0, "no jobs: the daemon will only idle")
@@ -253,7 +254,7 @@ func (v *validator) jobs() {
 			}
 		}
 		v.command(j, f)
-		for _, key := range []string{"timeout", "deadline", "kill_grace", "overlap", "env", "dir"} {
+		for _, key := range append([]string{"timeout", "deadline", "kill_grace", "overlap", "env", "dir"}, fleetKeys...) {
 			for _, msg := range checkJobField(j, key) {
 				v.errorf(f(key), j.Line, "%s", msg)
 			}

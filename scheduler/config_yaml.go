@@ -236,8 +236,8 @@ func (d *decoder) walk(n *yaml.Node, t reflect.Type, path string, line int, want
 			return
 		}
 		d.mapping(n, path, func(key string) (reflect.Type, string, bool) {
-			for i := range t.NumField() {
-				if f := t.Field(i); yamlKey(f) == key {
+			for _, f := range yamlFields(t) {
+				if yamlKey(f) == key {
 					return f.Type, f.Tag.Get("want"), true
 				}
 			}
