@@ -209,7 +209,6 @@ func (v *validator) fleet() {
 	}
 }
 
-
 // StandbyAfter is how long after its tick a standby host tries the tick
 // (see Candidates): StandbyDelay, or a tenth of the tick's deadline
 // between 1s and 1m.

@@ -38,13 +38,13 @@ type rawLease struct {
 
 // rawDefaults is the defaults section: the job keys that may be defaulted.
 type rawDefaults struct {
-	Timezone  text            `yaml:"timezone"`
-	KillGrace duration        `yaml:"kill_grace"`
-	Timeout   duration        `yaml:"timeout"`
-	Overlap   overlapValue    `yaml:"overlap"`
-	Deadline  duration        `yaml:"deadline"`
-	Env       map[string]text `yaml:"env"`
-	Dir       text            `yaml:"dir"`
+	Timezone     text            `yaml:"timezone"`
+	KillGrace    duration        `yaml:"kill_grace"`
+	Timeout      duration        `yaml:"timeout"`
+	Overlap      overlapValue    `yaml:"overlap"`
+	Deadline     duration        `yaml:"deadline"`
+	Env          map[string]text `yaml:"env"`
+	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
 }
 
@@ -78,17 +78,17 @@ func fleetField(r *rawFleetKeys, key string) any {
 
 // rawJob is one item of the jobs list.
 type rawJob struct {
-	Name      text            `yaml:"name"`
-	Schedule  text            `yaml:"schedule"`
-	Command   []*text         `yaml:"command" want:"must be a list (exec form), such as [\"/usr/bin/backup\", \"--full\"]; use shell: for a command line"`
-	Shell     text            `yaml:"shell"`
-	Timeout   duration        `yaml:"timeout"`
-	Overlap   overlapValue    `yaml:"overlap"`
-	Deadline  duration        `yaml:"deadline"`
-	KillGrace duration        `yaml:"kill_grace"`
-	Timezone  text            `yaml:"timezone"`
-	Env       map[string]text `yaml:"env"`
-	Dir       text            `yaml:"dir"`
+	Name         text            `yaml:"name"`
+	Schedule     text            `yaml:"schedule"`
+	Command      []*text         `yaml:"command" want:"must be a list (exec form), such as [\"/usr/bin/backup\", \"--full\"]; use shell: for a command line"`
+	Shell        text            `yaml:"shell"`
+	Timeout      duration        `yaml:"timeout"`
+	Overlap      overlapValue    `yaml:"overlap"`
+	Deadline     duration        `yaml:"deadline"`
+	KillGrace    duration        `yaml:"kill_grace"`
+	Timezone     text            `yaml:"timezone"`
+	Env          map[string]text `yaml:"env"`
+	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
 }
 
