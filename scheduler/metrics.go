@@ -33,6 +33,7 @@ type Metrics struct {
 	tickDelay   *prometheus.HistogramVec
 	running     *prometheus.GaugeVec
 	quorum      prometheus.Gauge
+	fleet       *fleetMetrics
 }
 
 // latencyBuckets suit Redis round trips: 0.5 ms to 1 s (the per-node
@@ -60,6 +61,8 @@ var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25
 //	leasecron_tick_start_delay_seconds{job}       histogram of how late after its tick a run's lease was requested
 //	leasecron_jobs_running{job}                   runs in progress on this host
 //	leasecron_quorum_healthy                      1 if a quorum of nodes answered and votes
+//
+// and those of retries, pauses, heartbeats and history (see metrics_fleet.go).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
 	const ns = "leasecron"
@@ -124,6 +127,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: ns, Name: "quorum_healthy",
 			Help: "1 if a quorum of Redis nodes answered the last health check and votes, else 0.",
 		}),
+		fleet: newFleetMetrics(f, ns),
 	}
 }
 

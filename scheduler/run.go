@@ -22,16 +22,20 @@ import (
 // RunRecord describes one run of a job; the last one of each job is stored
 // beside its lease so `leasecron status` can show it.
 type RunRecord struct {
-	Job    string    `json:"job"`
-	Host   string    `json:"host"`
-	Tick   time.Time `json:"tick"` // zero for a manual trigger
-	Fence  int64     `json:"fence"`
-	Start  time.Time `json:"start"`
-	End    time.Time `json:"end"`
-	Exit   int       `json:"exit"`
-	Signal string    `json:"signal,omitempty"`
+	Job  string    `json:"job"`
+	Host string    `json:"host"`
+	Tick time.Time `json:"tick"` // zero for a manual trigger
+	// Attempt is the attempt of the tick, from 1 (retries: see
+	// Job.Retries); 1 for a manual trigger.
+	Attempt int       `json:"attempt"`
+	Fence   int64     `json:"fence"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	Exit    int       `json:"exit"`
+	Signal  string    `json:"signal,omitempty"`
 	// Result is ok, failed (non-zero exit), timeout, aborted (lease lost),
-	// shutdown (stopped by the daemon's shutdown) or error (could not start).
+	// shutdown (stopped by the daemon's shutdown), stopped (its job was
+	// paused with --stop) or error (could not start).
 	Result string `json:"result"`
 	Error  string `json:"error,omitempty"`
 }
@@ -39,10 +43,13 @@ type RunRecord struct {
 // Duration is how long the run took.
 func (r RunRecord) Duration() time.Duration { return r.End.Sub(r.Start) }
 
-// runState is a running job, for status and shutdown.
+// runState is a running job, for status, shutdown and pause --stop.
 type runState struct {
-	tick time.Time
-	proc *supervisor.Process
+	tick    time.Time
+	proc    *supervisor.Process
+	started time.Time
+	// stop receives the pause flag of a `pause --stop` of the job.
+	stop chan PauseInfo
 }
 
 // killMargin is how long before the lease's validity ends the supervisor
@@ -52,27 +59,35 @@ func (s *Scheduler) killMargin() time.Duration {
 	return 200*time.Millisecond + 2*s.be.Timeout()
 }
 
-// runLeased runs job j for tick under lease l (already acquired), renewing
-// it while the job runs, and completes the tick (or releases the lease when
-// the run was cut short by a lost lease or shutdown).
-func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick time.Time, l backend.Lease, log *slog.Logger) RunRecord {
+// runLeased runs attempt attempt (from 1) of job j for tick under lease l
+// (already acquired), renewing it while the job runs, records the run in
+// the job's history, and completes the tick (or releases the lease when
+// the run was cut short by a lost lease, shutdown or pause --stop, or
+// when it failed and is to be retried: then retryAt is when the retry is
+// due).
+func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick time.Time, l backend.Lease, attempt int, log *slog.Logger) (rec RunRecord, retryAt time.Time) {
 	manual := l.Epoch() == 0
-	rec := RunRecord{Job: j.Name, Host: s.host, Fence: l.Fence(), Start: time.Now()}
+	rec = RunRecord{Job: j.Name, Host: s.host, Fence: l.Fence(), Start: time.Now(), Attempt: attempt}
 	if !manual {
 		rec.Tick = tick.UTC()
 	}
 	log = log.With("fence", l.Fence())
+	if attempt > 1 {
+		log = log.With("attempt", attempt)
+	}
+	s.opts.Metrics.Attempt(j.Name, attempt)
 
-	proc, err := s.startJob(j, tick, l, manual)
+	proc, err := s.startJob(j, tick, l, manual, attempt)
 	if err != nil {
 		log.Error("job could not be started", "err", err)
 		rec.End, rec.Result, rec.Exit, rec.Error = time.Now(), "error", -1, err.Error()
 		// It did not run: release so another host (or a retry) can try.
-		s.finish(l, nil, rec, false, false, log)
-		return rec
+		s.finish(j, l, nil, rec, false, false, log)
+		return rec, time.Time{}
 	}
+	stop := make(chan PauseInfo, 1)
 	s.mu.Lock()
-	s.running[j.Name] = &runState{tick: tick, proc: proc}
+	s.running[j.Name] = &runState{tick: tick, proc: proc, started: rec.Start, stop: stop}
 	s.mu.Unlock()
 	s.opts.Metrics.Running(j.Name, 1)
 	defer func() {
@@ -147,7 +162,7 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	}
 	// Each case fires once: a closed channel left in the select would make
 	// it spin for as long as the job lingers.
-	holdDone, hardDone := hold.Done(), hard.Done()
+	holdDone, hardDone, stopC := hold.Done(), hard.Done(), (<-chan PauseInfo)(stop)
 	var w waited
 wait:
 	for {
@@ -176,6 +191,15 @@ wait:
 				cut = "shutdown"
 				log.Warn("shutting down; stopping the job", "kill_grace", j.KillGrace)
 				s.opts.Metrics.Abort(j.Name, "shutdown")
+				terminate()
+			}
+		case pi := <-stopC:
+			stopC = nil
+			if cut == "" {
+				cut = "stopped"
+				log.Warn("job paused with --stop; stopping the run (the tick is released, not completed)",
+					"paused_by", pi.By, "reason", pi.Reason, "kill_grace", j.KillGrace)
+				s.opts.Metrics.Abort(j.Name, "paused")
 				terminate()
 			}
 		}
@@ -214,8 +238,16 @@ wait:
 		log.Error("the job's processes could not be confirmed dead; leaving its lease to run out instead of releasing it",
 			"valid_until", l.ValidUntil())
 	}
-	s.finish(l, hold, rec, complete && !manual, lapse, log)
-	return rec
+	if complete && !manual {
+		// A failed run with retries left is released for the retry
+		// (stored first, while the lease is still renewed), not
+		// completed.
+		if retryAt = s.planRetry(j, tick, rec, log); !retryAt.IsZero() {
+			complete = false
+		}
+	}
+	s.finish(j, l, hold, rec, complete && !manual, lapse, log)
+	return rec, retryAt
 }
 
 // outputDrain bounds how long a run waits, once its job is dead, for the
@@ -242,10 +274,14 @@ func (s *Scheduler) drainOutput(proc *supervisor.Process, outWG *sync.WaitGroup,
 	<-drained
 }
 
-// finish completes or releases the lease (with lapse: stops renewing it
-// and leaves it to run out), records the run and logs it.
-func (s *Scheduler) finish(l backend.Lease, hold *backend.Hold, rec RunRecord, complete, lapse bool, log *slog.Logger) {
+// finish records the run in the job's history (first: a completed tick
+// always has its record, unless the store stayed unreachable), then
+// completes or releases the lease (with lapse: stops renewing it and
+// leaves it to run out), stores the last run beside the lease and logs
+// it.
+func (s *Scheduler) finish(j *Job, l backend.Lease, hold *backend.Hold, rec RunRecord, complete, lapse bool, log *slog.Logger) {
 	cfg := s.cfg.Load()
+	s.appendHistory(j, rec, log)
 	ctx, cancel := context.WithTimeout(context.Background(), max(cfg.Lease.TTL, 5*time.Second))
 	defer cancel()
 	var err error
@@ -272,11 +308,11 @@ func (s *Scheduler) finish(l backend.Lease, hold *backend.Hold, rec RunRecord, c
 		}
 	}
 	log.Info("job finished", "result", rec.Result, "exit", rec.Exit, "signal", rec.Signal,
-		"duration", rec.Duration().Round(time.Millisecond), "completed", complete)
+		"duration", rec.Duration().Round(time.Millisecond), "completed", complete, "attempt", rec.Attempt)
 }
 
 // startJob starts the job's supervisor with the LEASECRON_* environment.
-func (s *Scheduler) startJob(j *Job, tick time.Time, l backend.Lease, manual bool) (*supervisor.Process, error) {
+func (s *Scheduler) startJob(j *Job, tick time.Time, l backend.Lease, manual bool, attempt int) (*supervisor.Process, error) {
 	env := jobEnv(os.Environ(), j.Env)
 	tickUnix := tick.Unix()
 	env = append(env,
@@ -285,6 +321,7 @@ func (s *Scheduler) startJob(j *Job, tick time.Time, l backend.Lease, manual boo
 		"LEASECRON_TICK_UNIX="+strconv.FormatInt(tickUnix, 10),
 		"LEASECRON_FENCING_TOKEN="+strconv.FormatInt(l.Fence(), 10),
 		"LEASECRON_HOST="+s.host,
+		"LEASECRON_ATTEMPT="+strconv.Itoa(attempt),
 	)
 	if manual {
 		env = append(env, "LEASECRON_MANUAL=1")
@@ -334,7 +371,7 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (RunRecord, error)
 		return RunRecord{}, fmt.Errorf("trigger %s: %w", name, err)
 	}
 	log := s.log.With("job", j.Name, "tick", "manual")
-	rec := s.runLeased(ctx, cfg, j, s.now(), l, log)
+	rec, _ := s.runLeased(ctx, cfg, j, s.now(), l, 1, log)
 	if rec.Result == "error" {
 		return rec, errors.New(rec.Error)
 	}

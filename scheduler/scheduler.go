@@ -36,6 +36,8 @@ type Options struct {
 	ClockOffset time.Duration
 	// Notify, when set, receives systemd status lines ("STATUS=...").
 	Notify func(state string)
+	// Version is this build's version, announced in the heartbeats.
+	Version string
 	// Backend is where the leases live (required): the Redis nodes, a
 	// PostgreSQL table, ... The caller opens it (cmd/leasecron picks it from
 	// the config) and closes it after Run returned.
@@ -66,8 +68,17 @@ type Scheduler struct {
 	clock   func() time.Time
 	recheck time.Duration
 
+	// started is when New ran (heartbeats carry it and derive their
+	// versions from it).
+	started time.Time
+	// view is the live hosts from the last heartbeat read; pauses the
+	// last read of the pause flags.
+	view   atomic.Pointer[fleetView]
+	pauses atomic.Pointer[pauses]
+
 	mu      sync.Mutex
 	running map[string]*runState // by job name
+	slots   int                  // run slots taken (max_parallel)
 	health  healthState
 }
 
@@ -104,6 +115,7 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		base:    cfg,
 		reload:  make(chan struct{}, 1),
 		running: map[string]*runState{},
+		started: time.Now(),
 
 		spares:    make(chan *supervisor.Spare, maxSpares),
 		spareWake: make(chan struct{}, 1),
@@ -148,6 +160,7 @@ func (s *Scheduler) Reload(cfg *Config) error {
 	c := *cfg
 	c.Backend, c.Redis, c.Postgres, c.Lease, c.ID = s.base.Backend, s.base.Redis, s.base.Postgres, s.base.Lease, s.base.ID
 	c.Etcd, c.ZooKeeper = s.base.Etcd, s.base.ZooKeeper
+	c.Labels = s.base.Labels // a host's labels come from its command line
 	s.cfg.Store(&c)
 	for _, ch := range []chan struct{}{s.reload, s.spareWake} {
 		select {
@@ -235,7 +248,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	defer stopHard()
 	var wg sync.WaitGroup
 
-	wg.Add(3)
+	wg.Add(4)
+	go func() { // this host's heartbeat, the live hosts, the pause flags
+		defer wg.Done()
+		s.heartbeatLoop(ctx)
+	}()
 	go func() { // cold connections, opened before the first tick needs them
 		defer wg.Done()
 		s.warm(ctx)
@@ -506,170 +523,6 @@ func parseOwner(s string) (tick int64, host string, ok bool) {
 		return 0, h, false
 	}
 	return n, h, true
-}
-
-// fire tries to acquire every job of one tick in one batch and starts the
-// winners; losers are followed up per job (overlap, takeover, retry).
-func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick time.Time, jobs []*Job) {
-	cfg := s.cfg.Load()
-	reqs := make([]backend.Request, len(jobs))
-	for i, j := range jobs {
-		reqs[i] = backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)}
-	}
-	delay := s.until(tick)
-	results := s.be.TryAcquireBatch(ctx, reqs)
-	for i, j := range jobs {
-		j, res := j, results[i]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.followTick(ctx, hard, cfg, j, tick, res, -delay)
-		}()
-	}
-}
-
-// followTick carries one (job, tick) from its first acquisition attempt to
-// the end: run it if won, else apply the loser rules until the deadline.
-func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, tick time.Time, res backend.Result, lateBy time.Duration) {
-	log := s.log.With("job", j.Name, "tick", tick.UTC().Format(time.RFC3339))
-	deadline := j.DeadlineFor(tick)
-	noQuorumWait := noQuorumFirst
-	lastTry := false
-	youngerLogged := false
-	// givenUp logs that the tick's deadline passed without this host
-	// running it: normal (debug) while another host runs the tick, worth a
-	// warning when it was for want of a quorum.
-	runsElsewhere := false
-	givenUp := func() {
-		if runsElsewhere {
-			log.Debug("tick deadline passed while another host runs the tick; stopped watching", "deadline", deadline.UTC().Format(time.RFC3339))
-			return
-		}
-		log.Warn("tick deadline passed without running the tick; giving up", "deadline", deadline.UTC().Format(time.RFC3339), "last_err", res.Err)
-	}
-	for attempt := 0; ; attempt++ {
-		runsElsewhere = false
-		if res.Err == nil {
-			s.opts.Metrics.Acquire(j.Name, "won")
-			// The acquisition may have taken long (the daemon paused, the
-			// clock stepped): check the deadline and the lease's remaining
-			// validity once more, just before the job would start.
-			if err := s.mayStart(deadline, res.Lease); err != nil {
-				s.release(res.Lease, log)
-				if errors.Is(err, errTickDeadline) {
-					log.Warn("won the lease after the tick's deadline; not starting the job", "err", err)
-					s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
-					return
-				}
-				res = backend.Result{Err: err} // retried below while the deadline allows
-			} else {
-				if attempt == 0 {
-					s.opts.Metrics.TickDelay(j.Name, lateBy)
-				}
-				s.runLeased(hard, cfg, j, tick, res.Lease, log)
-				return
-			}
-		}
-		var wait time.Duration
-		var rerr *backend.RefusedError
-		switch {
-		case errors.Is(res.Err, backend.ErrEpochDone):
-			s.opts.Metrics.Acquire(j.Name, "done")
-			log.Debug("tick already completed")
-			return
-		case errors.As(res.Err, &rerr) && errors.Is(rerr.Reason, backend.ErrHeld):
-			s.opts.Metrics.Acquire(j.Name, "held")
-			ht, hh, ok := parseOwner(rerr.Holder)
-			switch {
-			case rerr.Holder == "":
-				// Taken by a request that ran at the same moment (the
-				// refusal could not read its owner): look again soon, as
-				// a loser that saw the holder of this tick would.
-				runsElsewhere = true
-				wait = min(max(rerr.HolderTTL, splitRetryBase), heldRecheck) + time.Millisecond
-			case ok && ht == tick.Unix():
-				// Another host runs this tick: watch for it to vanish, waking
-				// when its lease would expire.
-				runsElsewhere = hh != s.host
-				if attempt == 0 {
-					log.Debug("tick running on another host; watching for takeover", "holder", hh, "ttl", rerr.HolderTTL)
-				}
-				wait = heldWait(rerr, s.be.Quorum(), attempt)
-			case ok && ht > tick.Unix():
-				log.Info("a newer tick is already running; skipping this one", "holder_tick", time.Unix(ht, 0).UTC().Format(time.RFC3339), "holder", hh)
-				return
-			default:
-				// An older tick (or a manual run) still holds the job.
-				if j.Overlap != OverlapWait {
-					log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
-					s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
-					return
-				}
-				if attempt == 0 {
-					log.Info("previous run still holds the lease; waiting (overlap: wait)", "holder", rerr.Holder)
-				}
-				wait = min(rerr.HolderTTL+5*time.Millisecond, time.Second)
-			}
-		case errors.Is(res.Err, errShortValidity):
-			log.Warn("the lease was won with too little validity left to start the job; released it, retrying", "err", res.Err, "retry_in", noQuorumWait)
-			wait = noQuorumWait
-			noQuorumWait = min(noQuorumWait*2, noQuorumMax)
-		case errors.Is(res.Err, backend.ErrNoQuorum) || errors.Is(res.Err, backend.ErrNotObtained):
-			outcome := "no_quorum"
-			if errors.Is(res.Err, backend.ErrDataYounger) {
-				// Servers that lost their data since the tick do not vote
-				// for it: the tick may have completed and lost its mark
-				// with them. Not running it (again) is the safe side.
-				outcome = "data_younger"
-				if !youngerLogged {
-					youngerLogged = true
-					log.Warn("servers whose data is younger than the tick do not vote for it; the tick is not taken over unless a quorum that saw it answers",
-						"err", res.Err)
-				}
-			}
-			s.opts.Metrics.Acquire(j.Name, outcome)
-			// Warn on the first failure of the tick and then at the slowest
-			// retry pace; the quick retries in between (nodes that just
-			// restarted vote again within a TTL, say) are debug lines.
-			lvl := slog.LevelDebug
-			if noQuorumWait == noQuorumFirst || noQuorumWait == noQuorumMax {
-				lvl = slog.LevelWarn
-			}
-			log.Log(ctx, lvl, "no quorum for the job's lease; retrying", "err", res.Err, "retry_in", noQuorumWait)
-			wait = noQuorumWait
-			noQuorumWait = min(noQuorumWait*2, noQuorumMax)
-		default:
-			s.opts.Metrics.Acquire(j.Name, "error")
-			log.Error("acquire failed", "err", res.Err)
-			return
-		}
-		if !s.now().Add(wait).Before(deadline) {
-			if left := s.until(deadline) - lastTryMargin; left > 0 && !lastTry {
-				wait, lastTry = left, true // one last try just before the deadline
-			} else {
-				givenUp()
-				return
-			}
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		if !s.now().Before(deadline) {
-			givenUp()
-			return
-		}
-		// One attempt: this loop applies the loser rules (and the
-		// deadline) between attempts; a backend's Acquire would retry on
-		// its own until ctx ends.
-		res = s.be.TryAcquireBatch(ctx, []backend.Request{{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)}})[0]
-		if res.Err == nil {
-			log.Info("took the tick over")
-		}
-	}
 }
 
 var (

@@ -3,6 +3,9 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/leasecron/leasecron/backend"
@@ -16,6 +19,11 @@ type Status struct {
 	Quorum int          `json:"quorum"`
 	Jobs   []JobStatus  `json:"jobs"`
 	Nodes  []NodeStatus `json:"nodes"`
+	// Hosts are the live hosts from their heartbeats, sorted by host.
+	Hosts []HostBeat `json:"hosts"`
+	// Errors are problems reading the fleet's state (heartbeats, pause
+	// flags) that do not belong to one job.
+	Errors []string `json:"errors,omitempty"`
 }
 
 // JobStatus is one job's state as read from the nodes.
@@ -29,8 +37,18 @@ type JobStatus struct {
 	// DoneTick is the newest completed tick (zero if none).
 	DoneTick time.Time  `json:"done_tick"`
 	Fence    int64      `json:"fence"`
-	Last     *RunRecord `json:"last"`            // nil if never run
-	Err      string     `json:"error,omitempty"` // why the job's state could not be read
+	Last     *RunRecord `json:"last"` // nil if never run
+	// Runs are the newest runs from the job's history, newest first (as
+	// many as ReadStatus was asked for; none by default).
+	Runs []RunRecord `json:"runs,omitempty"`
+	// Paused is the fleet-wide pause flag that holds the job, nil when it
+	// is not paused.
+	Paused *PauseInfo `json:"paused"`
+	// RunOn says which hosts may run the job ("any host" when all may),
+	// and Eligible which of the live hosts (heartbeats) that is.
+	RunOn    string   `json:"run_on"`
+	Eligible []string `json:"eligible"`
+	Err      string   `json:"error,omitempty"` // why the job's state could not be read
 }
 
 // NodeStatus is one Redis node's health.
@@ -44,11 +62,27 @@ type NodeStatus struct {
 	RestartedAt time.Time     `json:"restarted_at"`
 }
 
-// ReadStatus reads every job's lease and last run, and the servers'
-// health, from be (opened on cfg's backend). now is the clock used for
-// next ticks.
-func ReadStatus(ctx context.Context, cfg *Config, be backend.Backend, now time.Time) (*Status, error) {
+// ReadStatus reads every job's lease, last run and pause flag, the live
+// hosts and the servers' health from be (opened on cfg's backend). now is
+// the clock used for next ticks. With runs > 0 it also reads the newest
+// runs of each job's history (one more request per job).
+func ReadStatus(ctx context.Context, cfg *Config, be backend.Backend, now time.Time, runs int) (*Status, error) {
 	st := &Status{Host: cfg.ID, Quorum: be.Quorum()}
+	p, err := ReadPauses(ctx, be)
+	if err != nil {
+		st.Errors = append(st.Errors, err.Error())
+	}
+	if hosts, err := be.List(ctx, backend.SpaceHosts); err != nil {
+		st.Errors = append(st.Errors, fmt.Sprintf("read the hosts' heartbeats: %v", err))
+	} else {
+		for _, e := range hosts {
+			var h HostBeat
+			if json.Unmarshal(e.Data, &h) == nil && h.Host != "" {
+				st.Hosts = append(st.Hosts, h)
+			}
+		}
+		slices.SortFunc(st.Hosts, func(a, b HostBeat) int { return strings.Compare(a.Host, b.Host) })
+	}
 	for _, n := range be.Health(ctx) {
 		ns := NodeStatus{Node: n.Server, OK: n.Err == nil, Latency: n.Latency, Voting: n.Voting, VotingAt: n.VotingAt, RestartedAt: n.RestartedAt}
 		if n.Err != nil {
@@ -57,10 +91,25 @@ func ReadStatus(ctx context.Context, cfg *Config, be backend.Backend, now time.T
 		st.Nodes = append(st.Nodes, ns)
 	}
 	for _, j := range cfg.Jobs {
-		js := JobStatus{Name: j.Name, Next: j.Next(now)}
+		js := JobStatus{Name: j.Name, Next: j.Next(now), RunOn: j.RunOn.String(), Eligible: []string{}}
+		if pi, ok := pauses(p).paused(j.Name); ok {
+			js.Paused = &pi
+		}
+		for _, h := range st.Hosts {
+			if j.RunOn.Eligible(h.Host, h.Labels) {
+				js.Eligible = append(js.Eligible, h.Host)
+			}
+		}
+		if runs > 0 {
+			if recs, err := ReadHistory(ctx, be, j.Name, runs); err != nil {
+				js.Err = err.Error()
+			} else {
+				js.Runs = recs
+			}
+		}
 		info, err := be.Inspect(ctx, j.Name)
 		if err != nil {
-			js.Err = err.Error()
+			js.Err = strings.TrimPrefix(js.Err+"; "+err.Error(), "; ")
 		}
 		js.Holder, js.TTL, js.Fence = info.Holder, info.TTL, info.Fence
 		if info.DoneEpoch > 0 {
@@ -77,11 +126,14 @@ func ReadStatus(ctx context.Context, cfg *Config, be backend.Backend, now time.T
 	return st, nil
 }
 
+// statusRuns is how many runs of each job's history the status page shows.
+const statusRuns = 5
+
 // Status reads the status as `leasecron status` does (ReadStatus), through
 // the scheduler's own backend, with its current config and its clock. It
 // changes nothing; the web status page shows it.
 func (s *Scheduler) Status(ctx context.Context) (*Status, error) {
-	return ReadStatus(ctx, s.cfg.Load(), s.be, s.now())
+	return ReadStatus(ctx, s.cfg.Load(), s.be, s.now(), statusRuns)
 }
 
 // Running returns the jobs running on this host now, each with its tick

@@ -50,7 +50,7 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer be.Close()
-	st, err := scheduler.ReadStatus(ctx, cfg, be, now)
+	st, err := scheduler.ReadStatus(ctx, cfg, be, now, 0)
 	if err != nil {
 		return err
 	}

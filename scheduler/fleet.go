@@ -1,0 +1,280 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasecron/leasecron/backend"
+)
+
+// HostBeat is what a host announces in its heartbeat (backend space
+// "hosts"): who it is, what it may run and how busy it is.
+type HostBeat struct {
+	Host        string            `json:"host"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Version     string            `json:"version"`
+	Load        float64           `json:"load"`         // 1-minute load average
+	Running     int               `json:"running"`      // runs in progress
+	MaxParallel int               `json:"max_parallel"` // 0: no bound
+	Started     time.Time         `json:"started"`
+	Seen        time.Time         `json:"seen"` // the host's clock at the heartbeat
+}
+
+// fleetView is the live hosts as the last heartbeat read found them.
+type fleetView struct {
+	hosts []HostBeat // sorted by host
+	read  time.Time  // local clock (monotonic) of the read
+}
+
+// entryName is the name of host's entries in the backend: the id itself
+// when the backend takes it as a name, else a digest of it (the entry's
+// data keeps the id).
+func entryName(host string) string {
+	if backend.CheckName("host", host) == nil {
+		return host
+	}
+	sum := sha256.Sum256([]byte(host))
+	return "h@" + hex.EncodeToString(sum[:16])
+}
+
+// beatTTL is how long a heartbeat lives: three heartbeats.
+func beatTTL(c *Config) time.Duration { return 3 * c.Heartbeat }
+
+// heartbeatLoop announces this host every Heartbeat, reads the live hosts
+// and the pause flags, and stops runs of jobs paused with --stop. It
+// returns when ctx ends.
+func (s *Scheduler) heartbeatLoop(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cfg := s.cfg.Load()
+		s.beat(ctx, cfg)
+		s.refreshPauses(ctx)
+		s.stopPausedRuns()
+		t.Reset(cfg.Heartbeat)
+	}
+}
+
+// beat writes this host's heartbeat and reads everyone's.
+func (s *Scheduler) beat(ctx context.Context, cfg *Config) {
+	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
+	defer cancel()
+	hb := HostBeat{
+		Host: s.host, Labels: cfg.Labels, Version: s.opts.Version, Load: loadAverage(),
+		Running: s.runningCount(), MaxParallel: cfg.MaxParallel, Started: s.started, Seen: time.Now().UTC(),
+	}
+	data, _ := json.Marshal(hb)
+	// A version that only grows within this process, whatever the wall
+	// clock does; a restarted process starts from its wall clock, and an
+	// expired entry is replaced whatever its version.
+	v := s.started.UnixNano() + int64(time.Since(s.started))
+	if err := s.be.Put(rctx, backend.SpaceHosts, backend.Entry{Name: entryName(s.host), Version: v, Data: data, TTL: beatTTL(cfg)}); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("could not write this host's heartbeat", "err", err)
+		}
+	}
+	entries, err := s.be.List(rctx, backend.SpaceHosts)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("could not read the hosts' heartbeats; ranking with the last view", "err", err)
+		}
+		return
+	}
+	view := &fleetView{read: time.Now()}
+	for _, e := range entries {
+		var h HostBeat
+		if json.Unmarshal(e.Data, &h) != nil || h.Host == "" {
+			continue
+		}
+		view.hosts = append(view.hosts, h)
+	}
+	s.view.Store(view)
+	s.opts.Metrics.LiveHosts(len(view.hosts))
+}
+
+// liveHosts returns the live hosts from a heartbeat read no older than
+// three heartbeats, or nil when there is none (the heartbeats are
+// unknown: then every eligible host tries every tick).
+func (s *Scheduler) liveHosts(cfg *Config) []HostBeat {
+	v := s.view.Load()
+	if v == nil || time.Since(v.read) > beatTTL(cfg) {
+		return nil
+	}
+	return v.hosts
+}
+
+// requestWait bounds one request of the fleet layer: a few request
+// timeouts, at least a second.
+func (s *Scheduler) requestWait() time.Duration {
+	return max(4*s.be.Timeout(), time.Second)
+}
+
+// loadAverage is the host's 1-minute load average (0 if unknown).
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, _ := strconv.ParseFloat(f, 64)
+	return v
+}
+
+// PauseInfo is a fleet-wide pause flag (backend space "pause"): one per
+// job, or for every job (name "*", `leasecron pause --all`). Of a job's
+// flag and the "*" flag, the one written last decides.
+type PauseInfo struct {
+	Paused bool      `json:"paused"`
+	By     string    `json:"by"` // user@host that paused or resumed
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
+	// Stop asks hosts to stop runs in progress (through the normal abort
+	// path: the tick is released, not completed).
+	Stop bool `json:"stop,omitempty"`
+	// All is true for the flag of every job ("*").
+	All bool `json:"all,omitempty"`
+	// Version orders flags: the unix nanoseconds of the pause or resume.
+	Version int64 `json:"-"`
+}
+
+// PauseAll is the entry name of `pause --all`.
+const PauseAll = "*"
+
+// pauses is a read of the pause flags: by job name, and PauseAll.
+type pauses map[string]PauseInfo
+
+// decodePauses reads the entries of space "pause".
+func decodePauses(entries []backend.Entry) pauses {
+	p := pauses{}
+	for _, e := range entries {
+		var pi PauseInfo
+		if json.Unmarshal(e.Data, &pi) != nil {
+			continue
+		}
+		pi.Version = e.Version
+		p[e.Name] = pi
+	}
+	return p
+}
+
+// of returns the flag that decides for job (the newer of its own and the
+// "*" one); ok is false when neither exists.
+func (p pauses) of(job string) (PauseInfo, bool) {
+	own, okOwn := p[job]
+	all, okAll := p[PauseAll]
+	switch {
+	case okOwn && okAll:
+		if all.Version > own.Version {
+			return all, true
+		}
+		return own, true
+	case okOwn:
+		return own, true
+	case okAll:
+		return all, true
+	}
+	return PauseInfo{}, false
+}
+
+// paused reports whether job is paused, with the flag that says so.
+func (p pauses) paused(job string) (PauseInfo, bool) {
+	pi, ok := p.of(job)
+	return pi, ok && pi.Paused
+}
+
+// ReadPauses reads the fleet-wide pause flags from be.
+func ReadPauses(ctx context.Context, be backend.Backend) (map[string]PauseInfo, error) {
+	entries, err := be.List(ctx, backend.SpacePause)
+	if err != nil {
+		return nil, fmt.Errorf("read pause flags: %w", err)
+	}
+	return decodePauses(entries), nil
+}
+
+// SetPause writes a pause (or, with Paused false, a resume) flag for each
+// of jobs, or for every job when jobs is nil (the "*" flag; a resume of
+// every job also resumes each job paused on its own). The version is
+// info.At in unix nanoseconds.
+func SetPause(ctx context.Context, be backend.Backend, cfg *Config, jobs []string, info PauseInfo) error {
+	if info.At.IsZero() {
+		info.At = time.Now().UTC()
+	}
+	names := jobs
+	if jobs == nil {
+		info.All = true
+		names = []string{PauseAll}
+	}
+	for _, n := range jobs {
+		if cfg.Job(n) == nil {
+			return fmt.Errorf("no job named %q in %s", n, cfg.File)
+		}
+	}
+	data, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := be.Put(ctx, backend.SpacePause, backend.Entry{Name: n, Version: info.At.UnixNano(), Data: data}); err != nil {
+			return fmt.Errorf("set the pause flag of %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// refreshPauses reads the pause flags into the cache that followers of a
+// tick consult; on error the last read stays.
+func (s *Scheduler) refreshPauses(ctx context.Context) pauses {
+	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
+	defer cancel()
+	entries, err := s.be.List(rctx, backend.SpacePause)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("could not read the pause flags; using the last read", "err", err)
+		}
+		return s.cachedPauses()
+	}
+	p := decodePauses(entries)
+	s.pauses.Store(&p)
+	cfg := s.cfg.Load()
+	for _, j := range cfg.Jobs {
+		_, paused := p.paused(j.Name)
+		s.opts.Metrics.Paused(j.Name, paused)
+	}
+	return p
+}
+
+// cachedPauses is the last read of the pause flags (empty before the
+// first).
+func (s *Scheduler) cachedPauses() pauses {
+	if p := s.pauses.Load(); p != nil {
+		return *p
+	}
+	return pauses{}
+}
+
+// stopPausedRuns stops the runs of jobs paused with Stop.
+func (s *Scheduler) stopPausedRuns() {
+	p := s.cachedPauses()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, r := range s.running {
+		if pi, ok := p.paused(name); ok && pi.Stop && r.stop != nil {
+			select {
+			case r.stop <- pi:
+			default:
+			}
+		}
+	}
+}

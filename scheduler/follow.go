@@ -1,0 +1,281 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/leasecron/leasecron/backend"
+)
+
+// follower carries one (job, tick) from its first acquisition attempt to
+// the end: run it if won (and again for a retry), else apply the loser
+// rules until the deadline.
+type follower struct {
+	s         *Scheduler
+	ctx, hard context.Context
+	cfg       *Config
+	j         *Job
+	tick      time.Time
+	// slot is true while the follower holds one of the host's
+	// max_parallel run slots.
+	slot bool
+	// pausesNow returns the pause flags to check before a run starts.
+	pausesNow func() pauses
+	log       *slog.Logger
+}
+
+// run follows the tick from the first attempt's result res; lateBy is how
+// late after its start time the first attempt was made.
+func (f *follower) run(res backend.Result, lateBy time.Duration) {
+	s, j, tick, log := f.s, f.j, f.tick, f.s.log.With("job", f.j.Name, "tick", f.tick.UTC().Format(time.RFC3339))
+	f.log = log
+	defer f.freeSlot()
+	deadline := j.DeadlineFor(tick)
+	noQuorumWait := noQuorumFirst
+	lastTry := false
+	youngerLogged := false
+	// givenUp logs that the tick's deadline passed without this host
+	// running it: normal (debug) while another host runs the tick, worth a
+	// warning when it was for want of a quorum.
+	runsElsewhere := false
+	givenUp := func() {
+		if runsElsewhere {
+			log.Debug("tick deadline passed while another host runs the tick; stopped watching", "deadline", deadline.UTC().Format(time.RFC3339))
+			return
+		}
+		log.Warn("tick deadline passed without running the tick; giving up", "deadline", deadline.UTC().Format(time.RFC3339), "last_err", res.Err)
+	}
+	for attempt := 0; ; attempt++ {
+		runsElsewhere = false
+		var wait time.Duration
+		if res.Err == nil {
+			s.opts.Metrics.Acquire(j.Name, "won")
+			w, stop := f.won(res.Lease, deadline, attempt == 0, lateBy)
+			if stop {
+				return
+			}
+			wait, res = w, backend.Result{Err: errRetryLater}
+		}
+		if res.Err != nil {
+			f.freeSlot() // not held while waiting
+		}
+		var rerr *backend.RefusedError
+		switch {
+		case errors.Is(res.Err, errRetryLater):
+			// wait was set by won.
+		case errors.Is(res.Err, errTickDeadline):
+			log.Warn("won the lease after the tick's deadline; not starting the job", "err", res.Err)
+			s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+			return
+		case errors.Is(res.Err, backend.ErrEpochDone):
+			s.opts.Metrics.Acquire(j.Name, "done")
+			log.Debug("tick already completed")
+			return
+		case errors.As(res.Err, &rerr) && errors.Is(rerr.Reason, backend.ErrHeld):
+			s.opts.Metrics.Acquire(j.Name, "held")
+			ht, hh, ok := parseOwner(rerr.Holder)
+			switch {
+			case rerr.Holder == "":
+				// Taken by a request that ran at the same moment (the
+				// refusal could not read its owner): look again soon, as
+				// a loser that saw the holder of this tick would.
+				runsElsewhere = true
+				wait = min(max(rerr.HolderTTL, splitRetryBase), heldRecheck) + time.Millisecond
+			case ok && ht == tick.Unix():
+				// Another host runs this tick: watch for it to vanish, waking
+				// when its lease would expire.
+				runsElsewhere = hh != s.host
+				if attempt == 0 {
+					log.Debug("tick running on another host; watching for takeover", "holder", hh, "ttl", rerr.HolderTTL)
+				}
+				wait = heldWait(rerr, s.be.Quorum(), attempt)
+			case ok && ht > tick.Unix():
+				log.Info("a newer tick is already running; skipping this one", "holder_tick", time.Unix(ht, 0).UTC().Format(time.RFC3339), "holder", hh)
+				return
+			default:
+				// An older tick (or a manual run) still holds the job.
+				if j.Overlap != OverlapWait {
+					log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
+					s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+					return
+				}
+				if attempt == 0 {
+					log.Info("previous run still holds the lease; waiting (overlap: wait)", "holder", rerr.Holder)
+				}
+				wait = min(rerr.HolderTTL+5*time.Millisecond, time.Second)
+			}
+		case errors.Is(res.Err, errShortValidity) || errors.Is(res.Err, errStoreRead):
+			log.Warn("the lease was won but the job could not start now; released it, retrying", "err", res.Err, "retry_in", noQuorumWait)
+			wait = noQuorumWait
+			noQuorumWait = min(noQuorumWait*2, noQuorumMax)
+		case errors.Is(res.Err, backend.ErrNoQuorum) || errors.Is(res.Err, backend.ErrNotObtained):
+			outcome := "no_quorum"
+			if errors.Is(res.Err, backend.ErrDataYounger) {
+				// Servers that lost their data since the tick do not vote
+				// for it: the tick may have completed and lost its mark
+				// with them. Not running it (again) is the safe side.
+				outcome = "data_younger"
+				if !youngerLogged {
+					youngerLogged = true
+					log.Warn("servers whose data is younger than the tick do not vote for it; the tick is not taken over unless a quorum that saw it answers",
+						"err", res.Err)
+				}
+			}
+			s.opts.Metrics.Acquire(j.Name, outcome)
+			// Warn on the first failure of the tick and then at the slowest
+			// retry pace; the quick retries in between (nodes that just
+			// restarted vote again within a TTL, say) are debug lines.
+			lvl := slog.LevelDebug
+			if noQuorumWait == noQuorumFirst || noQuorumWait == noQuorumMax {
+				lvl = slog.LevelWarn
+			}
+			log.Log(f.ctx, lvl, "no quorum for the job's lease; retrying", "err", res.Err, "retry_in", noQuorumWait)
+			wait = noQuorumWait
+			noQuorumWait = min(noQuorumWait*2, noQuorumMax)
+		default:
+			s.opts.Metrics.Acquire(j.Name, "error")
+			log.Error("acquire failed", "err", res.Err)
+			return
+		}
+		if !s.now().Add(wait).Before(deadline) {
+			if left := s.until(deadline) - lastTryMargin; left > 0 && !lastTry {
+				wait, lastTry = left, true // one last try just before the deadline
+			} else {
+				givenUp()
+				return
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-f.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if !s.now().Before(deadline) {
+			givenUp()
+			return
+		}
+		if pi, ok := s.cachedPauses().paused(j.Name); ok {
+			log.Info("job paused; no longer trying this tick", "paused_by", pi.By, "reason", pi.Reason)
+			s.opts.Metrics.Skipped(j.Name, "paused")
+			return
+		}
+		if !f.takeSlot() {
+			log.Info("this host runs max_parallel jobs already; leaving the tick to other hosts", "max_parallel", f.cfg.MaxParallel)
+			s.opts.Metrics.Skipped(j.Name, "host_full")
+			return
+		}
+		// Later attempts read the pause flags afresh before a run.
+		f.pausesNow = func() pauses { return s.refreshPauses(f.ctx) }
+		// One attempt: this loop applies the loser rules (and the
+		// deadline) between attempts; a backend's Acquire would retry on
+		// its own until ctx ends.
+		res = s.be.TryAcquireBatch(f.ctx, []backend.Request{s.request(f.cfg, j, tick)})[0]
+		if res.Err == nil {
+			log.Info("took the tick over")
+		}
+	}
+}
+
+var (
+	// errRetryLater: the lease was won but released, to try again after
+	// the wait won returned (a retry's backoff).
+	errRetryLater = errors.New("released to retry later")
+	// errStoreRead: the state a run needs (the retry state) could not be
+	// read; the lease was released.
+	errStoreRead = errors.New("could not read the job's retry state")
+)
+
+// won handles a won lease l: it checks that the run may start, that the
+// job is not paused and which attempt of the tick it is, then runs it.
+// stop is true when the tick is over for this host; otherwise the tick
+// is tried again after wait (a retry's backoff, or wait 0 with the reason
+// in the follower's next result).
+func (f *follower) won(l backend.Lease, deadline time.Time, first bool, lateBy time.Duration) (wait time.Duration, stop bool) {
+	s, j := f.s, f.j
+	// The acquisition may have taken long (the daemon paused, the clock
+	// stepped): check the deadline and the lease's remaining validity
+	// once more, just before the job would start.
+	if err := s.mayStart(deadline, l); err != nil {
+		s.release(l, f.log)
+		if errors.Is(err, errTickDeadline) {
+			f.log.Warn("won the lease after the tick's deadline; not starting the job", "err", err)
+			s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+			return 0, true
+		}
+		return f.retryIn(noQuorumFirst, err)
+	}
+	if pi, ok := f.pausesNow().paused(j.Name); ok {
+		s.release(l, f.log)
+		s.skipPaused(j, f.tick, pi)
+		return 0, true
+	}
+	attempt := 1
+	if j.Retries > 0 {
+		st, err := s.readRetry(f.ctx, j, f.tick)
+		if err != nil {
+			s.release(l, f.log)
+			return f.retryIn(noQuorumFirst, errors.Join(errStoreRead, err))
+		}
+		if st != nil {
+			attempt = st.Attempt + 1
+			switch at, why := f.retryStart(st, deadline); {
+			case attempt > j.Retries+1:
+				// Spent: the host of the last attempt could not complete
+				// the tick; do it now.
+				f.log.Info("the tick's retries are spent; completing it", "attempts", st.Attempt)
+				s.complete(l, f.log)
+				return 0, true
+			case s.until(at) > 0:
+				s.release(l, f.log)
+				f.log.Debug("retry of the tick not due yet; released the lease", "attempt", attempt, "at", at.UTC().Format(time.RFC3339Nano), "why", why)
+				return s.until(at), false
+			}
+		}
+	}
+	if first {
+		s.opts.Metrics.TickDelay(j.Name, lateBy)
+	}
+	_, retryAt := s.runLeased(f.hard, f.cfg, j, f.tick, l, attempt, f.log)
+	if retryAt.IsZero() {
+		return 0, true
+	}
+	// This host failed the attempt: others get the first chance at the
+	// retry (see retryStart); this host tries when its turn comes.
+	f.freeSlot()
+	return max(s.until(retryAt), 0), false
+}
+
+// retryIn releases nothing (the caller did) and asks for another attempt
+// after d, reporting err as the reason.
+func (f *follower) retryIn(d time.Duration, err error) (time.Duration, bool) {
+	f.log.Warn("the lease was won but the job could not start now; released it, retrying", "err", err, "retry_in", d)
+	return d, false
+}
+
+// takeSlot takes a run slot unless the follower has one; false when the
+// host is full.
+func (f *follower) takeSlot() bool {
+	if !f.slot {
+		f.slot = f.s.reserve(f.cfg, 1) == 1
+	}
+	return f.slot
+}
+
+// freeSlot gives the follower's run slot back, if it has one.
+func (f *follower) freeSlot() {
+	if f.slot {
+		f.s.unreserve()
+		f.slot = false
+	}
+}
+
+// followTick follows (j, tick) from the first attempt's result res, as a
+// follower that holds no run slot and checks the cached pause flags.
+func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, tick time.Time, res backend.Result, lateBy time.Duration) {
+	f := &follower{s: s, ctx: ctx, hard: hard, cfg: cfg, j: j, tick: tick, pausesNow: s.cachedPauses}
+	f.run(res, lateBy)
+}

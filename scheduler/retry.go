@@ -1,0 +1,148 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/leasecron/leasecron/backend"
+)
+
+// retryState is a job's retry state (backend space "retry"): the last
+// failed attempt of a tick and when the next may start. The host of a
+// failed attempt writes it before it releases the lease; the winner of
+// the next attempt reads it after it won the lease, so it always sees it.
+type retryState struct {
+	Tick    int64     `json:"tick"`    // the tick's Unix time
+	Attempt int       `json:"attempt"` // the attempt that failed, from 1
+	Host    string    `json:"host"`    // where it failed
+	Result  string    `json:"result"`  // failed or timeout
+	NextAt  time.Time `json:"next_at"` // the backoff ends
+}
+
+// retryVersion orders retry states: later ticks, then later attempts.
+func retryVersion(tick int64, attempt int) int64 { return tick*1000 + int64(attempt) }
+
+// readRetry returns j's retry state for tick, nil when the tick has none
+// (its first attempt).
+func (s *Scheduler) readRetry(ctx context.Context, j *Job, tick time.Time) (*retryState, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
+	defer cancel()
+	e, ok, err := s.be.Get(rctx, backend.SpaceRetry, storeName(j.Name))
+	if err != nil || !ok {
+		return nil, err
+	}
+	var st retryState
+	if err := json.Unmarshal(e.Data, &st); err != nil {
+		return nil, fmt.Errorf("retry state of %s: %w", j.Name, err)
+	}
+	if st.Tick != tick.Unix() {
+		return nil, nil
+	}
+	return &st, nil
+}
+
+// writeRetry stores st, trying for up to a lease TTL while the lease is
+// still renewed.
+func (s *Scheduler) writeRetry(j *Job, st retryState) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.base.Lease.TTL/2, time.Second))
+	defer cancel()
+	e := backend.Entry{Name: storeName(j.Name), Version: retryVersion(st.Tick, st.Attempt), Data: data}
+	for wait := 50 * time.Millisecond; ; wait = min(wait*2, time.Second) {
+		rctx, rcancel := context.WithTimeout(ctx, s.requestWait())
+		err = s.be.Put(rctx, backend.SpaceRetry, e)
+		rcancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// otherHostsFirst is how long after a retry's backoff the host whose
+// attempt failed waits before it tries the retry itself: long enough
+// for every host watching the tick to look at the free lease once (they
+// look at least once per lease TTL).
+func (s *Scheduler) otherHostsFirst() time.Duration { return s.base.Lease.TTL + time.Second }
+
+// retryStart is when this host may start the retry after st: at its
+// NextAt, or, on the host where st failed, otherHostsFirst later (if
+// that is still before the deadline and other live hosts may run the
+// job), so that a host-local fault does not eat every attempt.
+func (f *follower) retryStart(st *retryState, deadline time.Time) (time.Time, string) {
+	at := st.NextAt
+	if st.Host != f.s.host {
+		return at, "backoff"
+	}
+	later := at.Add(f.s.otherHostsFirst())
+	if !later.Before(deadline.Add(-lastTryMargin)) || !f.othersEligible() {
+		return at, "backoff; no other host can take it in time"
+	}
+	return later, "backoff, then other hosts first"
+}
+
+// othersEligible reports whether the heartbeats show another live host
+// that may run the job (true when they are unknown).
+func (f *follower) othersEligible() bool {
+	hosts := f.s.liveHosts(f.cfg)
+	if hosts == nil {
+		return true
+	}
+	for _, h := range hosts {
+		if h.Host != f.s.host && f.j.RunOn.Eligible(h.Host, h.Labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// planRetry decides, for a run of tick that ended with rec, whether the
+// tick is retried: the run failed (or timed out, with retry_on_timeout),
+// attempts are left and the retry can start before the deadline. Then it
+// stores the retry state and returns when the retry is due; zero: the
+// tick is completed.
+func (s *Scheduler) planRetry(j *Job, tick time.Time, rec RunRecord, log *slog.Logger) time.Time {
+	retryable := rec.Result == "failed" || (rec.Result == "timeout" && j.RetryOnTimeout)
+	if !retryable || j.Retries == 0 || rec.Tick.IsZero() {
+		return time.Time{}
+	}
+	if rec.Attempt > j.Retries {
+		log.Warn("the job failed and its retries are spent; completing the tick", "attempts", rec.Attempt, "retries", j.Retries)
+		s.opts.Metrics.RetriesExhausted(j.Name)
+		return time.Time{}
+	}
+	next := s.now().Add(j.RetryWait(rec.Attempt))
+	if deadline := j.DeadlineFor(tick); !next.Before(deadline.Add(-lastTryMargin)) {
+		log.Warn("the job failed and a retry could not start before the tick's deadline; completing the tick",
+			"attempt", rec.Attempt, "retry_at", next.UTC().Format(time.RFC3339), "deadline", deadline.UTC().Format(time.RFC3339))
+		s.opts.Metrics.RetriesExhausted(j.Name)
+		return time.Time{}
+	}
+	st := retryState{Tick: tick.Unix(), Attempt: rec.Attempt, Host: s.host, Result: rec.Result, NextAt: next.UTC()}
+	if err := s.writeRetry(j, st); err != nil {
+		log.Error("could not store the retry state; completing the tick without a retry", "err", err)
+		s.opts.Metrics.RetriesExhausted(j.Name)
+		return time.Time{}
+	}
+	log.Info("the job failed; retrying the tick", "attempt", rec.Attempt, "retries", j.Retries, "retry_at", next.UTC().Format(time.RFC3339Nano))
+	return next
+}
+
+// complete completes a won lease's tick without running it.
+func (s *Scheduler) complete(l backend.Lease, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.base.Lease.TTL, 5*time.Second))
+	defer cancel()
+	if err := l.Complete(ctx); err != nil {
+		log.Error("could not complete the tick", "err", err)
+	}
+}
