@@ -35,7 +35,8 @@ type RunRecord struct {
 	Signal  string    `json:"signal,omitempty"`
 	// Result is ok, failed (non-zero exit), timeout, aborted (lease lost),
 	// shutdown (stopped by the daemon's shutdown), stopped (its job was
-	// paused with --stop) or error (could not start).
+	// paused with --stop), error (could not start) or dry_run (won with
+	// Options.DryRun: not started, the tick completed).
 	Result string `json:"result"`
 	Error  string `json:"error,omitempty"`
 }
@@ -76,6 +77,14 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 		log = log.With("attempt", attempt)
 	}
 	s.opts.Metrics.Attempt(j.Name, attempt)
+	if s.opts.DryRun {
+		// Nothing runs: the tick is recorded and completed as if the job
+		// had succeeded at once.
+		rec.End, rec.Result = time.Now(), "dry_run"
+		log.Info("dry run: won the tick; not starting the job")
+		s.finish(j, l, nil, rec, !manual, false, log)
+		return rec, time.Time{}
+	}
 
 	proc, err := s.startJob(j, tick, l, manual, attempt)
 	if err != nil {

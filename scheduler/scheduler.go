@@ -36,6 +36,11 @@ type Options struct {
 	ClockOffset time.Duration
 	// Notify, when set, receives systemd status lines ("STATUS=...").
 	Notify func(state string)
+	// DryRun starts no job: a won tick is recorded (result "dry_run") and
+	// completed at once. It shows which host would run what (`leasecron
+	// run --dry-run`), and lets benchmarks run many schedulers in one
+	// process.
+	DryRun bool
 	// Version is this build's version, announced in the heartbeats.
 	Version string
 	// Backend is where the leases live (required): the Redis nodes, a
