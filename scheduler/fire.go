@@ -75,32 +75,35 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 		go func() {
 			defer wg.Done()
 			if s.sleepUntil(ctx, at) {
-				s.standby(ctx, hard, wg, tick, at, g)
+				s.standby(ctx, hard, wg, tick, at, jobs, g)
 			}
 		}()
 	}
 }
 
-// standby tries the jobs of tick for which this host stands by, at their
-// standby time: those it ranks within twice their Candidates by a fresh
-// view of the hosts (the first standby hosts, and hosts that became
-// candidates because others left). A tick still held or completed is
-// refused by the lease, so a standby host only runs a tick nobody took.
-func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick, at time.Time, jobs []*Job) {
+// standby tries the jobs mine of tick (all: the tick's whole batch) for
+// which this host stands by, at their standby time: those it ranks within
+// twice their Candidates by a fresh view of the hosts (the first standby
+// hosts, and hosts that became candidates because others left). A tick
+// still held or completed is refused by the lease, so a standby host only
+// runs a tick nobody took.
+func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick, at time.Time, all, mine []*Job) {
 	cfg := s.cfg.Load()
 	p := s.refreshPauses(ctx)
 	var live []*Job
-	for _, j := range jobs {
+	for _, j := range all {
+		if _, ok := p.paused(j.Name); !ok {
+			live = append(live, j)
+		}
+	}
+	rk := rankJobs(live, s.liveHosts(cfg), s.host, cfg.Labels)
+	var try []*Job
+	for _, j := range mine {
 		if pi, ok := p.paused(j.Name); ok {
 			s.skipPaused(j, tick, pi)
 			continue
 		}
-		live = append(live, j)
-	}
-	rk := rankJobs(live, s.liveHosts(cfg), s.host, cfg.Labels)
-	var try []*Job
-	for _, j := range live {
-		if r := rk.rank[j.Name]; r >= 0 && r < 2*j.Candidates {
+		if r, ok := rk.rank[j.Name]; ok && r >= 0 && r < 2*j.Candidates {
 			try = append(try, j)
 		}
 	}
