@@ -31,6 +31,10 @@ type options struct {
 	// noReconnect turns off the retry of a statement on a fresh
 	// connection after a connection failure (tests only).
 	noReconnect bool
+	// noSkipLocked makes Put's cleanup of expired entries wait for rows
+	// locked by other statements (tests only: the negative control of
+	// TestPutCleanupNoDeadlock).
+	noSkipLocked bool
 	// tracer sees every statement and its arguments (tests only).
 	tracer pgx.QueryTracer
 }

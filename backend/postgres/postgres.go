@@ -108,7 +108,7 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrub(err.Error(), connString))
 	}
 	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.unlogged),
-		store: newStoreStatements(o.table, o.unlogged), timeout: o.timeout}
+		store: newStoreStatements(o), timeout: o.timeout}
 	tctx, cancel := context.WithTimeout(ctx, o.timeout)
 	err = b.ensureTable(tctx)
 	cancel()

@@ -71,14 +71,19 @@ func siblingName(table, suffix string) (qualified, bare string) {
 	return pgx.Identifier(parts).Sanitize(), pgx.Identifier{last + suffix}.Sanitize()
 }
 
-func newStoreStatements(table string, unlogged bool) storeStatements {
+func newStoreStatements(o options) storeStatements {
+	table := o.table
 	entries, _ := siblingName(table, entriesSuffix)
 	log, _ := siblingName(table, logSuffix)
 	_, expiry := siblingName(table, expirySuffix)
 	_, logAt := siblingName(table, logAtSuffix)
 	logged := ""
-	if unlogged {
+	if o.unlogged {
 		logged = "UNLOGGED"
+	}
+	put := putSQL
+	if o.noSkipLocked {
+		put = strings.Replace(put, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", 1)
 	}
 	r := strings.NewReplacer("{{entries}}", entries, "{{log}}", log,
 		"{{entries_expiry}}", expiry, "{{log_at}}", logAt, "{{logged}}", logged)
@@ -87,7 +92,7 @@ func newStoreStatements(table string, unlogged bool) storeStatements {
 		log:       log,
 		schema:    r.Replace(storeSchemaSQL),
 		check:     storeCheckSQL,
-		put:       r.Replace(putSQL),
+		put:       r.Replace(put),
 		get:       r.Replace(getSQL),
 		list:      r.Replace(listSQL),
 		appendRec: r.Replace(appendSQL),
