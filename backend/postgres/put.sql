@@ -4,10 +4,13 @@
 -- none).
 --
 -- The stored row is replaced when it expired on the database's clock or
--- its version is lower. The cleanup skips rows that another statement has
--- locked (so two Puts never wait on each other's cleanup: no deadlock)
--- and leaves the row being written alone (one statement must not both
--- delete and upsert a row).
+-- its version is lower. The cleanup leaves the row being written alone
+-- (one statement must not both delete and upsert a row) and skips rows
+-- that another statement has locked: a Put waits only in its upsert, for
+-- its own row, before it holds any other lock (PostgreSQL runs a
+-- data-modifying WITH that the main query does not read after the main
+-- query), so Puts never deadlock (TestPutCleanupNoDeadlock, whose negative
+-- control, a cleanup that waits, does).
 WITH expired AS (
     DELETE FROM {{entries}}
     WHERE (space, name) IN (
