@@ -70,46 +70,60 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 		}()
 	}
 	for d, g := range byStandby {
-		at := tick.Add(d)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if s.sleepUntil(ctx, at) {
-				s.standby(ctx, hard, wg, tick, at, jobs, g)
-			}
+			s.standby(ctx, hard, wg, tick, tick.Add(d), g[0].StandbyAfter(tick), jobs, g)
 		}()
 	}
 }
 
-// standby tries the jobs mine of tick (all: the tick's whole batch) for
-// which this host stands by, at their standby time: those it ranks within
-// twice their Candidates by a fresh view of the hosts (the first standby
-// hosts, and hosts that became candidates because others left). A tick
-// still held or completed is refused by the lease, so a standby host only
-// runs a tick nobody took.
-func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick, at time.Time, all, mine []*Job) {
-	cfg := s.cfg.Load()
-	p := s.refreshPauses(ctx)
-	var live []*Job
-	for _, j := range all {
-		if _, ok := p.paused(j.Name); !ok {
-			live = append(live, j)
+// standby follows the jobs mine of tick (all: the tick's whole batch)
+// for which this host stands by. From first on, every step until their
+// deadlines, it ranks the tick's jobs again by a fresh view of the hosts
+// and tries those it now ranks within twice their Candidates and has not
+// tried yet: at first the first standby hosts (ranks Candidates to
+// 2×Candidates-1), later hosts that moved up because candidates left (a
+// dead host's heartbeat expires after three heartbeats). A tick still
+// held or completed is refused by the lease, so a standby host only runs
+// a tick nobody took; between steps it sends no request.
+func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick, first time.Time, step time.Duration, all, mine []*Job) {
+	tried := map[string]bool{}
+	for at := first; ; at = at.Add(step) {
+		left := mine[:0:0]
+		for _, j := range mine {
+			if !tried[j.Name] && at.Before(j.DeadlineFor(tick).Add(-lastTryMargin)) {
+				left = append(left, j)
+			}
 		}
-	}
-	rk := rankJobs(live, s.liveHosts(cfg), s.host, cfg.Labels)
-	var try []*Job
-	for _, j := range mine {
-		if pi, ok := p.paused(j.Name); ok {
-			s.skipPaused(j, tick, pi)
-			continue
+		if len(left) == 0 || !s.sleepUntil(ctx, at) {
+			return
 		}
-		if r, ok := rk.rank[j.Name]; ok && r >= 0 && r < 2*j.Candidates {
-			try = append(try, j)
+		mine = left
+		cfg := s.cfg.Load()
+		p := s.refreshPauses(ctx)
+		var live []*Job
+		for _, j := range all {
+			if _, ok := p.paused(j.Name); !ok {
+				live = append(live, j)
+			}
 		}
-	}
-	if len(try) > 0 {
-		s.opts.Metrics.Standby(len(try))
-		s.tryGroup(ctx, hard, wg, cfg, tick, at, try, func() pauses { return p })
+		rk := rankJobs(live, s.liveHosts(cfg), s.host, cfg.Labels)
+		var try []*Job
+		for _, j := range mine {
+			if _, ok := p.paused(j.Name); ok {
+				tried[j.Name] = true // paused: not tried this tick
+				continue
+			}
+			if r, ok := rk.rank[j.Name]; ok && r >= 0 && r < 2*j.Candidates {
+				try = append(try, j)
+				tried[j.Name] = true
+			}
+		}
+		if len(try) > 0 {
+			s.opts.Metrics.Standby(len(try))
+			s.tryGroup(ctx, hard, wg, cfg, tick, at, try, func() pauses { return p })
+		}
 	}
 }
 
