@@ -106,6 +106,15 @@ type Backend struct {
 	// heldByHook, when set (tests only), runs in heldBy between reading a
 	// lock it found to be an orphan and deleting it.
 	heldByHook func()
+	// trustClientClock, when set (negative-control tests only), judges
+	// an entry's expiry against this client's wall clock (clientNow)
+	// instead of the servers' clock, as a store trusting its clients'
+	// clocks would; testClientNow, when set, replaces that clock.
+	trustClientClock bool
+	testClientNow    func() time.Time
+
+	// clock estimates the servers' clock, for entries' expiry.
+	clock serverClock
 
 	// bg ends the goroutines that finish deleting given-up locks in the
 	// background (see Lease.deleteLockEventually); Close cancels it and
