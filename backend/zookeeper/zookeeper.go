@@ -112,6 +112,9 @@ type Backend struct {
 	// clocks would; testClientNow, when set, replaces that clock.
 	trustClientClock bool
 	testClientNow    func() time.Time
+	// unsafeNoSync, when set (negative-control tests only), reads entries
+	// and logs without syncing the server first.
+	unsafeNoSync bool
 
 	// clock estimates the servers' clock, for entries' expiry.
 	clock serverClock
