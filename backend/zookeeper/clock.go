@@ -91,7 +91,11 @@ func (b *Backend) expired(ctx context.Context, e backend.Entry, st *zk.Stat) (bo
 	if e.TTL <= 0 {
 		return false, nil
 	}
-	end := st.Mtime + (e.TTL + time.Millisecond - 1).Milliseconds()
+	ttl := e.TTL.Milliseconds()
+	if e.TTL%time.Millisecond != 0 {
+		ttl++ // round up: never early
+	}
+	end := st.Mtime + ttl
 	if b.trustClientClock {
 		return b.clientNow().UnixMilli() >= end, nil
 	}

@@ -263,3 +263,16 @@ func TestAppendRepeatedID(t *testing.T) {
 		t.Errorf("after y again at another At: %q, want %q", got, want)
 	}
 }
+
+// TestReservedKeys: the znodes of entries, logs and the clock cannot be
+// taken as lease keys (job names cannot hold '@').
+func TestReservedKeys(t *testing.T) {
+	for _, k := range []string{entriesNode, logsNode, clockNode} {
+		if err := checkKey(k); err == nil {
+			t.Errorf("checkKey(%q) accepted the store's znode", k)
+		}
+	}
+	if err := checkKey("@entries2"); err != nil {
+		t.Errorf("checkKey(@entries2): %v", err)
+	}
+}
