@@ -29,13 +29,24 @@
 //     not free the new holder's (see LostCompleteMarksEpoch).
 //   - BadInputs: every Harness.BadInputs error names its culprit and hides
 //     its secret.
+//   - Entries: Put keeps the highest version (equal or lower: no change),
+//     spaces are apart, List is sorted, Data comes back byte for byte.
+//   - EntryExpiry: an entry with a TTL is found until shortly before it
+//     ends and gone soon after; an expired entry is absent for Put too.
+//   - Logs: Append keeps the newest limit records by At, a repeated ID is
+//     not added twice, Log is newest first; 200 concurrent appends from 4
+//     clients end as exactly the newest limit.
+//   - StoreBadInputs: bad names, sizes and limits are refused, naming the
+//     culprit, and nothing is stored.
 //
 // Then, one at a time: Batch10000 (one TryAcquireBatch of 10,000 free keys
 // is granted in order; a second is refused with ErrHeld per key), Health,
 // RefusalNamesDownServers, FencingAcrossRestarts (1,000 holders, servers
 // killed and restarted three times) and HoldLossOnKill / HoldLossOnPause
 // (Done closes before the validity of the last renewal ends; a Hold with a
-// negative safety margin is the negative control). Run leaves every server
+// negative safety margin is the negative control), StoreServersDown
+// (entries and logs with one server down, errors naming a dead server
+// without a quorum). Run leaves every server
 // up and Ready when it returns; on a loaded 2-core machine the Redis runs
 // take about 40 s each.
 package backendtest
