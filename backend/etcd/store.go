@@ -1,0 +1,260 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/leasecron/leasecron/backend"
+)
+
+// Bounds of the entries and logs (see "Entries and logs" in the package
+// documentation).
+const (
+	// storeTries is how many times one request of Put, Get, List, Append
+	// or Log is sent when it fails for want of an answer (timeout, member
+	// down, no leader); every request is safe to repeat.
+	storeTries = 3
+	// maxPutConflicts bounds Put's compare-and-swap loop: each lost round
+	// means another client stored a newer value of the entry meanwhile.
+	maxPutConflicts = 16
+	// trimChunk is how many records one trimming transaction deletes (two
+	// operations each, below etcd's default --max-txn-ops of 128).
+	trimChunk = 32
+)
+
+// call runs f with the per-request timeout, again (up to storeTries
+// times, after a short pause) while it fails for want of an answer and
+// ctx and the backend are alive. The error names the endpoints.
+func (b *Backend) call(ctx context.Context, f func(ctx context.Context) error) error {
+	var err error
+	for try := 1; ; try++ {
+		tctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+		err = f(tctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if try >= storeTries || !transient(err) || b.closed.Load() || ctx.Err() != nil {
+			break
+		}
+		t := time.NewTimer(backend.Jitter(max(b.cfg.Timeout/5, 10*time.Millisecond)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(b.nodeErr(err), ctx.Err())
+		case <-t.C:
+		}
+	}
+	if b.closed.Load() {
+		return errors.Join(backend.ErrClosed, b.nodeErr(err))
+	}
+	return b.nodeErr(err)
+}
+
+// transient reports whether err is a request that got no answer in time
+// (worth sending again), not a refusal by the server.
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// Put stores e unless a version >= e.Version is stored: an optimistic
+// compare-and-swap on the key's ModRevision (0: absent), read first and
+// then from the Else branch of every lost round. With a TTL, the value is
+// put with an etcd lease of GrantSeconds(TTL): the entry's own lease,
+// renewed with one KeepAliveOnce when the stored entry has one of the same
+// length, otherwise a new one (the lease it replaces is revoked in the
+// background, as is a granted lease the Put did not use).
+func (b *Backend) Put(ctx context.Context, space string, e backend.Entry) error {
+	if err := backend.CheckEntry(space, e); err != nil {
+		return fmt.Errorf("etcd put: %w", err)
+	}
+	what := "put " + space + "/" + e.Name
+	if b.closed.Load() {
+		return fmt.Errorf("%s: %w", what, backend.ErrClosed)
+	}
+	prefix := b.entryPrefix(space)
+	key := prefix + e.Name
+	value := entryValue(e)
+	var granted clientv3.LeaseID // granted by this Put, attached to nothing yet
+	keep := false                // granted may be attached (a lost answer)
+	defer func() {
+		if granted != clientv3.NoLease && !keep {
+			b.revokeLater(granted)
+		}
+	}()
+	var cur *mvccpb.KeyValue
+	err := b.call(ctx, func(ctx context.Context) error {
+		r, err := b.c.Get(ctx, key)
+		if err == nil && len(r.Kvs) > 0 {
+			cur = r.Kvs[0]
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	for range maxPutConflicts {
+		var old clientv3.LeaseID
+		var modRev int64
+		var oldTTL time.Duration
+		if cur != nil {
+			if granted != clientv3.NoLease && clientv3.LeaseID(cur.Lease) == granted {
+				granted = clientv3.NoLease // stored by an earlier round whose answer was lost
+			}
+			if st, err := parseEntry(prefix, cur); err == nil {
+				if st.Version >= e.Version {
+					return nil
+				}
+				oldTTL = st.TTL
+			} // else: a malformed value, overwritten
+			old, modRev = clientv3.LeaseID(cur.Lease), cur.ModRevision
+		}
+		lease := clientv3.NoLease
+		if e.TTL > 0 {
+			if old != clientv3.NoLease && GrantSeconds(oldTTL) == GrantSeconds(e.TTL) && b.renew(ctx, old) {
+				lease = old
+			} else {
+				if granted == clientv3.NoLease {
+					if err := b.call(ctx, func(ctx context.Context) error {
+						g, err := b.c.Grant(ctx, GrantSeconds(e.TTL))
+						if err == nil {
+							granted = g.ID
+						}
+						return err
+					}); err != nil {
+						return fmt.Errorf("%s: grant: %w", what, err)
+					}
+				}
+				lease = granted
+			}
+		}
+		var resp *clientv3.TxnResponse
+		err := b.call(ctx, func(ctx context.Context) error {
+			var err error
+			resp, err = b.c.Txn(ctx).
+				If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+				Then(clientv3.OpPut(key, value, clientv3.WithLease(lease))).
+				Else(clientv3.OpGet(key)).Commit()
+			return err
+		})
+		if err != nil {
+			if lease == old && lease != clientv3.NoLease && isLeaseGone(err) {
+				cur = nil // the renewed lease ran out meanwhile: read again, grant
+				if err := b.call(ctx, func(ctx context.Context) error {
+					r, err := b.c.Get(ctx, key)
+					if err == nil && len(r.Kvs) > 0 {
+						cur = r.Kvs[0]
+					}
+					return err
+				}); err != nil {
+					return fmt.Errorf("%s: %w", what, err)
+				}
+				continue
+			}
+			keep = lease == granted // the put may have been applied
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if resp.Succeeded {
+			if lease == granted {
+				granted = clientv3.NoLease
+			}
+			if old != clientv3.NoLease && old != lease {
+				b.revokeLater(old)
+			}
+			return nil
+		}
+		cur = nil
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			cur = kvs[0]
+		}
+	}
+	return fmt.Errorf("%s: %w: %d conflicting writes of the entry in a row", what, b.nodeErr(errors.New("gave up")), maxPutConflicts)
+}
+
+// renew refreshes lease with one KeepAliveOnce; false if it is gone or
+// the request failed (then the caller grants a new lease).
+func (b *Backend) renew(ctx context.Context, lease clientv3.LeaseID) bool {
+	tctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	r, err := b.c.KeepAliveOnce(tctx, lease)
+	return err == nil && r.TTL > 0
+}
+
+// Get reads the entry with one linearizable read.
+func (b *Backend) Get(ctx context.Context, space, name string) (backend.Entry, bool, error) {
+	if err := backend.CheckName("space", space); err != nil {
+		return backend.Entry{}, false, fmt.Errorf("etcd get: %w", err)
+	}
+	if err := backend.CheckName("entry name", name); err != nil {
+		return backend.Entry{}, false, fmt.Errorf("etcd get: %w", err)
+	}
+	what := "get " + space + "/" + name
+	if b.closed.Load() {
+		return backend.Entry{}, false, fmt.Errorf("%s: %w", what, backend.ErrClosed)
+	}
+	prefix := b.entryPrefix(space)
+	var kvs []*mvccpb.KeyValue
+	if err := b.call(ctx, func(ctx context.Context) error {
+		r, err := b.c.Get(ctx, prefix+name)
+		if err == nil {
+			kvs = r.Kvs
+		}
+		return err
+	}); err != nil {
+		return backend.Entry{}, false, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(kvs) == 0 {
+		return backend.Entry{}, false, nil
+	}
+	e, err := parseEntry(prefix, kvs[0])
+	if err != nil {
+		return backend.Entry{}, false, fmt.Errorf("%s: %w", what, err)
+	}
+	return e, true, nil
+}
+
+// List reads the space with one linearizable range read (etcd returns it
+// sorted by key, hence by name).
+func (b *Backend) List(ctx context.Context, space string) ([]backend.Entry, error) {
+	if err := backend.CheckName("space", space); err != nil {
+		return nil, fmt.Errorf("etcd list: %w", err)
+	}
+	what := "list " + space
+	if b.closed.Load() {
+		return nil, fmt.Errorf("%s: %w", what, backend.ErrClosed)
+	}
+	prefix := b.entryPrefix(space)
+	var kvs []*mvccpb.KeyValue
+	if err := b.call(ctx, func(ctx context.Context) error {
+		r, err := b.c.Get(ctx, prefix, clientv3.WithPrefix())
+		if err == nil {
+			kvs = r.Kvs
+		}
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out := make([]backend.Entry, 0, len(kvs))
+	for _, kv := range kvs {
+		e, err := parseEntry(prefix, kv)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
