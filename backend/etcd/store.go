@@ -125,7 +125,7 @@ func (b *Backend) Put(ctx context.Context, space string, e backend.Entry) error 
 		}
 		lease := clientv3.NoLease
 		if e.TTL > 0 {
-			if old != clientv3.NoLease && GrantSeconds(oldTTL) == GrantSeconds(e.TTL) && b.renew(ctx, old) {
+			if old != clientv3.NoLease && !b.unsafeNoLeaseRecycle && GrantSeconds(oldTTL) == GrantSeconds(e.TTL) && b.renew(ctx, old) {
 				lease = old
 			} else {
 				if granted == clientv3.NoLease {
@@ -172,7 +172,7 @@ func (b *Backend) Put(ctx context.Context, space string, e backend.Entry) error 
 			if lease == granted {
 				granted = clientv3.NoLease
 			}
-			if old != clientv3.NoLease && old != lease {
+			if old != clientv3.NoLease && old != lease && !b.unsafeNoLeaseRecycle {
 				b.revokeLater(old)
 			}
 			return nil
