@@ -151,8 +151,9 @@
 // Every read is linearizable and every write goes through etcd's Raft
 // quorum, so a read after a successful write sees it, from any client and
 // member, while a quorum is up. A request that gets no answer in time
-// (Config.Timeout each) is sent again, three times at most while ctx
-// lasts; all of them are safe to repeat. Errors name the endpoints.
+// (Config.Timeout each) is sent again, at least three times and for up
+// to 10 × Timeout (a leader election), while ctx lasts; all of them are
+// safe to repeat. Errors name the endpoints.
 //
 // # Quorum and health
 //

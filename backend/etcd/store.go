@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -17,10 +18,14 @@ import (
 // Bounds of the entries and logs (see "Entries and logs" in the package
 // documentation).
 const (
-	// storeTries is how many times one request of Put, Get, List, Append
-	// or Log is sent when it fails for want of an answer (timeout, member
-	// down, no leader); every request is safe to repeat.
-	storeTries = 3
+	// storeTries and storeRetryFor bound how often one request of Put,
+	// Get, List, Append or Log is sent when it fails for want of an
+	// answer (timeout, member down, no leader): at least storeTries
+	// times, and again until storeRetryFor × Timeout has passed since the
+	// first, enough for a leader election (while ctx lasts). Every
+	// request is safe to repeat.
+	storeTries    = 3
+	storeRetryFor = 10
 	// maxPutConflicts bounds Put's compare-and-swap loop: each lost round
 	// means another client stored a newer value of the entry meanwhile.
 	maxPutConflicts = 16
@@ -29,11 +34,13 @@ const (
 	trimChunk = 32
 )
 
-// call runs f with the per-request timeout, again (up to storeTries
-// times, after a short pause) while it fails for want of an answer and
-// ctx and the backend are alive. The error names the endpoints.
+// call runs f with the per-request timeout, again (after a short pause)
+// while it fails for want of an answer, within the bounds of storeTries
+// and storeRetryFor, and ctx and the backend are alive. The error names
+// the endpoints.
 func (b *Backend) call(ctx context.Context, f func(ctx context.Context) error) error {
 	var err error
+	until := time.Now().Add(storeRetryFor * b.cfg.Timeout)
 	for try := 1; ; try++ {
 		tctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 		err = f(tctx)
@@ -41,7 +48,7 @@ func (b *Backend) call(ctx context.Context, f func(ctx context.Context) error) e
 		if err == nil {
 			return nil
 		}
-		if try >= storeTries || !transient(err) || b.closed.Load() || ctx.Err() != nil {
+		if try >= storeTries && !time.Now().Before(until) || !transient(err) || b.closed.Load() || ctx.Err() != nil {
 			break
 		}
 		t := time.NewTimer(backend.Jitter(max(b.cfg.Timeout/5, 10*time.Millisecond)))
@@ -59,9 +66,11 @@ func (b *Backend) call(ctx context.Context, f func(ctx context.Context) error) e
 }
 
 // transient reports whether err is a request that got no answer in time
-// (worth sending again), not a refusal by the server.
+// (worth sending again), not a refusal by the server. A member whose own
+// deadline for the request passed answers Unknown with the context's
+// message.
 func transient(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), context.DeadlineExceeded.Error()) {
 		return true
 	}
 	switch status.Code(err) {

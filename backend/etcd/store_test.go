@@ -200,3 +200,48 @@ func TestLogKeysBounded(t *testing.T) {
 		t.Errorf("Log around 1970 = %v, %v; want [5 0 -5]", got, err)
 	}
 }
+
+// TestStoreLeaderFaults: with the leader killed, then (after a restart)
+// with the new leader paused by SIGSTOP, Put and Append still succeed
+// (their requests are sent again across the election) and another
+// client reads every acknowledged write back at once; no lower version
+// replaces a higher one.
+func TestStoreLeaderFaults(t *testing.T) {
+	c := etcdtest.Start(t)
+	a := openT(t, c.Endpoints(), "/lf/", 400*time.Millisecond)
+	b := openT(t, c.Endpoints(), "/lf/", 400*time.Millisecond)
+	ctx := ctxT(t, 120*time.Second)
+	at := time.Now().Truncate(time.Millisecond)
+	var v int64
+	step := func(fault string) {
+		t.Helper()
+		v++
+		if err := a.Put(ctx, backend.SpacePause, backend.Entry{Name: "all", Version: v, Data: []byte(fault)}); err != nil {
+			t.Fatalf("%s: Put v%d: %v", fault, v, err)
+		}
+		if err := a.Put(ctx, backend.SpacePause, backend.Entry{Name: "all", Version: v - 1, Data: []byte("late")}); err != nil {
+			t.Fatalf("%s: Put of an older version: %v", fault, err)
+		}
+		if err := a.Append(ctx, "job", backend.Record{ID: fault, At: at.Add(time.Duration(v) * time.Second), Data: []byte(fault)}, 5); err != nil {
+			t.Fatalf("%s: Append: %v", fault, err)
+		}
+		e, ok, err := b.Get(ctx, backend.SpacePause, "all")
+		if err != nil || !ok || e.Version != v || string(e.Data) != fault {
+			t.Fatalf("%s: Get from another client = %+v, %v, %v; want v%d %q", fault, e, ok, err, v, fault)
+		}
+		l, err := b.Log(ctx, "job", 5)
+		if err != nil || len(l) != int(v) || l[0].ID != fault {
+			t.Fatalf("%s: Log from another client = %+v, %v; want %d records, %s first", fault, l, err, v, fault)
+		}
+	}
+	step("steady")
+	lead := c.Leader()
+	c.Kill(lead)
+	step("leader-killed")
+	c.Restart(lead, true)
+	lead = c.Leader()
+	c.Pause(lead)
+	step("leader-paused")
+	c.Resume(lead)
+	step("resumed")
+}
