@@ -105,14 +105,7 @@ func (b *Backend) Put(ctx context.Context, space string, e backend.Entry) error 
 			b.revokeLater(granted)
 		}
 	}()
-	var cur *mvccpb.KeyValue
-	err := b.call(ctx, func(ctx context.Context) error {
-		r, err := b.c.Get(ctx, key)
-		if err == nil && len(r.Kvs) > 0 {
-			cur = r.Kvs[0]
-		}
-		return err
-	})
+	cur, err := b.getKV(ctx, key)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -162,14 +155,8 @@ func (b *Backend) Put(ctx context.Context, space string, e backend.Entry) error 
 		})
 		if err != nil {
 			if lease == old && lease != clientv3.NoLease && isLeaseGone(err) {
-				cur = nil // the renewed lease ran out meanwhile: read again, grant
-				if err := b.call(ctx, func(ctx context.Context) error {
-					r, err := b.c.Get(ctx, key)
-					if err == nil && len(r.Kvs) > 0 {
-						cur = r.Kvs[0]
-					}
-					return err
-				}); err != nil {
+				// The renewed lease ran out meanwhile: read again, grant.
+				if cur, err = b.getKV(ctx, key); err != nil {
 					return fmt.Errorf("%s: %w", what, err)
 				}
 				continue
@@ -194,6 +181,19 @@ func (b *Backend) Put(ctx context.Context, space string, e backend.Entry) error 
 	return fmt.Errorf("%s: %w: %d conflicting writes of the entry in a row", what, b.nodeErr(errors.New("gave up")), maxPutConflicts)
 }
 
+// getKV reads key (nil if absent) with one linearizable read.
+func (b *Backend) getKV(ctx context.Context, key string) (*mvccpb.KeyValue, error) {
+	var kv *mvccpb.KeyValue
+	err := b.call(ctx, func(ctx context.Context) error {
+		r, err := b.c.Get(ctx, key)
+		if err == nil && len(r.Kvs) > 0 {
+			kv = r.Kvs[0]
+		}
+		return err
+	})
+	return kv, err
+}
+
 // renew refreshes lease with one KeepAliveOnce; false if it is gone or
 // the request failed (then the caller grants a new lease).
 func (b *Backend) renew(ctx context.Context, lease clientv3.LeaseID) bool {
@@ -216,20 +216,14 @@ func (b *Backend) Get(ctx context.Context, space, name string) (backend.Entry, b
 		return backend.Entry{}, false, fmt.Errorf("%s: %w", what, backend.ErrClosed)
 	}
 	prefix := b.entryPrefix(space)
-	var kvs []*mvccpb.KeyValue
-	if err := b.call(ctx, func(ctx context.Context) error {
-		r, err := b.c.Get(ctx, prefix+name)
-		if err == nil {
-			kvs = r.Kvs
-		}
-		return err
-	}); err != nil {
+	kv, err := b.getKV(ctx, prefix+name)
+	if err != nil {
 		return backend.Entry{}, false, fmt.Errorf("%s: %w", what, err)
 	}
-	if len(kvs) == 0 {
+	if kv == nil {
 		return backend.Entry{}, false, nil
 	}
-	e, err := parseEntry(prefix, kvs[0])
+	e, err := parseEntry(prefix, kv)
 	if err != nil {
 		return backend.Entry{}, false, fmt.Errorf("%s: %w", what, err)
 	}
