@@ -116,6 +116,9 @@ func (c *Client) storeRound(ctx context.Context, cl call, read bool) ([]any, err
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // nothing sent
+	}
 	start := time.Now()
 	var abandon chan struct{}
 	if read {
@@ -193,9 +196,12 @@ func (c *Client) PutEntry(ctx context.Context, key string, e Entry) error {
 	if e.TTL < 0 {
 		return fmt.Errorf("lease: put entry %s in %s: negative TTL %s", e.Name, key, e.TTL)
 	}
-	ttl := (e.TTL + time.Millisecond - 1) / time.Millisecond
+	ttl := int64(e.TTL / time.Millisecond)
+	if e.TTL%time.Millisecond != 0 {
+		ttl++
+	}
 	vals, errs := c.storeRound(ctx, call{script: entriesScript, keys: entryKeys(key),
-		args: []any{"put", e.Name, encodeVersion(e.Version), int64(ttl), e.Data}}, false)
+		args: []any{"put", e.Name, encodeVersion(e.Version), ttl, e.Data}}, false)
 	if len(vals) < c.quorum {
 		return c.noQuorum(fmt.Sprintf("put entry %s v%d in %s", e.Name, e.Version, key), len(vals), errs)
 	}
