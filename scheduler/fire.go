@@ -70,6 +70,9 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 		}()
 	}
 	for d, g := range byStandby {
+		if s.noStandby {
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -72,6 +72,9 @@ type Scheduler struct {
 	// recheck, when set, replaces clockRecheck (tests shorten it).
 	clock   func() time.Time
 	recheck time.Duration
+	// noStandby, set by tests, switches the standby hosts off (the
+	// negative control of the standby test).
+	noStandby bool
 
 	// started is when New ran (heartbeats carry it and derive their
 	// versions from it).
