@@ -154,12 +154,12 @@ type Job struct {
 	// eligible host, within the tick's deadline; default 0.
 	Retries int
 	// RetryBackoff is the wait before the first retry, doubling for each
-	// later one up to maxRetryBackoff; default 10s.
+	// later one up to maxRetryBackoff; default (and 0) 10s.
 	RetryBackoff time.Duration
 	// RetryOnTimeout makes a run that hit Timeout a failure to retry.
 	RetryOnTimeout bool
 	// HistoryLimit is how many run records of the job the backend keeps
-	// (`leasecron history`); default 50.
+	// (`leasecron history`); default (and 0) 50.
 	HistoryLimit int
 	// RunOn restricts which hosts may run the job; empty: every host.
 	RunOn RunOn

@@ -138,13 +138,13 @@ func checkFleetField(j *Job, key string) (msgs []string, ok bool) {
 			msgs = append(msgs, fmt.Sprintf("retries %d: want 0 to %d", j.Retries, maxRetries))
 		}
 	case "retry_backoff":
-		if j.RetryBackoff <= 0 {
-			msgs = append(msgs, fmt.Sprintf("retry_backoff %s must be positive (default 10s)", j.RetryBackoff))
+		if j.RetryBackoff < 0 {
+			msgs = append(msgs, fmt.Sprintf("retry_backoff %s is negative (0 or unset: the default 10s)", j.RetryBackoff))
 		}
 	case "retry_on_timeout":
 	case "history_limit":
-		if j.HistoryLimit < 1 || j.HistoryLimit > maxHistoryLimit {
-			msgs = append(msgs, fmt.Sprintf("history_limit %d: want 1 to %d (default 50)", j.HistoryLimit, maxHistoryLimit))
+		if j.HistoryLimit < 0 || j.HistoryLimit > maxHistoryLimit {
+			msgs = append(msgs, fmt.Sprintf("history_limit %d: want 1 to %d (0 or unset: the default 50)", j.HistoryLimit, maxHistoryLimit))
 		}
 	case "candidates":
 		if j.Candidates < 0 || j.Candidates > maxCandidates {
@@ -194,7 +194,17 @@ func (v *validator) fleet() {
 		}
 	}
 	for _, j := range c.Jobs {
-		if j == nil || j.sched == nil || j.Jitter <= 0 {
+		if j == nil {
+			continue
+		}
+		// Zero (a Job built in code, or 0 in the file): the defaults.
+		if j.RetryBackoff == 0 {
+			j.RetryBackoff = defaultRetryBackoff
+		}
+		if j.HistoryLimit == 0 {
+			j.HistoryLimit = defaultHistoryLimit
+		}
+		if j.sched == nil || j.Jitter <= 0 {
 			continue
 		}
 		// The jitter must leave the tick time to start: compare it with

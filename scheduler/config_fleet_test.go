@@ -73,9 +73,10 @@ func TestFleetKeysBad(t *testing.T) {
 	}{
 		{"negative retries", job("    retries: -1\n"), 8, "jobs[0].retries", "want 0 to 100"},
 		{"retries not a number", job("    retries: many\n"), 8, "jobs[0].retries", "whole number"},
-		{"zero backoff", job("    retry_backoff: 0s\n"), 8, "jobs[0].retry_backoff", "must be positive"},
+		{"negative backoff", job("    retry_backoff: -1s\n"), 8, "jobs[0].retry_backoff", "negative"},
 		{"retry_on_timeout yes", job("    retry_on_timeout: yes\n"), 8, "jobs[0].retry_on_timeout", "true or false"},
-		{"history_limit 0", job("    history_limit: 0\n"), 8, "jobs[0].history_limit", "want 1 to 10000"},
+		{"history_limit -1", job("    history_limit: -1\n"), 8, "jobs[0].history_limit", "want 1 to 10000"},
+		{"history_limit too big", job("    history_limit: 10001\n"), 8, "jobs[0].history_limit", "want 1 to 10000"},
 		{"negative candidates", job("    candidates: -2\n"), 8, "jobs[0].candidates", "want 0"},
 		{"bad host pattern", job("    run_on:\n      hosts: [\"web-[\"]\n"), 8, "jobs[0].run_on", "bad host pattern"},
 		{"bad label key", job("    run_on:\n      labels: {\"ro le\": db}\n"), 8, "jobs[0].run_on", "label key"},
