@@ -25,9 +25,9 @@ type dryFleet struct {
 }
 
 // startDryFleet starts n schedulers h0..h(n-1) of jobs (cloned per host)
-// with heartbeat hb on a fresh 3-node cluster, and waits until every one
-// sees all n hosts.
-func startDryFleet(t *testing.T, n int, hb time.Duration, jobs func() []*Job) *dryFleet {
+// with heartbeat hb (and standby hosts off with noStandby) on a fresh
+// 3-node cluster, and waits until every one sees all n hosts.
+func startDryFleet(t *testing.T, n int, hb time.Duration, noStandby bool, jobs func() []*Job) *dryFleet {
 	t.Helper()
 	cluster := redistest.Start(t, 3)
 	f := &dryFleet{}
@@ -44,6 +44,7 @@ func startDryFleet(t *testing.T, n int, hb time.Duration, jobs func() []*Job) *d
 		if err != nil {
 			t.Fatal(err)
 		}
+		s.noStandby = noStandby
 		ctx, cancel := context.WithCancel(context.Background())
 		f.scheds, f.metrics, f.cancel = append(f.scheds, s), append(f.metrics, m), append(f.cancel, cancel)
 		f.wg.Add(1)
@@ -118,10 +119,7 @@ func candidatesAfterStop(t *testing.T, noStandby bool) int {
 		}
 		return js
 	}
-	f := startDryFleet(t, hosts, 2*time.Second, jobs)
-	for _, s := range f.scheds {
-		s.noStandby = noStandby
-	}
+	f := startDryFleet(t, hosts, 2*time.Second, noStandby, jobs)
 	total := func() (sum int, perHost []int) {
 		perHost = make([]int, hosts)
 		for i := range njobs {
