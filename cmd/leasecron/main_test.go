@@ -197,7 +197,7 @@ func TestCheck(t *testing.T) {
 	})
 	t.Run("example", func(t *testing.T) {
 		code, out, errOut := cli(t, "check", "-c", "../../jobs.example.yaml")
-		if code != 0 || out != "ok: 6 jobs, 3 nodes\n" {
+		if code != 0 || out != "ok: 7 jobs, 3 nodes\n" {
 			t.Errorf("jobs.example.yaml: exit %d, stdout %q, stderr:\n%s", code, out, errOut)
 		}
 	})
