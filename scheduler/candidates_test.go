@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -162,12 +163,20 @@ func candidatesAfterStop(t *testing.T, noStandby bool) int {
 	// Exactly once per tick: read each job's history.
 	ctx := context.Background()
 	for i := range njobs {
-		recs, err := ReadHistory(ctx, f.scheds[1].be, fmt.Sprintf("job%02d", i), 100)
+		s1 := f.scheds[1]
+		raw, err := s1.be.Log(ctx, s1.logName(fmt.Sprintf("job%02d", i)), 100)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(raw) == 0 {
+			t.Fatalf("job%02d: no history under its dry-run log name", i)
+		}
 		seen := map[int64]string{}
-		for _, r := range recs {
+		for _, rr := range raw {
+			var r RunRecord
+			if err := json.Unmarshal(rr.Data, &r); err != nil {
+				t.Fatal(err)
+			}
 			if h, dup := seen[r.Tick.Unix()]; dup {
 				t.Errorf("job%02d tick %s ran on %s and %s", i, r.Tick, h, r.Host)
 			}

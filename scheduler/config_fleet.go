@@ -183,8 +183,8 @@ func (v *validator) fleet() {
 		v.errorf("max_parallel", 0, "max_parallel %d is negative (0: no bound)", c.MaxParallel)
 	}
 	switch {
-	case c.Heartbeat <= 0:
-		v.errorf("heartbeat", 0, "heartbeat %s must be positive (default 5s)", c.Heartbeat)
+	case c.Heartbeat < 100*time.Millisecond:
+		v.errorf("heartbeat", 0, "heartbeat %s must be at least 100ms (default 5s)", c.Heartbeat)
 	case c.Heartbeat > 10*time.Minute:
 		v.errorf("heartbeat", 0, "heartbeat %s is longer than 10m: hosts would be seen dead or alive far too late", c.Heartbeat)
 	}
@@ -217,6 +217,18 @@ func (v *validator) fleet() {
 			v.errorf(j.field(c)+".jitter", j.Line, "jitter %s must be shorter than the tick's deadline (%s): a tick started that late could not run", j.Jitter, d)
 		}
 	}
+	for _, j := range c.Jobs {
+		if j == nil || j.sched == nil || j.Candidates == 0 {
+			continue
+		}
+		t := j.Next(time.Unix(0, 0))
+		if t.IsZero() {
+			continue
+		}
+		if d := j.DeadlineFor(t).Sub(t); j.StandbyAfter(t) >= d {
+			v.warnf(j.field(c)+".standby_delay", j.Line, "standby delay %s is not shorter than the tick's deadline (%s): standby hosts never try, so a tick whose candidates are down does not run; lower standby_delay or set candidates: 0", j.StandbyAfter(t), d)
+		}
+	}
 }
 
 // StandbyAfter is how long after its tick a standby host tries the tick
@@ -230,9 +242,12 @@ func (j *Job) StandbyAfter(tick time.Time) time.Duration {
 }
 
 // JitterFor is the start delay of tick, in [0, Jitter): a hash of the job's
-// name and the tick, so every host computes the same delay.
+// name and the tick, so every host computes the same delay. It leaves at
+// least jitterRoom before the tick's deadline (a cron spec's ticks may be
+// closer together than the first ones Validate checked).
 func (j *Job) JitterFor(tick time.Time) time.Duration {
-	if j.Jitter <= 0 {
+	span := min(j.Jitter, j.DeadlineFor(tick).Sub(tick)-jitterRoom)
+	if span <= 0 {
 		return 0
 	}
 	h := fnv.New64a()
@@ -240,8 +255,12 @@ func (j *Job) JitterFor(tick time.Time) time.Duration {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], uint64(tick.Unix()))
 	h.Write(b[:])
-	return time.Duration(h.Sum64() % uint64(j.Jitter))
+	return time.Duration(h.Sum64() % uint64(span))
 }
+
+// jitterRoom is how much of a tick's window JitterFor always leaves for the
+// run to start in.
+const jitterRoom = time.Second
 
 // RetryWait is the backoff before retry number n (1 for the first retry):
 // RetryBackoff doubled n-1 times, at most maxRetryBackoff.

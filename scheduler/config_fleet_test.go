@@ -85,7 +85,7 @@ func TestFleetKeysBad(t *testing.T) {
 		{"jitter past deadline", job("    jitter: 2h\n"), 8, "jobs[0].jitter", "shorter than the tick's deadline"},
 		{"negative standby", job("    standby_delay: -1s\n"), 8, "jobs[0].standby_delay", "negative"},
 		{"negative max_parallel", job("max_parallel: -1\n"), 8, "max_parallel", "negative"},
-		{"zero heartbeat", job("heartbeat: 0s\n"), 8, "heartbeat", "must be positive"},
+		{"zero heartbeat", job("heartbeat: 0s\n"), 8, "heartbeat", "at least 100ms"},
 		{"defaults retries bad", node1 + "defaults:\n  retries: 101\n" + job1, 5, "defaults.retries", "want 0 to 100"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -168,6 +168,15 @@ func TestJitterStandbyRetryWait(t *testing.T) {
 	short := mustParse(t, node1+"jobs:\n  - {name: s, schedule: \"@every 5s\", shell: \"true\"}\n").Job("s")
 	if got := short.StandbyAfter(tick); got != time.Second {
 		t.Errorf("standby after for a 5s deadline = %s, want 1s", got)
+	}
+	// A cron spec whose ticks are closer than its jitter: the delay
+	// leaves a second of each tick's window.
+	close := mustParse(t, node1+"jobs:\n  - {name: c, schedule: \"0 1,23 * * *\", shell: \"true\", jitter: 3h}\n").Job("c")
+	for d := range 60 {
+		tk := time.Date(2026, 1, 1+d, 23, 0, 0, 0, time.UTC)
+		if got := close.JitterFor(tk); got >= 2*time.Hour-time.Second {
+			t.Fatalf("JitterFor(%s) = %s, past the tick's 2h window minus 1s", tk, got)
+		}
 	}
 	j := &Job{RetryBackoff: 10 * time.Second}
 	for n, want := range map[int]time.Duration{1: 10 * time.Second, 2: 20 * time.Second, 3: 40 * time.Second, 12: 10 * time.Minute} {

@@ -16,29 +16,17 @@ import (
 // ranking says.
 const rankStagger = 10 * time.Millisecond
 
-// fire plans one tick of jobs on this host: jobs paused (as of the last
-// read of the flags), that this host may not run or for which it is not a
-// candidate are left out; the others are tried in groups that share a
-// start delay (the job's jitter plus the rank stagger), each group in one
-// batch. Jobs for which this host stands by are tried at the tick's
-// standby time (see rank.go).
+// fire plans one tick of jobs on this host: jobs paused, that this host
+// may not run or for which it is not a candidate are left out; the others
+// are tried in groups that share a start delay (the job's jitter plus the
+// rank stagger), each group in one batch. Jobs for which this host stands
+// by are followed by one standby loop (see standby).
 func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick time.Time, jobs []*Job) {
 	cfg := s.cfg.Load()
-	// The flags are read again while the batch is acquired: a job paused
-	// since the last read is released, not run, when it wins.
-	pausesNow := s.pauseReader(ctx)
-	cached := s.cachedPauses()
-	var live []*Job
-	for _, j := range jobs {
-		if pi, ok := cached.paused(j.Name); ok {
-			s.skipPaused(j, tick, pi)
-			continue
-		}
-		live = append(live, j)
-	}
+	pausesNow, live := s.unpaused(ctx, tick, jobs)
 	rk := rankJobs(live, s.liveHosts(cfg), s.host, cfg.Labels)
 	groups := map[time.Duration][]*Job{}
-	byStandby := map[time.Duration][]*Job{}
+	var standby []*Job
 	for _, j := range live {
 		r := rk.rank[j.Name]
 		switch {
@@ -50,8 +38,7 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 			d := (j.JitterFor(tick) + time.Duration(r)*rankStagger).Truncate(time.Millisecond)
 			groups[d] = append(groups[d], j)
 		default:
-			d := (j.JitterFor(tick) + j.StandbyAfter(tick)).Truncate(time.Millisecond)
-			byStandby[d] = append(byStandby[d], j)
+			standby = append(standby, j)
 		}
 	}
 	for _, d := range slices.Sorted(maps.Keys(groups)) {
@@ -64,70 +51,123 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if s.sleepUntil(ctx, at) {
+			if !s.sleepUntil(ctx, at) {
+				return
+			}
+			// Later than the tick (jitter): the config may have been
+			// reloaded and the flags changed since.
+			cfg := s.cfg.Load()
+			g = slices.DeleteFunc(g, func(j *Job) bool { return cfg.Job(j.Name) == nil })
+			pausesNow, g := s.unpaused(ctx, tick, g)
+			if len(g) > 0 {
 				s.tryGroup(ctx, hard, wg, cfg, tick, at, g, pausesNow)
 			}
 		}()
 	}
-	for d, g := range byStandby {
-		if s.noStandby {
-			break
-		}
+	if len(standby) > 0 && !s.noStandby {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.standby(ctx, hard, wg, tick, tick.Add(d), g[0].StandbyAfter(tick), jobs, g)
+			s.standby(ctx, hard, wg, tick, live, standby)
 		}()
 	}
 }
 
-// standby follows the jobs mine of tick (all: the tick's whole batch)
-// for which this host stands by. From first on, every step until their
-// deadlines, it ranks the tick's jobs again by a fresh view of the hosts
-// and tries those it now ranks within twice their Candidates and has not
-// tried yet: at first the first standby hosts (ranks Candidates to
-// 2×Candidates-1), later hosts that moved up because candidates left (a
-// dead host's heartbeat expires after three heartbeats). A tick still
-// held or completed is refused by the lease, so a standby host only runs
-// a tick nobody took; between steps it sends no request.
-func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick, first time.Time, step time.Duration, all, mine []*Job) {
-	tried := map[string]bool{}
-	for at := first; ; at = at.Add(step) {
-		left := mine[:0:0]
-		for _, j := range mine {
-			if !tried[j.Name] && at.Before(j.DeadlineFor(tick).Add(-lastTryMargin)) {
-				left = append(left, j)
-			}
-		}
-		if len(left) == 0 || !s.sleepUntil(ctx, at) {
-			return
-		}
-		mine = left
-		cfg := s.cfg.Load()
-		p := s.refreshPauses(ctx)
-		var live []*Job
-		for _, j := range all {
-			if _, ok := p.paused(j.Name); !ok {
-				live = append(live, j)
-			}
-		}
-		rk := rankJobs(live, s.liveHosts(cfg), s.host, cfg.Labels)
-		var try []*Job
-		for _, j := range mine {
-			if _, ok := p.paused(j.Name); ok {
-				tried[j.Name] = true // paused: not tried this tick
-				continue
-			}
-			if r, ok := rk.rank[j.Name]; ok && r >= 0 && r < 2*j.Candidates {
-				try = append(try, j)
-				tried[j.Name] = true
-			}
-		}
-		if len(try) > 0 {
-			s.opts.Metrics.Standby(len(try))
-			s.tryGroup(ctx, hard, wg, cfg, tick, at, try, func() pauses { return p })
+// unpaused starts a fresh read of the pause flags and returns it (as a
+// function that waits for it) with the jobs that are not paused. Jobs the
+// last read says are paused wait for the fresh read (a resume just before
+// the tick counts); the others go on at once and are checked against the
+// fresh read when they win, before they start.
+func (s *Scheduler) unpaused(ctx context.Context, tick time.Time, jobs []*Job) (func() pauses, []*Job) {
+	pausesNow := s.pauseReader(ctx)
+	p := s.cachedPauses()
+	for _, j := range jobs {
+		if _, ok := p.paused(j.Name); ok {
+			p = pausesNow()
+			break
 		}
 	}
+	live := make([]*Job, 0, len(jobs))
+	for _, j := range jobs {
+		if pi, ok := p.paused(j.Name); ok {
+			s.skipPaused(j, tick, pi)
+			continue
+		}
+		live = append(live, j)
+	}
+	return pausesNow, live
+}
+
+// standbyJob is a job this host stands by for, with its next look.
+type standbyJob struct {
+	j    *Job
+	next time.Time
+}
+
+// standby follows the jobs mine of tick (all: the tick's jobs that are not
+// paused) for which this host stands by. At each job's standby time
+// (tick + jitter + StandbyAfter) and then every StandbyAfter until its
+// deadline, it tries the job if it ranks within twice its Candidates: at
+// first the first standby hosts (ranks Candidates to 2×Candidates-1),
+// later hosts that moved up because candidates left (a dead host's
+// heartbeat expires after three heartbeats). The ranking is computed
+// again only when the live hosts changed; looks that try nothing send no
+// request. A tick still held or completed is refused by the lease, so a
+// standby host only runs a tick nobody took.
+func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick time.Time, all, mine []*Job) {
+	pending := make([]standbyJob, 0, len(mine))
+	for _, j := range mine {
+		pending = append(pending, standbyJob{j: j, next: tick.Add(j.JitterFor(tick) + j.StandbyAfter(tick))})
+	}
+	var rk ranking
+	var rankedBy []HostBeat
+	for len(pending) > 0 {
+		at := pending[0].next
+		for _, p := range pending[1:] {
+			if p.next.Before(at) {
+				at = p.next
+			}
+		}
+		if !s.sleepUntil(ctx, at) {
+			return
+		}
+		cfg := s.cfg.Load()
+		hosts := s.liveHosts(cfg)
+		if rk.rank == nil || !sameHosts(hosts, rankedBy) {
+			rk, rankedBy = rankJobs(all, hosts, s.host, cfg.Labels), hosts
+		}
+		now, paused := s.now(), s.cachedPauses()
+		var try []*Job
+		left := pending[:0]
+		for _, p := range pending {
+			j := p.j
+			switch r, ok := rk.rank[j.Name]; {
+			case p.next.After(now):
+				left = append(left, p)
+			case !now.Before(j.DeadlineFor(tick).Add(-lastTryMargin)) || cfg.Job(j.Name) == nil:
+			case func() bool { _, ok := paused.paused(j.Name); return ok }():
+			case ok && r >= 0 && r < 2*j.Candidates:
+				try = append(try, j)
+			default:
+				p.next = p.next.Add(j.StandbyAfter(tick))
+				left = append(left, p)
+			}
+		}
+		pending = left
+		if len(try) > 0 {
+			s.opts.Metrics.Standby(len(try))
+			pausesNow, try := s.unpaused(ctx, tick, try)
+			if len(try) > 0 {
+				s.tryGroup(ctx, hard, wg, cfg, tick, at, try, pausesNow)
+			}
+		}
+	}
+}
+
+// sameHosts reports whether a and b name the same hosts with the same
+// labels, in the same order.
+func sameHosts(a, b []HostBeat) bool {
+	return slices.EqualFunc(a, b, func(x, y HostBeat) bool { return x.Host == y.Host && maps.Equal(x.Labels, y.Labels) })
 }
 
 // tryGroup reserves run slots (max_parallel) for jobs, makes one batch

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -80,12 +81,12 @@ func (s *Scheduler) beat(ctx context.Context, cfg *Config) {
 	// clock does; a restarted process starts from its wall clock, and an
 	// expired entry is replaced whatever its version.
 	v := s.started.UnixNano() + int64(time.Since(s.started))
-	if err := s.be.Put(rctx, backend.SpaceHosts, backend.Entry{Name: entryName(s.host), Version: v, Data: data, TTL: beatTTL(cfg)}); err != nil {
+	if err := s.be.Put(rctx, s.hostsSpace(), backend.Entry{Name: entryName(s.host), Version: v, Data: data, TTL: beatTTL(cfg)}); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("could not write this host's heartbeat", "err", err)
 		}
 	}
-	entries, err := s.be.List(rctx, backend.SpaceHosts)
+	entries, err := s.be.List(rctx, s.hostsSpace())
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("could not read the hosts' heartbeats; ranking with the last view", "err", err)
@@ -145,7 +146,11 @@ type PauseInfo struct {
 	Stop bool `json:"stop,omitempty"`
 	// All is true for the flag of every job ("*").
 	All bool `json:"all,omitempty"`
-	// Version orders flags: the unix nanoseconds of the pause or resume.
+	// Job is the job the flag is for ("" for All).
+	Job string `json:"job,omitempty"`
+	// Version orders flags: each pause or resume is written with a version
+	// above every flag it overrides (see SetPause), whatever the writers'
+	// clocks say.
 	Version int64 `json:"-"`
 }
 
@@ -164,7 +169,11 @@ func decodePauses(entries []backend.Entry) pauses {
 			continue
 		}
 		pi.Version = e.Version
-		p[e.Name] = pi
+		name := e.Name
+		if pi.Job != "" && !pi.All {
+			name = pi.Job // the entry's name may be a digest of it
+		}
+		p[name] = pi
 	}
 	return p
 }
@@ -205,32 +214,66 @@ func ReadPauses(ctx context.Context, be backend.Backend) (map[string]PauseInfo, 
 
 // SetPause writes a pause (or, with Paused false, a resume) flag for each
 // of jobs, or for every job when jobs is nil (the "*" flag; a resume of
-// every job also resumes each job paused on its own). The version is
-// info.At in unix nanoseconds.
+// every job also resumes each job paused on its own). Each flag gets a
+// version above every flag it overrides (a job's own flag and "*"; for
+// "*", every flag), so the newest command wins even when the writers'
+// clocks disagree; it is read back to be sure.
 func SetPause(ctx context.Context, be backend.Backend, cfg *Config, jobs []string, info PauseInfo) error {
 	if info.At.IsZero() {
 		info.At = time.Now().UTC()
-	}
-	names := jobs
-	if jobs == nil {
-		info.All = true
-		names = []string{PauseAll}
 	}
 	for _, n := range jobs {
 		if cfg.Job(n) == nil {
 			return fmt.Errorf("no job named %q in %s", n, cfg.File)
 		}
 	}
-	data, err := json.Marshal(info)
-	if err != nil {
-		return err
+	names := jobs
+	if jobs == nil {
+		names = []string{PauseAll}
 	}
 	for _, n := range names {
-		if err := be.Put(ctx, backend.SpacePause, backend.Entry{Name: n, Version: info.At.UnixNano(), Data: data}); err != nil {
+		if err := setPause(ctx, be, n, info); err != nil {
 			return fmt.Errorf("set the pause flag of %s: %w", n, err)
 		}
 	}
 	return nil
+}
+
+// setPause writes one flag for job (PauseAll: every job), retrying when a
+// concurrent command wrote a newer version in between.
+func setPause(ctx context.Context, be backend.Backend, job string, info PauseInfo) error {
+	info.All, info.Job = job == PauseAll, job
+	if info.All {
+		info.Job = ""
+	}
+	data, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	name := storeName(job)
+	for range 5 {
+		current, err := be.List(ctx, backend.SpacePause)
+		if err != nil {
+			return err
+		}
+		v := info.At.UnixNano()
+		for _, e := range current {
+			if info.All || e.Name == name || e.Name == PauseAll {
+				v = max(v, e.Version+1)
+			}
+		}
+		if err := be.Put(ctx, backend.SpacePause, backend.Entry{Name: name, Version: v, Data: data}); err != nil {
+			return err
+		}
+		e, ok, err := be.Get(ctx, backend.SpacePause, name)
+		if err != nil {
+			return err
+		}
+		if ok && e.Version == v {
+			return nil
+		}
+	}
+	return errors.New("other pause or resume commands kept overriding this one; check `leasecron status`")
 }
 
 // refreshPauses reads the pause flags into the cache that followers of a

@@ -35,7 +35,7 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 	deadline := j.DeadlineFor(tick)
 	noQuorumWait := noQuorumFirst
 	lastTry := false
-	youngerLogged := false
+	youngerLogged, fullLogged := false, false
 	// givenUp logs that the tick's deadline passed without this host
 	// running it: normal (debug) while another host runs the tick, worth a
 	// warning when it was for want of a quorum.
@@ -52,11 +52,12 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 		var wait time.Duration
 		if res.Err == nil {
 			s.opts.Metrics.Acquire(j.Name, "won")
-			w, stop := f.won(res.Lease, deadline, attempt == 0, lateBy)
+			w, stop, err := f.won(res.Lease, deadline, attempt == 0, lateBy)
 			if stop {
 				return
 			}
-			wait, res = w, backend.Result{Err: errRetryLater}
+			res = backend.Result{Err: cmpErr(err, errRetryLater)}
+			wait = w
 		}
 		if res.Err != nil {
 			f.freeSlot() // not held while waiting
@@ -65,6 +66,9 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 		switch {
 		case errors.Is(res.Err, errRetryLater):
 			// wait was set by won.
+		case errors.Is(res.Err, errHostFull):
+			// Look again soon: a slot may free up before the deadline.
+			wait = heldRecheck
 		case errors.Is(res.Err, errTickDeadline):
 			log.Warn("won the lease after the tick's deadline; not starting the job", "err", res.Err)
 			s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
@@ -96,7 +100,9 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 				return
 			default:
 				// An older tick (or a manual run) still holds the job.
-				if j.Overlap != OverlapWait {
+				// overlap: skip applies to the tick's first attempt; a
+				// tick already under way (a retry, a takeover) waits.
+				if j.Overlap != OverlapWait && attempt == 0 {
 					log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
 					s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
 					return
@@ -164,9 +170,14 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 			return
 		}
 		if !f.takeSlot() {
-			log.Info("this host runs max_parallel jobs already; leaving the tick to other hosts", "max_parallel", f.cfg.MaxParallel)
-			s.opts.Metrics.Skipped(j.Name, "host_full")
-			return
+			// No attempt now; keep watching while the deadline allows.
+			if !fullLogged {
+				fullLogged = true
+				log.Info("this host runs max_parallel jobs already; not taking the tick now", "max_parallel", f.cfg.MaxParallel)
+				s.opts.Metrics.Skipped(j.Name, "host_full")
+			}
+			res = backend.Result{Err: errHostFull}
+			continue
 		}
 		// Later attempts read the pause flags afresh before a run.
 		f.pausesNow = func() pauses { return s.refreshPauses(f.ctx) }
@@ -187,73 +198,87 @@ var (
 	// errStoreRead: the state a run needs (the retry state) could not be
 	// read; the lease was released.
 	errStoreRead = errors.New("could not read the job's retry state")
+	// errHostFull: no attempt was made, the host's max_parallel slots
+	// being taken.
+	errHostFull = errors.New("this host runs max_parallel jobs already")
 )
+
+// cmpErr returns err, or dflt when err is nil.
+func cmpErr(err, dflt error) error {
+	if err != nil {
+		return err
+	}
+	return dflt
+}
 
 // won handles a won lease l: it checks that the run may start, that the
 // job is not paused and which attempt of the tick it is, then runs it.
-// stop is true when the tick is over for this host; otherwise the tick
-// is tried again after wait (a retry's backoff, or wait 0 with the reason
-// in the follower's next result).
-func (f *follower) won(l backend.Lease, deadline time.Time, first bool, lateBy time.Duration) (wait time.Duration, stop bool) {
+// stop is true when the tick is over for this host; otherwise the lease
+// was released and the tick is tried again: after wait (a retry's
+// backoff) when err is nil, else by the rules for err (errShortValidity,
+// errStoreRead: with the doubling backoff).
+func (f *follower) won(l backend.Lease, deadline time.Time, first bool, lateBy time.Duration) (wait time.Duration, stop bool, err error) {
 	s, j := f.s, f.j
 	// The acquisition may have taken long (the daemon paused, the clock
 	// stepped): check the deadline and the lease's remaining validity
 	// once more, just before the job would start.
-	if err := s.mayStart(deadline, l); err != nil {
-		s.release(l, f.log)
-		if errors.Is(err, errTickDeadline) {
-			f.log.Warn("won the lease after the tick's deadline; not starting the job", "err", err)
-			s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
-			return 0, true
+	mayStart := func() (stop bool, err error) {
+		if err := s.mayStart(deadline, l); err != nil {
+			s.release(l, f.log)
+			if errors.Is(err, errTickDeadline) {
+				f.log.Warn("won the lease after the tick's deadline; not starting the job", "err", err)
+				s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+				return true, nil
+			}
+			return false, err
 		}
-		return f.retryIn(noQuorumFirst, err)
+		return false, nil
+	}
+	if stop, err := mayStart(); stop || err != nil {
+		return 0, stop, err
 	}
 	if pi, ok := f.pausesNow().paused(j.Name); ok {
 		s.release(l, f.log)
 		s.skipPaused(j, f.tick, pi)
-		return 0, true
+		return 0, true, nil
 	}
 	attempt := 1
 	if j.Retries > 0 {
-		st, err := s.readRetry(f.ctx, j, f.tick)
+		st, err := s.readRetry(f.ctx, j, f.tick, f.log)
 		if err != nil {
 			s.release(l, f.log)
-			return f.retryIn(noQuorumFirst, errors.Join(errStoreRead, err))
+			return 0, false, errors.Join(errStoreRead, err)
 		}
 		if st != nil {
 			attempt = st.Attempt + 1
 			switch at, why := f.retryStart(st, deadline); {
 			case attempt > j.Retries+1:
-				// Spent: the host of the last attempt could not complete
-				// the tick; do it now.
+				// Spent (retries was lowered by a reload): complete.
 				f.log.Info("the tick's retries are spent; completing it", "attempts", st.Attempt)
 				s.complete(l, f.log)
-				return 0, true
+				return 0, true, nil
 			case s.until(at) > 0:
 				s.release(l, f.log)
 				f.log.Debug("retry of the tick not due yet; released the lease", "attempt", attempt, "at", at.UTC().Format(time.RFC3339Nano), "why", why)
-				return s.until(at), false
+				return s.until(at), false, nil
 			}
 		}
+	}
+	// The reads above may have taken a while: check once more.
+	if stop, err := mayStart(); stop || err != nil {
+		return 0, stop, err
 	}
 	if first {
 		s.opts.Metrics.TickDelay(j.Name, lateBy)
 	}
 	_, retryAt := s.runLeased(f.hard, f.cfg, j, f.tick, l, attempt, f.log)
 	if retryAt.IsZero() {
-		return 0, true
+		return 0, true, nil
 	}
 	// This host failed the attempt: others get the first chance at the
 	// retry (see retryStart); this host tries when its turn comes.
 	f.freeSlot()
-	return max(s.until(retryAt), 0), false
-}
-
-// retryIn releases nothing (the caller did) and asks for another attempt
-// after d, reporting err as the reason.
-func (f *follower) retryIn(d time.Duration, err error) (time.Duration, bool) {
-	f.log.Warn("the lease was won but the job could not start now; released it, retrying", "err", err, "retry_in", d)
-	return d, false
+	return max(s.until(retryAt), 0), false, nil
 }
 
 // takeSlot takes a run slot unless the follower has one; false when the

@@ -43,7 +43,7 @@ func (s *Scheduler) appendHistory(j *Job, rec RunRecord, log *slog.Logger) {
 	defer cancel()
 	for wait := 50 * time.Millisecond; ; wait = min(wait*2, time.Second) {
 		rctx, rcancel := context.WithTimeout(ctx, s.requestWait())
-		err = s.be.Append(rctx, storeName(j.Name), r, limit)
+		err = s.be.Append(rctx, s.logName(j.Name), r, limit)
 		rcancel()
 		if err == nil {
 			return

@@ -3,17 +3,18 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/leasecron/leasecron/backend"
 )
 
-// retryState is a job's retry state (backend space "retry"): the last
-// failed attempt of a tick and when the next may start. The host of a
-// failed attempt writes it before it releases the lease; the winner of
-// the next attempt reads it after it won the lease, so it always sees it.
+// retryState is the retry state of a tick of a job (backend space
+// "retry", one entry per job and tick, expiring a lease TTL after the
+// tick's deadline): the last failed attempt and when the next may start.
+// The host of a failed attempt writes it before it releases the lease;
+// the winner of the next attempt reads it after it won the lease, so it
+// always sees it.
 type retryState struct {
 	Tick    int64     `json:"tick"`    // the tick's Unix time
 	Attempt int       `json:"attempt"` // the attempt that failed, from 1
@@ -22,38 +23,36 @@ type retryState struct {
 	NextAt  time.Time `json:"next_at"` // the backoff ends
 }
 
-// retryVersion orders retry states: later ticks, then later attempts.
-func retryVersion(tick int64, attempt int) int64 { return tick*1000 + int64(attempt) }
-
 // readRetry returns j's retry state for tick, nil when the tick has none
-// (its first attempt).
-func (s *Scheduler) readRetry(ctx context.Context, j *Job, tick time.Time) (*retryState, error) {
+// (its first attempt). A state that cannot be decoded (written by another
+// version, say) is logged and counts as none: the tick is not blocked.
+func (s *Scheduler) readRetry(ctx context.Context, j *Job, tick time.Time, log *slog.Logger) (*retryState, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
 	defer cancel()
-	e, ok, err := s.be.Get(rctx, backend.SpaceRetry, storeName(j.Name))
+	e, ok, err := s.be.Get(rctx, backend.SpaceRetry, s.retryName(j.Name, tick))
 	if err != nil || !ok {
 		return nil, err
 	}
 	var st retryState
-	if err := json.Unmarshal(e.Data, &st); err != nil {
-		return nil, fmt.Errorf("retry state of %s: %w", j.Name, err)
-	}
-	if st.Tick != tick.Unix() {
+	if err := json.Unmarshal(e.Data, &st); err != nil || st.Tick != tick.Unix() || st.Attempt < 1 {
+		log.Warn("ignoring a retry state that cannot be read; counting this as the tick's first attempt", "data", string(e.Data), "err", err)
 		return nil, nil
 	}
 	return &st, nil
 }
 
-// writeRetry stores st, trying for up to a lease TTL while the lease is
-// still renewed.
-func (s *Scheduler) writeRetry(j *Job, st retryState) error {
+// writeRetry stores st, trying for up to half a lease TTL while the lease
+// is still renewed. The entry lives until a lease TTL after the tick's
+// deadline.
+func (s *Scheduler) writeRetry(j *Job, tick time.Time, st retryState) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(s.base.Lease.TTL/2, time.Second))
 	defer cancel()
-	e := backend.Entry{Name: storeName(j.Name), Version: retryVersion(st.Tick, st.Attempt), Data: data}
+	ttl := max(s.until(j.DeadlineFor(tick)), 0) + s.base.Lease.TTL
+	e := backend.Entry{Name: s.retryName(j.Name, tick), Version: int64(st.Attempt), Data: data, TTL: ttl}
 	for wait := 50 * time.Millisecond; ; wait = min(wait*2, time.Second) {
 		rctx, rcancel := context.WithTimeout(ctx, s.requestWait())
 		err = s.be.Put(rctx, backend.SpaceRetry, e)
@@ -129,7 +128,7 @@ func (s *Scheduler) planRetry(j *Job, tick time.Time, rec RunRecord, log *slog.L
 		return time.Time{}
 	}
 	st := retryState{Tick: tick.Unix(), Attempt: rec.Attempt, Host: s.host, Result: rec.Result, NextAt: next.UTC()}
-	if err := s.writeRetry(j, st); err != nil {
+	if err := s.writeRetry(j, tick, st); err != nil {
 		log.Error("could not store the retry state; completing the tick without a retry", "err", err)
 		s.opts.Metrics.RetriesExhausted(j.Name)
 		return time.Time{}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,9 +38,13 @@ type Options struct {
 	// Notify, when set, receives systemd status lines ("STATUS=...").
 	Notify func(state string)
 	// DryRun starts no job: a won tick is recorded (result "dry_run") and
-	// completed at once. It shows which host would run what (`leasecron
-	// run --dry-run`), and lets benchmarks run many schedulers in one
-	// process.
+	// completed at once. A dry-run scheduler uses lease keys, history logs,
+	// retry entries and heartbeats of its own ("dry-run." before the job's
+	// name; heartbeats in space "hosts.dry-run"), so it never takes or
+	// completes a tick of live hosts on the same backend: run every host
+	// of a fleet with it to see which host would run what (`leasecron run
+	// --dry-run`); benchmarks run many schedulers in one process with it.
+	// It reads the live pause flags.
 	DryRun bool
 	// Version is this build's version, announced in the heartbeats.
 	Version string
@@ -147,8 +152,40 @@ func (s *Scheduler) now() time.Time {
 func (s *Scheduler) until(t time.Time) time.Duration { return t.Sub(s.now()) }
 
 // key is the lease key of a job: one key per job, not per tick (the
-// backend adds its own prefix or table).
-func (s *Scheduler) key(job string) string { return job }
+// backend adds its own prefix or table). A dry run uses keys of its own,
+// so it never takes or completes a live fleet's tick.
+func (s *Scheduler) key(job string) string {
+	if s.opts.DryRun {
+		return dryRunPrefix + job
+	}
+	return job
+}
+
+// dryRunPrefix starts the lease keys, log names and retry entries of a
+// dry-run scheduler, and dryRunHosts is its heartbeat space: a dry-run
+// fleet is apart from the live one on the same backend.
+const (
+	dryRunPrefix = "dry-run."
+	dryRunHosts  = backend.SpaceHosts + ".dry-run"
+)
+
+// logName is the name of job's history log in the backend.
+func (s *Scheduler) logName(job string) string { return storeName(s.key(job)) }
+
+// retryName is the name of the retry state of tick of job: one entry per
+// tick, so that a tick's state never hides another's.
+func (s *Scheduler) retryName(job string, tick time.Time) string {
+	return storeName(s.key(job) + "@" + strconv.FormatInt(tick.Unix(), 10))
+}
+
+// hostsSpace is the space of the heartbeats this scheduler writes and
+// ranks by.
+func (s *Scheduler) hostsSpace() string {
+	if s.opts.DryRun {
+		return dryRunHosts
+	}
+	return backend.SpaceHosts
+}
 
 // Reload swaps in a new schedule. Jobs that are running keep running under
 // their old settings; the next ticks use the new ones. Changes to the redis
