@@ -417,3 +417,79 @@ func TestPostgresFleetCommands(t *testing.T) {
 	triggerFresh(t, func() (int, string, string) { return cli(t, "trigger", "fenced", "-c", path) })
 	fleetCommands(t, path, "fenced")
 }
+
+// TestPauseStopEndsRun: `pause --stop` ends a run in progress on the
+// daemon's host through the abort path: the job's process is gone, its
+// record says "stopped", and the tick is released, not completed (status
+// shows no completed tick and no holder). The negative control is the
+// same pause without --stop: the run goes on.
+func TestPauseStopEndsRun(t *testing.T) {
+	cl := redistest.Start(t, 3)
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	path := writeConfig(t, fleetConfig(cl.URLs(), fmt.Sprintf(`  - name: long
+    schedule: "@every 1s"
+    overlap: skip
+    shell: 'echo $$ > %s.$LEASECRON_TICK_UNIX; exec sleep 120'
+`, pidFile)))
+	d := startDaemon(t, "-c", path, "--id", "host-a")
+	d.notes.await(t, "READY=1")
+
+	// running waits for the run in progress and returns its tick and the
+	// job's pid.
+	running := func() (tick time.Time, pid int) {
+		t.Helper()
+		for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			st := readStatus(t, path)
+			if j := st.Jobs[0]; j.Holder != "" {
+				var unix int64
+				if _, err := fmt.Sscanf(j.Holder, "tick=%d", &unix); err != nil {
+					t.Fatalf("holder %q", j.Holder)
+				}
+				b, err := os.ReadFile(fmt.Sprintf("%s.%d", pidFile, unix))
+				if err != nil {
+					continue // not started yet
+				}
+				if _, err := fmt.Sscanf(string(b), "%d", &pid); err != nil {
+					continue
+				}
+				return time.Unix(unix, 0).UTC(), pid
+			}
+		}
+		t.Fatalf("the job did not start within 60s; log:\n%s", d.stderr)
+		return
+	}
+	alive := func(pid int) bool { return syscall.Kill(pid, 0) == nil }
+	tick, pid := running()
+
+	// Negative control: a pause without --stop lets the run go on.
+	if code, _, errOut := cli(t, "pause", "-c", path, "long"); code != 0 {
+		t.Fatalf("pause: exit %d: %s", code, errOut)
+	}
+	time.Sleep(3 * time.Second) // three heartbeats
+	if !alive(pid) {
+		t.Fatalf("pause without --stop ended the run (pid %d)", pid)
+	}
+
+	if code, out, errOut := cli(t, "pause", "-c", path, "long", "--stop", "--reason", "bad data"); code != 0 || !strings.Contains(out, "runs in progress are stopped") {
+		t.Fatalf("pause --stop: exit %d, stdout %q, stderr:\n%s", code, out, errOut)
+	}
+	stopped := time.Now()
+	for alive(pid) {
+		if time.Since(stopped) > 30*time.Second {
+			t.Fatalf("the job (pid %d) still runs 30s after pause --stop; log:\n%s", pid, d.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	recs, _ := waitHistory(t, path, "long", 1, d)
+	if r := recs[0]; r.Result != "stopped" || !r.Tick.Equal(tick) {
+		t.Errorf("record %+v: want result stopped for tick %s", r, tick)
+	}
+	st := readStatus(t, path)
+	if j := st.Jobs[0]; j.Holder != "" || !j.DoneTick.Before(tick) {
+		t.Errorf("after pause --stop: holder %q, done up to %s; want the tick %s released, not completed", j.Holder, j.DoneTick, tick)
+	}
+	if code := d.stop(t); code != 0 {
+		t.Errorf("daemon: exit %d", code)
+	}
+}
