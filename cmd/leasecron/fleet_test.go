@@ -279,3 +279,37 @@ func TestHistoryOfDaemonRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckEligibility: check says for each job whether this host (--id,
+// --label over LEASECRON_LABELS) may run it; without host flags or
+// run_on its output stays the one "ok:" line.
+func TestCheckEligibility(t *testing.T) {
+	path := writeConfig(t, unreachable+`jobs:
+  - name: db-backup
+    schedule: "@hourly"
+    shell: "true"
+    run_on: {labels: {role: db, zone: eu-1}}
+  - name: web-logs
+    schedule: "@hourly"
+    shell: "true"
+    run_on: {hosts: ["web-*"]}
+  - name: anywhere
+    schedule: "@hourly"
+    shell: "true"
+`)
+	t.Setenv(envLabels, "zone=eu-1,role=web")
+	code, out, errOut := cli(t, "check", "-c", path, "--id", "db-1", "--label", "role=db")
+	want := `ok: 3 jobs, 3 nodes
+host db-1 (labels role=db,zone=eu-1):
+  db-backup: eligible (run_on: labels role=db,zone=eu-1)
+  web-logs: not eligible (run_on: hosts web-*)
+  anywhere: eligible (run_on: any host)
+`
+	if code != 0 || out != want {
+		t.Errorf("exit %d, stdout:\n%s\nwant:\n%s\nstderr:\n%s", code, out, want, errOut)
+	}
+	t.Setenv(envLabels, "")
+	if code, out, _ := cli(t, "check", "-c", writeConfig(t, goodConfig)); code != 0 || out != "ok: 2 jobs, 3 nodes\n" {
+		t.Errorf("without host flags or run_on: exit %d, stdout %q; want the ok line alone", code, out)
+	}
+}
