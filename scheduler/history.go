@@ -58,6 +58,11 @@ func (s *Scheduler) appendHistory(j *Job, rec RunRecord, log *slog.Logger) {
 	}
 }
 
+// DryRunJob is the name under which a dry-run scheduler (Options.DryRun)
+// keeps job's lease and history: ReadHistory(ctx, be, DryRunJob(job), n)
+// reads a dry run's records.
+func DryRunJob(job string) string { return dryRunPrefix + job }
+
 // ReadHistory returns up to n of the newest run records of job from be,
 // newest first (`leasecron history`).
 func ReadHistory(ctx context.Context, be backend.Backend, job string, n int) ([]RunRecord, error) {

@@ -97,8 +97,8 @@ func TestRunHostFlags(t *testing.T) {
 	}
 }
 
-// TestRunDryRun: with --dry-run a won tick is recorded as dry_run and the
-// job does not start.
+// TestRunDryRun: with --dry-run a won tick is recorded as dry_run (in the
+// dry-run history, apart from the live one) and the job does not start.
 func TestRunDryRun(t *testing.T) {
 	cl := redistest.Start(t, 3)
 	marker := filepath.Join(t.TempDir(), "ran")
@@ -108,7 +108,10 @@ func TestRunDryRun(t *testing.T) {
 `, marker)))
 	d := startDaemon(t, "-c", path, "--id", "host-a", "--dry-run")
 	d.notes.await(t, "READY=1")
-	recs, _ := waitHistory(t, path, "marker", 2, d)
+	recs, _ := waitHistory(t, path, "marker", 2, d, "--dry-run")
+	if code, out, _ := cli(t, "history", "-c", path, "marker", "--json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("the live history of a dry-run job: exit %d, %s; want it empty", code, out)
+	}
 	if code := d.stop(t); code != 0 {
 		t.Errorf("daemon: exit %d", code)
 	}

@@ -150,11 +150,11 @@ func TestPauseResumeStatus(t *testing.T) {
 
 // waitHistory polls `history --json` until it holds at least n records
 // of job, and returns them and the raw output.
-func waitHistory(t *testing.T, path, job string, n int, d *testDaemon) ([]scheduler.RunRecord, string) {
+func waitHistory(t *testing.T, path, job string, n int, d *testDaemon, extra ...string) ([]scheduler.RunRecord, string) {
 	t.Helper()
 	var out string
 	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
-		code, o, errOut := cli(t, "history", "-c", path, job, "--json")
+		code, o, errOut := cli(t, append([]string{"history", "-c", path, job, "--json"}, extra...)...)
 		if code != 0 { // a slow server on a loaded machine: read again
 			out = errOut
 			continue

@@ -29,6 +29,7 @@ func (c *HistoryCommand) Run(ctx context.Context, args []string) error {
 	config := configFlag(fs)
 	n := fs.Int("n", defaultHistoryRuns, "")
 	asJSON := fs.Bool("json", false, "")
+	dryRun := fs.Bool("dry-run", false, "")
 	timeout := fs.Duration("timeout", 10*time.Second, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -61,7 +62,11 @@ func (c *HistoryCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer be.Close()
-	recs, err := scheduler.ReadHistory(ctx, be, name, *n)
+	logOf := name
+	if *dryRun {
+		logOf = scheduler.DryRunJob(name)
+	}
+	recs, err := scheduler.ReadHistory(ctx, be, logOf, *n)
 	if err != nil {
 		return err
 	}
@@ -111,7 +116,7 @@ func formatExit(r scheduler.RunRecord) string {
 
 // Usage prints the command's help.
 func (c *HistoryCommand) Usage() {
-	fmt.Fprintf(c.stdout, `Usage: leasecron history [-c FILE] JOB [-n N] [--json]
+	fmt.Fprintf(c.stdout, `Usage: leasecron history [-c FILE] JOB [-n N] [--json] [--dry-run]
 
 Shows the last runs of JOB from any host, newest first: host, tick
 ("manual" for a trigger), attempt (1, then 2... for retries), start,
@@ -124,6 +129,8 @@ Flags:
 	-c, --config FILE   config file (default %s)
 	-n N                show up to N runs (default %d, at most %d)
 	--json              print the run records as a JSON array
+	--dry-run           the history of daemons run with --dry-run (kept
+	                    apart from the live fleet's)
 	--timeout DUR       give up after DUR (default 10s)
 
 Exit codes: 0 success, 1 the backend could not be read, 2 usage or config
