@@ -100,7 +100,7 @@ func TestEntriesMemoryBounded(t *testing.T) {
 	rdb := cl.Nodes[0].Client()
 	ctx := ctxT(t, 60*time.Second)
 	beats, mixed := key(t, "beats"), key(t, "mixed")
-	const ttl = 300 * time.Millisecond
+	const ttl = 3 * time.Second // longer than 50 Puts take on a loaded machine
 	for i := range 50 {
 		for _, k := range []string{beats, mixed} {
 			if err := c.PutEntry(ctx, k, lease.Entry{Name: fmt.Sprintf("h%02d", i), Version: 1, Data: []byte("x"), TTL: ttl}); err != nil {
