@@ -12,6 +12,9 @@
 //	check     validate a config file
 //	status    show every job's lease, next tick and last run, and node health
 //	trigger   run one job now, under its lease, and wait for it
+//	pause     pause jobs on every host (a fleet-wide flag in the backend)
+//	resume    resume paused jobs
+//	history   show the last runs of a job, from any host
 //	version   print the version
 //
 // Exit codes, for every command:
@@ -120,6 +123,12 @@ func (m *Main) command(name string) command {
 		return &StatusCommand{stdout: m.Stdout, stderr: m.Stderr}
 	case "trigger":
 		return &TriggerCommand{stdout: m.Stdout, stderr: m.Stderr, redisLog: m.redisLog}
+	case "pause":
+		return &PauseCommand{stdout: m.Stdout, stderr: m.Stderr}
+	case "resume":
+		return &PauseCommand{stdout: m.Stdout, stderr: m.Stderr, resume: true}
+	case "history":
+		return &HistoryCommand{stdout: m.Stdout, stderr: m.Stderr}
 	case "version":
 		return &VersionCommand{stdout: m.Stdout}
 	}
@@ -196,6 +205,9 @@ Commands:
 	check     validate a config file
 	status    show every job's lease, next tick and last run, and node health
 	trigger   run one job now, under its lease, and wait for it
+	pause     pause jobs on every host (a fleet-wide flag in the backend)
+	resume    resume paused jobs
+	history   show the last runs of a job, from any host
 	version   print the version
 
 Run 'leasecron help <command>' (or 'leasecron <command> -h') for details.
