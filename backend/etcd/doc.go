@@ -99,6 +99,62 @@
 // batch transaction is lost, its locks are deleted in the background only
 // where they still hold the value that transaction wrote.
 //
+// # Entries and logs
+//
+// Entries (backend.Entries: pause flags, heartbeats, retry state) and
+// logs (backend.Logs: run history) live under the same prefix, in keys of
+// three and four segments, so they never meet a lease key's two (K/lock;
+// job names hold no '/'):
+//
+//	PREFIX entries/SPACE/NAME   "VERSION TTLNS\n" then the data
+//	PREFIX log/LOG/AT/ID        the record's data; AT is its Unix
+//	                            milliseconds, 20 zero-padded digits
+//	                            ("-" and 20 digits of ms+2^63 before 1970)
+//	PREFIX logid/LOG/ID         AT: marks ID as present in the log
+//
+// Put is an optimistic compare-and-swap: it reads the entry, returns if
+// the stored version is >= its own, and otherwise puts its value in a
+// transaction guarded by the ModRevision it read (0 for an absent key);
+// when another client wrote first, the Else branch returns the new value
+// and the loop decides again (at most 16 rounds, each lost to a newer
+// write). A lower version therefore never overwrites a higher one. An
+// entry with a TTL is attached to an etcd lease of its own, granted for
+// GrantSeconds(TTL) (whole seconds, rounded up, at least the server's
+// minimum TTL); the value keeps the TTL as given, which Get and List
+// report. Expiry is etcd's: when the lease runs out the leader deletes
+// the key (within about half a second), so an expired entry is simply
+// absent, also for Put. An entry lives at least its TTL from the Grant,
+// slightly less from the Put, and longer after a leader change, which
+// restarts every lease's TTL. The lease
+// is not leaked: a Put that keeps the same whole-second TTL renews the
+// stored lease with one KeepAliveOnce and puts with it; one that changes
+// the TTL, or drops it, grants a new lease (or none) and revokes the old
+// one in the background once its put succeeded (no other key uses that
+// lease); a lease granted but not used is revoked too. If the answer to a
+// put is lost, its lease is left to expire by its TTL.
+//
+// Append is one transaction: if the ID key does not exist, put the record
+// and the ID key; in both branches count the log's records. So a repeated
+// ID (even with another At) is not added, and a retried Append is
+// harmless. When the count exceeds the limit, the oldest count-limit
+// record keys are read at that transaction's revision (keys only, key
+// order = At then ID) and deleted with their ID keys, 32 records per
+// transaction; an ID key is deleted only if it still names the deleted
+// record. A record beyond the newest limit at some revision stays beyond
+// them (records are only added, or removed when beyond the limit), so
+// concurrent trimmers never delete a record to keep, and a log holds
+// limit records (two keys each, at most 16 KiB of data each) plus what
+// concurrent appenders added since the last trim. Log is one range read,
+// sorted by key descending, limited to n: newest first, ties by ID (the
+// greater ID counts as newer).
+//
+// Every read is linearizable and every write goes through etcd's Raft
+// quorum, so a read after a successful write sees it, from any client and
+// member, while a quorum is up. A request that gets no answer in time
+// (Config.Timeout each) is sent again, at least three times and for up
+// to 10 × Timeout (a leader election), while ctx lasts; all of them are
+// safe to repeat. Errors name the endpoints.
+//
 // # Quorum and health
 //
 // etcd replicates through its own Raft quorum; the client talks to one

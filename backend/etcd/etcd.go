@@ -45,6 +45,10 @@ type Backend struct {
 	// unsafeBonus is added to every validity; only the tests' negative
 	// controls set it (export_test.go), to switch the protection off.
 	unsafeBonus time.Duration
+	// unsafeNoLeaseRecycle makes Put grant a new etcd lease for every
+	// entry with a TTL and never revoke the one it replaces; only the
+	// tests' negative control sets it (export_test.go).
+	unsafeNoLeaseRecycle bool
 }
 
 var _ backend.Backend = (*Backend)(nil)

@@ -6,3 +6,8 @@ import "time"
 // negative control of the tests' interval check (a client that trusts
 // more time than the server grants).
 func SetUnsafeValidityBonus(b *Backend, d time.Duration) { b.unsafeBonus = d }
+
+// SetUnsafeNoLeaseRecycle makes b's Put grant a new etcd lease for every
+// entry with a TTL and never revoke the replaced one: the negative
+// control of the lease-leak check.
+func SetUnsafeNoLeaseRecycle(b *Backend) { b.unsafeNoLeaseRecycle = true }
