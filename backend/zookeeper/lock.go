@@ -28,6 +28,9 @@ func checkKey(key string) error {
 	if key == "" || strings.ContainsAny(key, "/\x00") || key == "." || key == ".." {
 		return fmt.Errorf("zookeeper: bad key %q: must be a single znode name", key)
 	}
+	if reservedKey(key) {
+		return fmt.Errorf("zookeeper: bad key %q: the name of the znode of entries, logs or the clock", key)
+	}
 	return nil
 }
 
