@@ -1,0 +1,146 @@
+package fleettest
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/scheduler"
+)
+
+// opsConfig is the fleet of the "Operating a fleet" tests on backend: its
+// defaults, with a 1s heartbeat so that pause flags and live hosts are
+// read soon.
+func opsConfig(backend string) Config {
+	cfg := DefaultConfigFor(backend)
+	cfg.Heartbeat = time.Second
+	return cfg
+}
+
+// completedTicks returns the ticks of job in [from, to] (ticks of an @every
+// schedule) once each has a run that ended (successfully, or any when
+// anyEnd), waiting up to slack past to; it fails the test for a tick that
+// has none.
+func completedTicks(f *Fleet, job string, every time.Duration, from, to time.Time, anyEnd bool, slack time.Duration) *History {
+	f.t.Helper()
+	ticks := Ticks(every, from, to)
+	return f.WaitFor(fmt.Sprintf("ticks %s..%s of %s to end", fmtT(from), fmtT(to), job), time.Until(to.Add(slack)), func(h *History) bool {
+		for _, tk := range ticks {
+			done := false
+			for _, r := range h.Tick(job, tk.Unix()) {
+				if r.Succeeded() || anyEnd && r.Ended() {
+					done = true
+				}
+			}
+			if !done {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// history runs `leasecron history JOB -n n --json` and decodes it.
+func history(t *testing.T, f *Fleet, job string, n int) []scheduler.RunRecord {
+	t.Helper()
+	res := f.MustCLI("history", job, "-n", fmt.Sprint(n), "--json")
+	var recs []scheduler.RunRecord
+	if err := json.Unmarshal([]byte(res.Stdout), &recs); err != nil {
+		t.Fatalf("history of %s: %v\n%s", job, err, res)
+	}
+	return recs
+}
+
+// TestRetryOnAnotherHost: 3 daemons. Job flaky (retries 2, backoff 300ms)
+// fails its first attempt of every tick: each tick is retried on another
+// host than the one that failed, attempt 2 succeeds, and nothing runs
+// after it (the tick is completed: no attempt 3). Job doomed (retries 2)
+// always fails: each tick stops after 3 attempts, each retry on another
+// host than the attempt before it. Control: job once fails the same way
+// as flaky but has no retries: its ticks run once, and fail. The oracle
+// checks that attempts never overlap, none runs after a success and
+// attempt numbers go 1, 2, 3; `leasecron history` shows each attempt.
+func TestRetryOnAnotherHost(t *testing.T) {
+	t.Parallel()
+	for _, b := range []string{"redis"} {
+		t.Run(b, func(t *testing.T) { retryOnAnotherHost(t, b) })
+	}
+}
+
+func retryOnAnotherHost(t *testing.T, backend string) {
+	cfg := opsConfig(backend)
+	retry := FleetKeys{Retries: 2, RetryBackoff: 300 * time.Millisecond}
+	cfg.Jobs = []Job{
+		{Name: "flaky", Every: 6 * time.Second, Sleep: 300 * time.Millisecond, FleetKeys: retry, Fail: Fail{Attempts: []int{1}}},
+		{Name: "doomed", Every: 12 * time.Second, Sleep: 200 * time.Millisecond, FleetKeys: retry, Fail: Fail{Always: true}},
+		{Name: "once", Every: 6 * time.Second, Sleep: 300 * time.Millisecond, Fail: Fail{Attempts: []int{1}}},
+	}
+	f := startVoting(t, cfg)
+
+	// Two ticks of flaky and once, one of doomed, all past their
+	// deadlines (the next tick) before they are checked.
+	from := f.VotingAt.Add(time.Second)
+	to := from.Add(12 * time.Second)
+	completedTicks(f, "flaky", 6*time.Second, from, to, false, 20*time.Second)
+	completedTicks(f, "once", 6*time.Second, from, to, true, 20*time.Second)
+	doomedTicks := Ticks(12*time.Second, from, to)
+	last := to
+	if n := len(doomedTicks); n > 0 {
+		last = doomedTicks[n-1].Add(12 * time.Second)
+	}
+	f.WaitFor("the deadlines of the checked ticks to pass", time.Until(last.Add(2*time.Second)), func(*History) bool {
+		return time.Now().After(last.Add(time.Second))
+	})
+	h := f.CheckSafety()
+
+	for _, tk := range Ticks(6*time.Second, from, to) {
+		rs := h.Tick("flaky", tk.Unix())
+		if len(rs) != 2 || !rs[0].Failed() || rs[0].Attempt != 1 || !rs[1].Succeeded() || rs[1].Attempt != 2 {
+			t.Errorf("tick %s of flaky: want attempt 1 failed, then attempt 2 succeeded; got:\n%s", fmtT(tk), (&History{Runs: rs}).String())
+			continue
+		}
+		if rs[1].Host == rs[0].Host {
+			t.Errorf("tick %s of flaky: the retry ran on %s, the host whose attempt failed", fmtT(tk), rs[1].Host)
+		}
+		t.Logf("flaky %s: attempt 1 on %s failed, attempt 2 on %s %s later", fmtT(tk), rs[0].Host, rs[1].Host,
+			rs[1].Start.Sub(rs[0].End).Round(time.Millisecond))
+		if os := h.Tick("once", tk.Unix()); len(os) != 1 || !os[0].Failed() {
+			t.Errorf("tick %s of once (no retries): want one failed run; got:\n%s", fmtT(tk), (&History{Runs: os}).String())
+		}
+	}
+	if len(doomedTicks) == 0 {
+		t.Fatalf("no tick of doomed in [%s, %s]", fmtT(from), fmtT(to))
+	}
+	for _, tk := range doomedTicks {
+		rs := h.Tick("doomed", tk.Unix())
+		if len(rs) != 3 {
+			t.Errorf("tick %s of doomed (retries 2, always fails): %d runs, want 3:\n%s", fmtT(tk), len(rs), (&History{Runs: rs}).String())
+			continue
+		}
+		for i, r := range rs {
+			if !r.Failed() || r.Attempt != i+1 {
+				t.Errorf("tick %s of doomed: run %d is not a failed attempt %d: %s", fmtT(tk), i, i+1, r)
+			}
+			if i > 0 && r.Host == rs[i-1].Host {
+				t.Errorf("tick %s of doomed: attempt %d ran on %s, the host whose attempt %d failed", fmtT(tk), i+1, r.Host, i)
+			}
+		}
+		t.Logf("doomed %s: attempts on %s, %s, %s", fmtT(tk), rs[0].Host, rs[1].Host, rs[2].Host)
+	}
+
+	// The history has every attempt, with its attempt number and result.
+	recs := history(t, f, "flaky", 100)
+	for _, tk := range Ticks(6*time.Second, from, to) {
+		got := map[int]string{}
+		for _, rec := range recs {
+			if rec.Tick.Equal(tk) {
+				got[rec.Attempt] = rec.Host + " " + rec.Result
+			}
+		}
+		rs := h.Tick("flaky", tk.Unix())
+		if len(rs) == 2 && (got[1] != rs[0].Host+" failed" || got[2] != rs[1].Host+" ok" || len(got) != 2) {
+			t.Errorf("history of flaky, tick %s: attempts %v, want 1: %s failed, 2: %s ok", fmtT(tk), got, rs[0].Host, rs[1].Host)
+		}
+	}
+}
