@@ -60,11 +60,15 @@ func history(t *testing.T, f *Fleet, job string, n int) []scheduler.RunRecord {
 // host than the attempt before it. Control: job once fails the same way
 // as flaky but has no retries: its ticks run once, and fail. The oracle
 // checks that attempts never overlap, none runs after a success and
-// attempt numbers go 1, 2, 3; `leasecron history` shows each attempt.
+// attempt numbers go 1, 2, 3; `leasecron history` shows each attempt. On
+// every backend.
 func TestRetryOnAnotherHost(t *testing.T) {
 	t.Parallel()
-	for _, b := range []string{"redis"} {
-		t.Run(b, func(t *testing.T) { retryOnAnotherHost(t, b) })
+	for _, b := range Backends {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			retryOnAnotherHost(t, b)
+		})
 	}
 }
 
