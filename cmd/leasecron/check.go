@@ -23,15 +23,24 @@ type CheckCommand struct {
 // redis), "ok: N jobs, postgres URL" (the URL without its password), or
 // "ok: N jobs, etcd ENDPOINTS; ..." / "ok: N jobs, zookeeper SERVERS; ...",
 // the line going on with how lease.ttl maps onto the backend's leases.
+// When this host's id or labels are given (--id, --label,
+// LEASECRON_LABELS) or a job has run_on, one line per job follows: whether
+// this host may run it.
 func (c *CheckCommand) Run(_ context.Context, args []string) error {
 	fs := newFlagSet("check")
 	config := configFlag(fs)
+	var host hostFlags
+	host.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return usageErrorf("unexpected arguments %q (the config file goes after -c)", pos)
+	}
+	labels, err := host.resolve()
+	if err != nil {
+		return err
 	}
 	cfg, err := loadConfig(*config)
 	if err != nil {
@@ -58,12 +67,39 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 	default:
 		fmt.Fprintf(c.stdout, "ok: %s, %s\n", plural(len(cfg.Jobs), "job"), plural(len(cfg.Redis.Nodes), "node"))
 	}
+	host.apply(cfg, labels)
+	if host.given() || hasRunOn(cfg) {
+		writeEligibility(c.stdout, cfg)
+	}
 	return nil
+}
+
+// hasRunOn reports whether a job of cfg restricts its hosts.
+func hasRunOn(cfg *scheduler.Config) bool {
+	for _, j := range cfg.Jobs {
+		if len(j.RunOn.Labels) > 0 || len(j.RunOn.Hosts) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// writeEligibility says for each job whether this host (cfg.ID and
+// cfg.Labels) may run it.
+func writeEligibility(w io.Writer, cfg *scheduler.Config) {
+	fmt.Fprintf(w, "host %s (labels %s):\n", cfg.ID, formatLabels(cfg.Labels))
+	for _, j := range cfg.Jobs {
+		verdict := "eligible"
+		if !j.RunOn.Eligible(cfg.ID, cfg.Labels) {
+			verdict = "not eligible"
+		}
+		fmt.Fprintf(w, "  %s: %s (run_on: %s)\n", j.Name, verdict, j.RunOn)
+	}
 }
 
 // Usage prints the command's help.
 func (c *CheckCommand) Usage() {
-	fmt.Fprintf(c.stdout, `Usage: leasecron check [-c FILE]
+	fmt.Fprintf(c.stdout, `Usage: leasecron check [-c FILE] [--id NAME] [--label KEY=VALUE]...
 
 Validates a config file the way the daemon does at start and on SIGHUP
 (YAML syntax, unknown keys, exactly one backend section, node, database and
@@ -73,8 +109,14 @@ backend. For etcd and ZooKeeper it also says how lease.ttl maps onto the
 backend's leases (whole-second etcd leases; the ZooKeeper session timeout). Every problem is printed on
 its own line with the file, line and field.
 
+When --id, --label or $LEASECRON_LABELS is given, or a job has run_on, it
+then says for each job whether this host (its id and labels, as 'leasecron
+run' with the same flags would have them) may run it.
+
 Flags:
 	-c, --config FILE   config file (default %s)
+	--id NAME           this host's id (default: id: of the file, or the hostname)
+	--label KEY=VALUE   a label of this host (repeatable; added to $LEASECRON_LABELS)
 
 Exit codes: 0 valid (warnings may be printed), 2 invalid or unreadable.
 `, defaultConfig)

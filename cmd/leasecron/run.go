@@ -41,17 +41,34 @@ type RunCommand struct {
 
 // runFlags are the flags of `leasecron run`.
 type runFlags struct {
-	config, id, metrics string
+	config, metrics     string
+	host                hostFlags
+	labels              map[string]string // resolved --label and LEASECRON_LABELS
+	maxParallel         int               // override of max_parallel when maxParallelSet
+	maxParallelSet      bool
+	dryRun              bool
 	logFormat, logLevel string
 	clockOffset         time.Duration
 	noRestartDetection  bool
+}
+
+// apply sets what the command line overrides on a loaded config: the
+// host's id and labels and max_parallel (at start and on every reload).
+func (f *runFlags) apply(cfg *scheduler.Config) {
+	f.host.apply(cfg, f.labels)
+	if f.maxParallelSet {
+		cfg.MaxParallel = f.maxParallel
+	}
 }
 
 func (c *RunCommand) parse(args []string) (runFlags, error) {
 	var f runFlags
 	fs := newFlagSet("run")
 	config := configFlag(fs)
-	fs.StringVar(&f.id, "id", "", "")
+	f.host.register(fs)
+	var mp intFlag
+	fs.Var(&mp, "max-parallel", "")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "")
 	fs.StringVar(&f.metrics, "metrics", "", "")
 	fs.StringVar(&f.logFormat, "log-format", "text", "")
 	fs.StringVar(&f.logLevel, "log-level", "info", "")
@@ -64,7 +81,10 @@ func (c *RunCommand) parse(args []string) (runFlags, error) {
 	if len(pos) > 0 {
 		return f, usageErrorf("unexpected arguments %q (the config file goes after -c)", pos)
 	}
-	if err := checkIDFlag(f.id); err != nil {
+	if f.labels, err = f.host.resolve(); err != nil {
+		return f, err
+	}
+	if f.maxParallel, f.maxParallelSet, err = maxParallel(&mp); err != nil {
 		return f, err
 	}
 	f.config = *config
@@ -94,11 +114,12 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if f.id != "" {
-		cfg.ID = f.id
-	}
+	f.apply(cfg)
 	for _, w := range cfg.Warnings {
 		log.Warn("config: " + w)
+	}
+	if f.dryRun {
+		log.Warn("dry run: won ticks are recorded and completed without starting their jobs")
 	}
 	if f.clockOffset != 0 {
 		log.Warn("TEST ONLY: this daemon's clock is skewed", "offset", f.clockOffset)
@@ -138,6 +159,8 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		ClockOffset: f.clockOffset,
 		Notify:      func(state string) { notify(state) },
 		Backend:     be,
+		DryRun:      f.dryRun,
+		Version:     Version(),
 	})
 	if err != nil {
 		_ = be.Close()
@@ -153,7 +176,8 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		metricsAddr = ln.Addr().String()
 	}
 	log.Info("leasecron starting", "version", Version(), "id", cfg.ID, "config", cfg.File,
-		"jobs", len(cfg.Jobs), "backend", cfg.Backend, "servers", len(be.Servers()), "metrics", metricsAddr)
+		"jobs", len(cfg.Jobs), "backend", cfg.Backend, "servers", len(be.Servers()), "metrics", metricsAddr,
+		"labels", formatLabels(cfg.Labels), "max_parallel", cfg.MaxParallel)
 
 	// schedDone is closed when the scheduler's Run has returned: the
 	// watchdog keeps pinging until then, also through the shutdown grace.
@@ -256,9 +280,7 @@ func (c *RunCommand) reload(sched *scheduler.Scheduler, f runFlags, log *slog.Lo
 		notify("STATUS=reload failed, kept the running config: " + firstLine(err))
 		return
 	}
-	if f.id != "" {
-		cfg.ID = f.id
-	}
+	f.apply(cfg)
 	for _, w := range cfg.Warnings {
 		log.Warn("config: " + w)
 	}
@@ -409,6 +431,13 @@ STOPPING=1, STATUS= lines and, with WatchdogSec=, watchdog pings.
 Flags:
 	-c, --config FILE       config file (default %s)
 	--id NAME               this host's name in leases, logs and status (overrides id:)
+	--label KEY=VALUE       a label of this host, for jobs' run_on (repeatable; added
+	                        to $LEASECRON_LABELS "k=v,k2=v2", a flag winning per key)
+	--max-parallel N        run at most N jobs at once on this host, 0: no bound
+	                        (overrides max_parallel: and $LEASECRON_MAX_PARALLEL,
+	                        also after a reload)
+	--dry-run               start no job: a won tick is recorded (result dry_run)
+	                        and completed, so the fleet's choices can be watched
 	--metrics ADDR          serve Prometheus metrics on http://ADDR/metrics and
 	                        health on /healthz (200 "ok", or 503 and the reason)
 	--log-format FORMAT     text (default) or json; logs go to stderr

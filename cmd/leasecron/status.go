@@ -10,12 +10,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/leasecron/leasecron/backend"
 	"github.com/leasecron/leasecron/scheduler"
 )
 
 // StatusCommand shows, from any host, every job's next tick, the current
 // lease holder and its time left, the newest completed tick and the last run,
-// and the health of every Redis node.
+// its pause flag and the hosts that may run it, the live hosts (from their
+// heartbeats), and the health of every server of the backend.
 type StatusCommand struct {
 	stdout, stderr io.Writer
 }
@@ -28,12 +30,16 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	config := configFlag(fs)
 	asJSON := fs.Bool("json", false, "")
 	timeout := fs.Duration("timeout", 10*time.Second, "")
+	runs := fs.Int("runs", 0, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return usageErrorf("unexpected arguments %q", pos)
+	}
+	if *runs < 0 || *runs > backend.MaxLogLimit {
+		return usageErrorf("--runs %d: want 0 to %d", *runs, backend.MaxLogLimit)
 	}
 	if *timeout <= 0 {
 		return usageErrorf("--timeout must be positive")
@@ -50,9 +56,12 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer be.Close()
-	st, err := scheduler.ReadStatus(ctx, cfg, be, now, 0)
+	st, err := scheduler.ReadStatus(ctx, cfg, be, now, *runs)
 	if err != nil {
 		return err
+	}
+	if st.Hosts == nil {
+		st.Hosts = []scheduler.HostBeat{}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
@@ -110,6 +119,8 @@ func writeStatus(w io.Writer, st *scheduler.Status, now time.Time) {
 		fmt.Fprintf(w, "error: %s\n", e)
 	}
 
+	fmt.Fprintln(w)
+	writeFleet(w, st, now)
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tREACHABLE\tLATENCY\tVOTING\tERROR")
@@ -188,20 +199,27 @@ func formatLatency(d time.Duration) string {
 
 // Usage prints the command's help.
 func (c *StatusCommand) Usage() {
-	fmt.Fprintf(c.stdout, `Usage: leasecron status [-c FILE] [--json] [--timeout DUR]
+	fmt.Fprintf(c.stdout, `Usage: leasecron status [-c FILE] [--json] [--runs N] [--timeout DUR]
 
-Shows, as seen from the Redis nodes of the config (it works on any host, with
-or without a running daemon):
+Shows, as seen from the servers of the config's backend (it works on any
+host, with or without a running daemon):
 
   jobs:  next tick (by this host's clock), current lease holder (host and
          tick) and its time left, last run (host, tick, result and exit
-         code, duration)
+         code, duration); whether it is paused (by whom, when, why: see
+         'leasecron pause'), which hosts may run it (run_on) and which of
+         the live hosts that is
+  hosts: the live hosts from their heartbeats: id, labels, version, load
+         average, jobs running / max_parallel, last heartbeat
+  runs:  with --runs N, the last N runs of each job (as 'leasecron history')
   nodes: URL (password redacted), reachable, latency, voting (a node that
          restarted recently does not vote until one lease TTL has passed)
 
 Flags:
 	-c, --config FILE   config file (default %s)
-	--json              print the status as JSON (durations in nanoseconds)
+	--json              print the status as JSON (snake_case keys, durations
+	                    in nanoseconds)
+	--runs N            also show the last N runs of each job (default 0)
 	--timeout DUR       give up after DUR (default 10s)
 
 Exit codes: 0 a quorum of nodes is reachable and votes, 1 it is not (the
