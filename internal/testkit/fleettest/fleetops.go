@@ -136,7 +136,7 @@ func (f *Fleet) WriteCLIConfig(c Config) {
 	for i, s := range f.Store.Servers {
 		addrs[i] = s.Addr()
 	}
-	if err := os.WriteFile(f.CLIConfigPath, f.render("cli", addrs, 0, c), 0o644); err != nil {
+	if err := os.WriteFile(f.CLIConfigPath, f.render("cli", addrs, c), 0o644); err != nil {
 		f.t.Fatalf("write the CLI's config: %v", err)
 	}
 }

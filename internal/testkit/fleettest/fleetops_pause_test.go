@@ -2,6 +2,7 @@ package fleettest
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +30,11 @@ func fleetStatus(t *testing.T, f *Fleet) map[string]scheduler.JobStatus {
 func wantPaused(t *testing.T, f *Fleet, paused map[string]string, running ...string) {
 	t.Helper()
 	st := fleetStatus(t, f)
+	text := f.MustCLI("status")
 	for job, reason := range paused {
+		if !strings.Contains(text.Stdout, reason) {
+			t.Errorf("status does not show the reason %q of %s's pause:\n%s", reason, job, text.Stdout)
+		}
 		p := st[job].Paused
 		switch {
 		case p == nil:

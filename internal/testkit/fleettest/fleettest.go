@@ -105,8 +105,9 @@ type Config struct {
 	// Labels returns daemon i's labels (passed as LEASECRON_LABELS); nil
 	// for none.
 	Labels func(i int) map[string]string
-	// MaxParallel returns daemon i's max_parallel (written in its config
-	// file; 0: not written); nil for none.
+	// MaxParallel returns daemon i's max_parallel (passed as
+	// LEASECRON_MAX_PARALLEL, which overrides the file's; 0: not passed);
+	// nil for none.
 	MaxParallel func(i int) int
 	// Orphans allows recorder jobs that outlive their daemons (negative
 	// controls that switch the supervisor's kill off); the cleanup kills
@@ -334,12 +335,12 @@ func (f *Fleet) yaml(d *Daemon, c Config) []byte {
 	for i, p := range f.proxies[d.Index] {
 		addrs[i] = p.Addr()
 	}
-	return f.render(d.Name, addrs, d.MaxParallel, c)
+	return f.render(d.Name, addrs, c)
 }
 
 // render renders a config file for name whose links to the servers
 // listen on addrs.
-func (f *Fleet) render(name string, addrs []string, maxParallel int, c Config) []byte {
+func (f *Fleet) render(name string, addrs []string, c Config) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# fleet test config for %s\n", name)
 	b.WriteString(f.Store.Section(addrs, c.Timeout))
@@ -349,9 +350,6 @@ func (f *Fleet) render(name string, addrs []string, maxParallel int, c Config) [
 	}
 	if c.Heartbeat > 0 {
 		fmt.Fprintf(&b, "heartbeat: %s\n", c.Heartbeat)
-	}
-	if maxParallel > 0 {
-		fmt.Fprintf(&b, "max_parallel: %d\n", maxParallel)
 	}
 	fmt.Fprintf(&b, "defaults:\n  timezone: UTC\n  kill_grace: %s\n", c.KillGrace)
 	b.WriteString("jobs:\n")
@@ -493,7 +491,7 @@ type Daemon struct {
 	Env        []string // extra environment
 	// Labels are the host's labels, passed as LEASECRON_LABELS.
 	Labels map[string]string
-	// MaxParallel is written as max_parallel in its config (0: not).
+	// MaxParallel is passed as LEASECRON_MAX_PARALLEL (0: not).
 	MaxParallel int
 
 	mu     sync.Mutex
@@ -541,6 +539,9 @@ func (d *Daemon) Start() {
 	cmd.Env = append(append(append(os.Environ(), "GORACE=atexit_sleep_ms=0"), d.f.cfg.Env...), d.Env...)
 	if len(d.Labels) > 0 {
 		cmd.Env = append(cmd.Env, "LEASECRON_LABELS="+formatLabels(d.Labels))
+	}
+	if d.MaxParallel > 0 {
+		cmd.Env = append(cmd.Env, "LEASECRON_MAX_PARALLEL="+strconv.Itoa(d.MaxParallel))
 	}
 	cmd.Dir = d.f.Dir
 	cmd.Stdout, cmd.Stderr = out, out
