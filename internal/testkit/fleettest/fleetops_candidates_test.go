@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/leasecron/leasecron/scheduler"
 )
 
 // TestCandidatesHostKilledMidTick: 5 daemons; job c has candidates 2. The
@@ -11,7 +13,8 @@ import (
 // once to its end, taken over by another host after the killed run is
 // dead, without overlap. Ten short jobs (candidates 2) run every tick
 // exactly once, and their runs spread over the hosts: at least 3 of the 5
-// ran some, none more than half.
+// ran some, none more than half. A job with a 1.5s jitter starts each
+// tick no sooner than its jitter.
 func TestCandidatesHostKilledMidTick(t *testing.T) {
 	t.Parallel()
 	cfg := opsConfig("redis")
@@ -24,6 +27,8 @@ func TestCandidatesHostKilledMidTick(t *testing.T) {
 		spread = append(spread, name)
 		cfg.Jobs = append(cfg.Jobs, Job{Name: name, Every: 2 * time.Second, Sleep: 100 * time.Millisecond, FleetKeys: FleetKeys{Candidates: 2}})
 	}
+	jit := scheduler.Job{Name: "jittery", Jitter: 1500 * time.Millisecond}
+	cfg.Jobs = append(cfg.Jobs, Job{Name: jit.Name, Every: 2 * time.Second, Sleep: 100 * time.Millisecond, FleetKeys: FleetKeys{Candidates: 2, Jitter: jit.Jitter}})
 	f := startVoting(t, cfg)
 
 	// Spread: three ticks of the ten jobs before any fault.
@@ -52,6 +57,18 @@ func TestCandidatesHostKilledMidTick(t *testing.T) {
 		}
 	}
 	t.Logf("spread of %d runs: %v", total, byHost)
+	// Jitter: each tick starts no sooner than its jitter (a hash of job
+	// and tick that every host computes alike), and still runs once.
+	h = f.AwaitTicks(jit.Name, 2*time.Second, from, to, true, 5*time.Second)
+	for _, tk := range Ticks(2*time.Second, from, to) {
+		for _, r := range h.Tick(jit.Name, tk.Unix()) {
+			if d := jit.JitterFor(tk); r.Start.Before(tk.Add(d)) {
+				t.Errorf("tick %s of %s started %s after its tick, before its jitter %s: %s", fmtT(tk), jit.Name, r.Start.Sub(tk), d, r)
+			} else {
+				t.Logf("jitter %s, started %s after the tick", d.Round(time.Millisecond), r.Start.Sub(tk).Round(time.Millisecond))
+			}
+		}
+	}
 
 	// Kill the host of a tick of c mid-run.
 	r1 := freshRunInto(f, "c", 300*time.Millisecond)

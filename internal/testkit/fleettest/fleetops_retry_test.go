@@ -79,6 +79,8 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 		{Name: "flaky", Every: 6 * time.Second, Sleep: 300 * time.Millisecond, FleetKeys: retry, Fail: Fail{Attempts: []int{1}}},
 		{Name: "doomed", Every: 12 * time.Second, Sleep: 200 * time.Millisecond, FleetKeys: retry, Fail: Fail{Always: true}},
 		{Name: "once", Every: 6 * time.Second, Sleep: 300 * time.Millisecond, Fail: Fail{Attempts: []int{1}}},
+		{Name: "slowpoke", Every: 12 * time.Second, Sleep: 3 * time.Second, Timeout: 400 * time.Millisecond,
+			FleetKeys: FleetKeys{Retries: 1, RetryBackoff: 200 * time.Millisecond, RetryOnTimeout: true}},
 	}
 	f := startVoting(t, cfg)
 
@@ -131,6 +133,32 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 			}
 		}
 		t.Logf("doomed %s: attempts on %s, %s, %s", fmtT(tk), rs[0].Host, rs[1].Host, rs[2].Host)
+	}
+	// retry_on_timeout: both attempts time out (SIGTERM), on two hosts.
+	for _, tk := range doomedTicks {
+		rs := h.Tick("slowpoke", tk.Unix())
+		if len(rs) != 2 || rs[0].Attempt != 1 || rs[1].Attempt != 2 || rs[0].Host == rs[1].Host {
+			t.Errorf("tick %s of slowpoke (timeout, retries 1, retry_on_timeout): want attempts 1 and 2 on two hosts; got:\n%s",
+				fmtT(tk), (&History{Runs: rs}).String())
+			continue
+		}
+		for _, r := range rs {
+			if r.Ended() || !r.Term {
+				t.Errorf("tick %s of slowpoke: a run did not time out (SIGTERM before its end): %s", fmtT(tk), r)
+			}
+		}
+	}
+
+	// Control: the oracle finds the retries when told a job has fewer.
+	fewer := map[string]int{"flaky": 0, "doomed": 1, "slowpoke": 0}
+	found := map[string]bool{}
+	for _, v := range h.SafetyRetries(func(job string) int { return fewer[job] }) {
+		if v.Rule == "rerun" || v.Rule == "attempt" {
+			found[v.Runs[0].Job] = true
+		}
+	}
+	if !found["flaky"] || !found["doomed"] {
+		t.Errorf("control: with retries 0 for flaky and 1 for doomed the oracle found extra attempts only in %v", found)
 	}
 
 	// The history has every attempt, with its attempt number and result.
