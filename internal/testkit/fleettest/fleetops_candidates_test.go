@@ -36,7 +36,7 @@ func TestCandidatesHostKilledMidTick(t *testing.T) {
 	to := from.Add(4 * time.Second)
 	var h *History
 	for _, j := range spread {
-		h = f.AwaitTicks(j, 2*time.Second, from, to, true, 5*time.Second)
+		h = f.AwaitTicks(j, 2*time.Second, from, to, true, 10*time.Second)
 	}
 	byHost := map[string]int{}
 	total := 0
@@ -59,7 +59,7 @@ func TestCandidatesHostKilledMidTick(t *testing.T) {
 	t.Logf("spread of %d runs: %v", total, byHost)
 	// Jitter: each tick starts no sooner than its jitter (a hash of job
 	// and tick that every host computes alike), and still runs once.
-	h = f.AwaitTicks(jit.Name, 2*time.Second, from, to, true, 5*time.Second)
+	h = f.AwaitTicks(jit.Name, 2*time.Second, from, to, true, 10*time.Second)
 	for _, tk := range Ticks(2*time.Second, from, to) {
 		for _, r := range h.Tick(jit.Name, tk.Unix()) {
 			if d := jit.JitterFor(tk); r.Start.Before(tk.Add(d)) {

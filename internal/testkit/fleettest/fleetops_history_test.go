@@ -1,7 +1,10 @@
 package fleettest
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -17,6 +20,30 @@ func recordOf(recs []scheduler.RunRecord, r Run) *scheduler.RunRecord {
 		}
 	}
 	return nil
+}
+
+// historyGaveUp reports whether daemon d logged that it could not record
+// its run of job under fence in the job's history: the daemon retries
+// the write for half a TTL, then gives up, says so (and counts it in
+// leasecron_history_lost_total) and completes the tick all the same.
+func historyGaveUp(d *Daemon, job string, fence int64) bool {
+	b, err := os.ReadFile(d.LogPath)
+	if err != nil {
+		return false
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if !bytes.Contains(line, []byte("could not record the run in the job's history")) {
+			continue
+		}
+		var e struct {
+			Job   string `json:"job"`
+			Fence int64  `json:"fence"`
+		}
+		if json.Unmarshal(line, &e) == nil && e.Job == job && e.Fence == fence {
+			return true
+		}
+	}
+	return false
 }
 
 // durableServer returns the index of a server that keeps its data across
@@ -42,8 +69,9 @@ func durableServer(t *testing.T, f *Fleet) int {
 // ok), newest first, and trim's history only its 4 newest runs. Runs cut
 // short by the SIGKILL (their daemon could not write) and, on PostgreSQL
 // whose one server is the whole store, runs that ended while it was down
-// (the record's write gives up after half a TTL) are the only ones
-// excused.
+// (the record's write gives up after half a TTL) are excused, and so is
+// a run whose daemon logged that it gave up the record's write (a store
+// that stayed too slow for half a TTL): no record is lost silently.
 func TestHistoryAfterFaults(t *testing.T) {
 	t.Parallel()
 	for _, b := range Backends {
@@ -153,6 +181,11 @@ func historyAfterFaults(t *testing.T, backend string) {
 			case cutByKill(r) || outage(r):
 				excused++
 				t.Logf("history of %s: no record of %s (its daemon was killed, or the one server was down)", job, r)
+			case historyGaveUp(f.Daemon(r.Host), job, r.Token):
+				// Not silent: the daemon said it gave up (a store too
+				// slow for half a TTL; seen on a heavily loaded machine).
+				excused++
+				t.Logf("history of %s: no record of %s; its daemon logged that the write gave up", job, r)
 			default:
 				t.Errorf("history of %s: no record of the completed run %s", job, r)
 			}

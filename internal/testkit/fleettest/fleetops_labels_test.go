@@ -46,7 +46,7 @@ func labelsTargeting(t *testing.T, backend string) {
 	from := f.VotingAt.Add(time.Second)
 	to := from.Add(5 * time.Second)
 	for _, j := range []string{"db", "web-b", "hosts", "mixed"} {
-		f.AwaitTicks(j, time.Second, from, to, true, 5*time.Second)
+		f.AwaitTicks(j, time.Second, from, to, true, 10*time.Second)
 	}
 	st := fleetStatus(t, f)
 	h := f.CheckSafety()

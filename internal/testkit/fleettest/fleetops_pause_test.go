@@ -86,7 +86,7 @@ func pauseResumeFleet(t *testing.T, backend string) {
 	cfg.Jobs = []Job{
 		{Name: "a", Every: time.Second, Sleep: 200 * time.Millisecond},
 		{Name: "b", Every: time.Second, Sleep: 200 * time.Millisecond},
-		{Name: "long", Every: 6 * time.Second, Sleep: 5 * time.Second, Deadline: 5500 * time.Millisecond},
+		{Name: "long", Every: 4 * time.Second, Sleep: 3 * time.Second, Deadline: 3500 * time.Millisecond},
 	}
 	f := startVoting(t, cfg)
 
@@ -98,7 +98,7 @@ func pauseResumeFleet(t *testing.T, backend string) {
 	f.MustCLI("pause", "a", "--reason", "maint window")
 	pausedAt := time.Now()
 	wantPaused(t, f, map[string]string{"a": "maint window", "long": "drain"}, "b")
-	time.Sleep(time.Until(pausedAt.Add(3 * time.Second)))
+	time.Sleep(time.Until(pausedAt.Add(2500 * time.Millisecond)))
 	resumeAt := time.Now()
 	f.MustCLI("resume", "a")
 	wantPaused(t, f, map[string]string{"long": "drain"}, "a", "b")
@@ -111,12 +111,12 @@ func pauseResumeFleet(t *testing.T, backend string) {
 	f.MustCLI("pause", "--all", "--reason", "freeze")
 	allAt := time.Now()
 	wantPaused(t, f, map[string]string{"a": "freeze", "b": "freeze", "long": "freeze"})
-	time.Sleep(time.Until(allAt.Add(3 * time.Second)))
+	time.Sleep(time.Until(allAt.Add(2500 * time.Millisecond)))
 	resumeAllAt := time.Now()
 	f.MustCLI("resume", "--all")
 	wantPaused(t, f, nil, "a", "b", "long")
 	for _, job := range []string{"a", "b", "long"} {
-		f.WaitRun("a run of "+job+" after resume --all", 10*time.Second, func(r Run) bool {
+		f.WaitRun("a run of "+job+" after resume --all", 20*time.Second, func(r Run) bool {
 			return r.Job == job && time.Unix(r.Tick, 0).After(resumeAllAt) && r.Ended()
 		})
 	}
@@ -159,9 +159,9 @@ func youngRunInto(f *Fleet, job string, into time.Duration) Run {
 
 // stopLong pauses job long with --stop while it runs, and checks that the
 // run got SIGTERM, died, and is recorded in the history as "stopped". On
-// a loaded machine the run may lose its lease (and be aborted) before
-// the stop reaches it; then long is resumed and the stop tried on a later
-// run, 3 times at most. It returns the stopped run and when the pause
+// a loaded machine the run may lose its lease (and be aborted), or end,
+// before the stop reaches it; then long is resumed and the stop tried on
+// a later run, 3 times at most. It returns the stopped run and when the pause
 // command started.
 func stopLong(t *testing.T, f *Fleet) (Run, time.Time) {
 	t.Helper()
@@ -193,8 +193,8 @@ func stopLong(t *testing.T, f *Fleet) (Run, time.Time) {
 			return r1, stopAt
 		case rec.Result == "stopped":
 			t.Fatalf("run recorded as stopped, but the job did not get SIGTERM or ran to its end: %s", r1)
-		case try < 3 && rec.Result == "aborted":
-			t.Logf("the run of long was aborted (lease lost) before pause --stop reached it; trying again on a later run: %s", r1)
+		case try < 3 && (rec.Result == "aborted" || rec.Result == "ok"):
+			t.Logf("the run of long was %s before pause --stop reached it (lease lost, or ended: a loaded machine); trying again on a later run: %s", rec.Result, r1)
 			f.MustCLI("resume", "long")
 		default:
 			t.Fatalf("history records the run stopped by pause --stop as %q, want stopped: %+v\nrun: %s", rec.Result, *rec, r1)

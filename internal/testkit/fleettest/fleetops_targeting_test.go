@@ -68,7 +68,7 @@ func TestMaxParallel(t *testing.T) {
 	from := f.VotingAt.Add(time.Second)
 	to := from.Add(6 * time.Second)
 	for _, j := range jobs {
-		f.AwaitTicks(j, 2*time.Second, from, to, true, 5*time.Second)
+		f.AwaitTicks(j, 2*time.Second, from, to, true, 10*time.Second)
 	}
 	h := f.CheckSafety()
 	byHost := map[string][]Run{}
