@@ -13,15 +13,15 @@ import (
 // labels (db: h0; web-b: h2), host patterns (hosts: h[01]), both
 // (mixed: zone=a and h1); status lists those hosts as eligible. Jobs no
 // host matches (labels role=cache; hosts web-*) never run. Once h0, the
-// only db host, is stopped, db runs nowhere while the others go on. On
-// every backend.
+// only db host, is stopped, db runs nowhere while the others go on.
 func TestLabelsTargeting(t *testing.T) {
 	t.Parallel()
-	for _, b := range Backends {
-		t.Run(b, func(t *testing.T) {
-			t.Parallel()
-			labelsTargeting(t, b)
-		})
+	// Redis only: the pause flags and heartbeats are backend entries
+	// that the store's conformance tests and cmd/leasecron's tests cover
+	// on every backend; a fleet per backend would add ~25 s of 3 daemons
+	// each to make test. Add backends here to run them.
+	for _, b := range []string{"redis"} {
+		t.Run(b, func(t *testing.T) { labelsTargeting(t, b) })
 	}
 }
 
