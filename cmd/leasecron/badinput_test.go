@@ -380,3 +380,60 @@ func TestCheckBackends(t *testing.T) {
 		})
 	}
 }
+
+// TestFleetBadInput: bad host labels, max_parallel overrides, pause,
+// resume, history and status --runs arguments are refused with exit code 2
+// before any server is contacted (the config's nodes are unreachable), and
+// each message names the culprit.
+func TestFleetBadInput(t *testing.T) {
+	good := writeConfig(t, goodConfig)
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string // each in stderr
+	}{
+		{"label key with a space", nil, []string{"run", "-c", good, "--label", "bad key=1"}, []string{`"bad key"`}},
+		{"label without value", nil, []string{"run", "-c", good, "--label", "novalue"}, []string{`"novalue"`, "key=value"}},
+		{"label with a comma", nil, []string{"check", "-c", good, "--label", "a=b,c=d"}, []string{`"a=b,c=d"`}},
+		{"label value with =", nil, []string{"check", "-c", good, "--label", "a=b=c"}, []string{`"b=c"`}},
+		{"bad LEASECRON_LABELS", map[string]string{envLabels: "zone=eu,role"}, []string{"run", "-c", good}, []string{envLabels, `"role"`}},
+		{"negative --max-parallel", nil, []string{"run", "-c", good, "--max-parallel", "-1"}, []string{"--max-parallel -1"}},
+		{"--max-parallel not a number", nil, []string{"run", "-c", good, "--max-parallel", "lots"}, []string{"max-parallel", `"lots"`}},
+		{"bad LEASECRON_MAX_PARALLEL", map[string]string{envMaxParallel: "-3"}, []string{"run", "-c", good}, []string{envMaxParallel, `"-3"`}},
+		{"pause of an unknown job", nil, []string{"pause", "-c", good, "a", "nope"}, []string{`"nope"`, good, "nothing paused"}},
+		{"resume of an unknown job", nil, []string{"resume", "-c", good, "nope"}, []string{`"nope"`, good}},
+		{"pause without a job", nil, []string{"pause", "-c", good, "--reason", "x"}, []string{"--all"}},
+		{"pause of jobs and --all", nil, []string{"pause", "-c", good, "a", "--all"}, []string{"--all", `"a"`}},
+		{"resume without a job", nil, []string{"resume", "-c", good}, []string{"--all"}},
+		{"resume --stop", nil, []string{"resume", "-c", good, "--all", "--stop"}, []string{"-stop"}},
+		{"history -n 0", nil, []string{"history", "-c", good, "a", "-n", "0"}, []string{"-n 0"}},
+		{"history -n 100000", nil, []string{"history", "-c", good, "a", "-n", "100000"}, []string{"-n 100000", "10000"}},
+		{"history of an unknown job", nil, []string{"history", "-c", good, "nope"}, []string{`"nope"`, good}},
+		{"history without a job", nil, []string{"history", "-c", good}, []string{"missing the job"}},
+		{"history of two jobs", nil, []string{"history", "-c", good, "a", "b"}, []string{"one job at a time"}},
+		{"status --runs -1", nil, []string{"status", "-c", good, "--runs", "-1"}, []string{"--runs -1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			start := time.Now()
+			code, out, errOut := cli(t, tc.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, errOut)
+			}
+			if out != "" {
+				t.Errorf("stdout %q, want nothing", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr does not name %q:\n%s", w, errOut)
+				}
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("took %s: it did more than check its arguments", took)
+			}
+		})
+	}
+}

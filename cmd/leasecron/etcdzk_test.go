@@ -36,7 +36,8 @@ jobs:
 // triggerAndStatus runs check, trigger and status on the config at path:
 // check names the servers and says how lease.ttl maps (wantCheck), the job
 // runs under a lease (a fencing token > 0), and status shows the job's
-// last run and every server, reachable.
+// last run and every server, reachable; then pause, resume and history
+// work on the backend (fleetCommands).
 func triggerAndStatus(t *testing.T, path, tokenFile string, servers []string, wantCheck string) {
 	t.Helper()
 	code, out, errOut := cli(t, "check", "-c", path)
@@ -64,6 +65,7 @@ func triggerAndStatus(t *testing.T, path, tokenFile string, servers []string, wa
 		}
 	}
 	t.Logf("status:\n%s", out)
+	fleetCommands(t, path, "fenced")
 }
 
 // TestEtcdTriggerAndStatus: a config with an etcd section, against a real

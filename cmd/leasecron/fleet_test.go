@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -268,106 +265,5 @@ func TestHistoryOfDaemonRuns(t *testing.T) {
 		if j.Name == "flaky" && (len(j.Runs) != 3 || j.Runs[0].Fence != flaky[0].Fence) {
 			t.Errorf("status --runs 3: flaky runs %+v; want the 3 newest", j.Runs)
 		}
-	}
-}
-
-// TestRunHostFlags: --label and LEASECRON_LABELS (the flag winning per
-// key) and --max-parallel over LEASECRON_MAX_PARALLEL reach the host's
-// heartbeat as status shows it, with the version; a job whose run_on the
-// labels match lists the host as eligible, one whose run_on they do not
-// match does not; after a SIGHUP reload of a file with another
-// max_parallel, the override still holds.
-func TestRunHostFlags(t *testing.T) {
-	cl := redistest.Start(t, 3)
-	config := fleetConfig(cl.URLs(), `  - name: db-backup
-    schedule: "@hourly"
-    shell: "true"
-    run_on: {labels: {role: db}}
-  - name: web-logs
-    schedule: "@hourly"
-    shell: "true"
-    run_on: {labels: {role: web}}
-  - name: anywhere
-    schedule: "@hourly"
-    shell: "true"
-    run_on: {hosts: ["host-*"]}
-`)
-	path := writeConfig(t, "max_parallel: 7\n"+config)
-	t.Setenv(envLabels, "role=web,zone=eu-1")
-	t.Setenv(envMaxParallel, "2")
-	d := startDaemon(t, "-c", path, "--id", "host-a", "--label", "role=db", "--max-parallel", "3")
-	d.notes.await(t, "READY=1")
-
-	host := func() scheduler.HostBeat {
-		t.Helper()
-		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-			if st := readStatus(t, path); len(st.Hosts) > 0 {
-				return st.Hosts[0]
-			}
-		}
-		t.Fatalf("no heartbeat within 30s; log:\n%s", d.stderr)
-		return scheduler.HostBeat{}
-	}
-	h := host()
-	if h.Host != "host-a" || h.Labels["role"] != "db" || h.Labels["zone"] != "eu-1" || len(h.Labels) != 2 ||
-		h.MaxParallel != 3 || h.Version != Version() {
-		t.Errorf("heartbeat %+v: want host-a, labels role=db (flag over env), zone=eu-1 (env), max_parallel 3 (flag over env and file), version %s", h, Version())
-	}
-	want := map[string]string{"db-backup": "host-a", "web-logs": "", "anywhere": "host-a"}
-	for _, j := range readStatus(t, path).Jobs {
-		if got := strings.Join(j.Eligible, ","); got != want[j.Name] {
-			t.Errorf("%s (run_on %s): eligible %q, want %q", j.Name, j.RunOn, got, want[j.Name])
-		}
-	}
-
-	// Reload a file with another max_parallel: the flag still wins.
-	if err := os.WriteFile(path, []byte("max_parallel: 9\n"+config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	d.notes.await(t, "RELOADING=1")
-	d.notes.await(t, "READY=1")
-	reloaded := time.Now().UTC()
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		h = host()
-		if h.Seen.After(reloaded.Add(100 * time.Millisecond)) {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("no heartbeat after the reload within 30s; log:\n%s", d.stderr)
-		}
-	}
-	if h.MaxParallel != 3 || h.Labels["role"] != "db" {
-		t.Errorf("after a reload the heartbeat says max_parallel %d, labels %v; want the command line's 3 and role=db", h.MaxParallel, h.Labels)
-	}
-	if code := d.stop(t); code != 0 {
-		t.Errorf("daemon: exit %d", code)
-	}
-}
-
-// TestRunDryRun: with --dry-run a won tick is recorded as dry_run and the
-// job does not start.
-func TestRunDryRun(t *testing.T) {
-	cl := redistest.Start(t, 3)
-	marker := filepath.Join(t.TempDir(), "ran")
-	path := writeConfig(t, fleetConfig(cl.URLs(), fmt.Sprintf(`  - name: marker
-    schedule: "@every 1s"
-    command: ["/bin/touch", %q]
-`, marker)))
-	d := startDaemon(t, "-c", path, "--id", "host-a", "--dry-run")
-	d.notes.await(t, "READY=1")
-	recs, _ := waitHistory(t, path, "marker", 2, d)
-	if code := d.stop(t); code != 0 {
-		t.Errorf("daemon: exit %d", code)
-	}
-	for _, r := range recs {
-		if r.Result != "dry_run" || r.Host != "host-a" {
-			t.Errorf("run %+v: want result dry_run on host-a", r)
-		}
-	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Errorf("the job ran under --dry-run")
 	}
 }

@@ -170,7 +170,7 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"help"}, {"-h"}, {"--help"},
 		{"help", "run"}, {"run", "-h"}, {"check", "--help"}, {"status", "-h"},
-		{"trigger", "-h"}, {"version", "-h"},
+		{"trigger", "-h"}, {"version", "-h"}, {"pause", "-h"}, {"resume", "-h"}, {"history", "-h"},
 	} {
 		code, out, errOut := cli(t, args...)
 		if code != 0 || errOut != "" {

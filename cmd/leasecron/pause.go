@@ -70,7 +70,7 @@ func (c *PauseCommand) Run(ctx context.Context, args []string) error {
 		if len(unknown) > 1 {
 			what = "no jobs named "
 		}
-		return &configError{err: fmt.Errorf("%s%s in %s; nothing %s", what, strings.Join(unknown, ", "), cfg.File, map[bool]string{false: "paused", true: "resumed"}[c.resume])}
+		return &configError{err: fmt.Errorf("%s%s in %s; nothing %sd", what, strings.Join(unknown, ", "), cfg.File, c.name())}
 	}
 	info := scheduler.PauseInfo{Paused: !c.resume, By: whoAmI(), At: time.Now().UTC()}
 	if reason != nil {

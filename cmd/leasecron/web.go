@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -245,11 +246,26 @@ var statusFuncs = template.FuncMap{
 		switch r {
 		case "ok":
 			return "good"
-		case "skipped":
+		case "skipped", "dry_run":
 			return "muted"
+		case "shutdown", "stopped":
+			return "warn"
 		}
 		return "bad"
 	},
+	// oldestFirst reverses runs (newest first) for a left-to-right strip.
+	"oldestFirst": func(runs []scheduler.RunRecord) []scheduler.RunRecord {
+		out := slices.Clone(runs)
+		slices.Reverse(out)
+		return out
+	},
+	"join": func(s []string) string {
+		if len(s) == 0 {
+			return "none"
+		}
+		return strings.Join(s, ", ")
+	},
+	"labels": formatLabels,
 }
 
 // shortTime is t in UTC, without the date when t is on now's UTC day.

@@ -59,13 +59,16 @@ jobs:
 `, strings.Join(q, ", "))
 }
 
+// demoPauseReason is why the demo's nightly job is paused.
+const demoPauseReason = "quarter close"
+
 // slowAgain matches the page's slow-report row while it runs on host-a
 // after an earlier run of it ended ok.
-var slowAgain = regexp.MustCompile(`(?s)<b>slow-report</b> <span class="badge run">running here</span></td>\s*<td>[^\n]*</td>\s*<td>host-a · tick [^\n]*\n[^\n]*\n<td>host-a · tick [^<]*</td>\s*<td><span class="badge good">ok</span>`)
+var slowAgain = regexp.MustCompile(`(?s)<b>slow-report</b> <span class="badge run">running here</span></td>\s*<td>[^\n]*</td>\s*<td>[^\n]*</td>\s*<td>host-a · tick [^\n]*\n[^\n]*\n<td>host-a · tick [^<]*</td>\s*<td><span class="badge good">ok</span>`)
 
 // startDemo starts 3 real redis-server nodes and two daemons (host-a with
-// the metrics listener, host-b without) on demoConfig (host-b without
-// slow-report), and waits until the
+// the metrics listener and label role=db, host-b without either) on
+// demoConfig (host-b without slow-report; nightly paused), and waits until the
 // page shows at least three jobs' last runs and a running job. It returns
 // the page's URL.
 func startDemo(t *testing.T) (url string, nodes []string, page string) {
@@ -77,7 +80,12 @@ func startDemo(t *testing.T) (url string, nodes []string, page string) {
 	if cfgB == cfg {
 		t.Fatal("slow-report not found in the demo config")
 	}
-	a := startDaemon(t, "-c", writeConfig(t, cfg), "--id", "host-a", "--metrics", "127.0.0.1:0")
+	cfgPath := writeConfig(t, cfg)
+	// nightly is paused fleet-wide, so the page has a paused job to show.
+	if code, _, errOut := cli(t, "pause", "-c", cfgPath, "nightly", "--reason", demoPauseReason); code != 0 {
+		t.Fatalf("pause nightly: exit %d: %s", code, errOut)
+	}
+	a := startDaemon(t, "-c", cfgPath, "--id", "host-a", "--metrics", "127.0.0.1:0", "--label", "role=db")
 	b := startDaemon(t, "-c", writeConfig(t, cfgB), "--id", "host-b")
 	a.notes.await(t, "READY=1")
 	b.notes.await(t, "READY=1")
@@ -133,6 +141,17 @@ func TestStatusPage(t *testing.T) {
 		"running here",               // ... shown in the jobs and this host's section
 		"<dt>id</dt><dd>host-a</dd>", // this host
 		"<dt>version</dt><dd>" + Version(),
+		// the fleet: the paused job with who and why, recent runs as
+		// coloured marks with the tick and host on hover, the live hosts
+		"<th>job</th><th>paused</th>", "<th>recent runs</th>",
+		`<span class="badge warn" title="paused by ` + whoAmI() + " at ",
+		": " + demoPauseReason + `">paused</span>`,
+		`<span class="mark bad" title="tick `, // flaky-export's failures
+		`<span class="mark good" title="tick `,
+		" · attempt 1 · failed exit 3 · ",
+		`<td>host-a <span class="badge run">this host</span></td>`, "<td>role=db</td>",
+		"<td>host-b</td>",
+		`<td title="runs on any host; eligible live hosts: host-a, host-b"><b>hello</b>`,
 	}
 	for _, n := range nodes {
 		want = append(want, "<td>"+n+"</td>")
@@ -290,7 +309,7 @@ func screenshot(t *testing.T, url string, w, h int) []byte {
 // blank or error page. LEASECRON_SCREENSHOT=FILE keeps a copy (the README's
 // docs/status-page.png is made that way).
 func TestStatusPageScreenshot(t *testing.T) {
-	const w, h = 1360, 620
+	const w, h = 1480, 620
 	url, _, _ := startDemo(t)
 	b := screenshot(t, url, w, h)
 	img, err := png.Decode(bytes.NewReader(b))
