@@ -88,7 +88,13 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 // refused by the lease, so a standby host only runs a tick nobody took.
 func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick, at time.Time, jobs []*Job) {
 	cfg := s.cfg.Load()
-	p := s.refreshPauses(ctx)
+	p, perr := s.readPauses(ctx)
+	if perr != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("could not read the pause flags; using the last read", "err", perr)
+		}
+		p = s.cachedPauses()
+	}
 	var live []*Job
 	for _, j := range jobs {
 		if pi, ok := p.paused(j.Name); ok {
@@ -106,14 +112,20 @@ func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick,
 	}
 	if len(try) > 0 {
 		s.opts.Metrics.Standby(len(try))
-		s.tryGroup(ctx, hard, wg, cfg, tick, at, try, func() pauses { return p })
+		now := func() (pauses, error) {
+			if perr != nil {
+				return s.readPauses(ctx) // the read above failed: again
+			}
+			return p, nil
+		}
+		s.tryGroup(ctx, hard, wg, cfg, tick, at, try, now)
 	}
 }
 
 // tryGroup reserves run slots (max_parallel) for jobs, makes one batch
 // attempt for those that got one, and follows each up in its own
 // goroutine. Jobs that found the host full are left to other hosts.
-func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg *Config, tick, at time.Time, jobs []*Job, pausesNow func() pauses) {
+func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg *Config, tick, at time.Time, jobs []*Job, pausesNow func() (pauses, error)) {
 	n := s.reserve(cfg, len(jobs))
 	for _, j := range jobs[n:] {
 		s.log.Info("this host runs max_parallel jobs already; leaving the tick to other hosts",
@@ -154,16 +166,22 @@ func (s *Scheduler) skipPaused(j *Job, tick time.Time, pi PauseInfo) {
 }
 
 // pauseReader starts a read of the pause flags and returns a function
-// that waits for it (at most requestWait; then, or on error, the last
-// read is used).
-func (s *Scheduler) pauseReader(ctx context.Context) func() pauses {
-	done := make(chan pauses, 1)
-	go func() { done <- s.refreshPauses(ctx) }()
+// that waits for it (at most requestWait) and returns its result.
+func (s *Scheduler) pauseReader(ctx context.Context) func() (pauses, error) {
+	type read struct {
+		p   pauses
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		p, err := s.readPauses(ctx)
+		done <- read{p, err}
+	}()
 	var once sync.Once
-	var p pauses
-	return func() pauses {
-		once.Do(func() { p = <-done })
-		return p
+	var r read
+	return func() (pauses, error) {
+		once.Do(func() { r = <-done })
+		return r.p, r.err
 	}
 }
 
