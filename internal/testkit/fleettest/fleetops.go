@@ -198,3 +198,32 @@ func (f *Fleet) MustCLI(args ...string) CLIResult {
 	}
 	return r
 }
+
+// CheckAudit fails the test if the history breaks a safety invariant and
+// returns the history. It is CheckSafety with the daemons' logs: the
+// oracle's Audit (overlap, token, validity, and rerun only after a
+// completion the daemon confirmed: a run whose completion failed, the
+// store too slow, is rightly taken over) plus the attempt rules of
+// SafetyRetries for the jobs' retries.
+func (f *Fleet) CheckAudit() *History {
+	f.t.Helper()
+	h := f.History()
+	leases, err := f.Leases()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	vs := h.Audit(leases).Violations
+	seen := map[string]bool{}
+	for _, v := range vs {
+		seen[v.String()] = true
+	}
+	for _, v := range h.SafetyRetries(f.retries) {
+		if v.Rule == "attempt" && !seen[v.String()] {
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) > 0 {
+		f.t.Errorf("safety violated:\n%sall runs:\n%s", FormatViolations(vs), h)
+	}
+	return h
+}

@@ -124,7 +124,7 @@ func historyAfterFaults(t *testing.T, backend string) {
 		return true
 	})
 	f.StopAll()
-	h := f.CheckSafety()
+	h := f.CheckAudit()
 
 	// Runs of the killed daemon that were alive at the kill (or ended
 	// just before it) may have no record: their daemon died first.

@@ -121,7 +121,7 @@ func pauseResumeFleet(t *testing.T, backend string) {
 		})
 	}
 
-	h := f.CheckSafety()
+	h := f.CheckAudit()
 	r1 = runOf(t, h, r1.PID)
 	if r1.Ended() || !r1.Term {
 		t.Errorf("the run stopped by pause --stop: want terminated, not ended: %s", r1)
