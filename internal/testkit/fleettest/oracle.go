@@ -224,8 +224,11 @@ func (h *History) Safety() []Violation { return h.SafetyRetries(nil) }
 //     before its end (a takeover, same attempt) or that failed with
 //     attempts left (a retry, the next attempt); never after a successful
 //     run;
-//   - attempt: a tick's first run is attempt 1, and attempts go up by one
-//     after each failed run, never beyond retries+1;
+//   - attempt: attempts never go down within a tick, go up after each
+//     failed run, and never beyond retries+1. (A tick's first run is
+//     normally attempt 1 and each retry the next attempt, but a run can
+//     die before the recorder logs it, say by a timeout right after its
+//     start: so gaps are allowed.)
 //   - token: fencing tokens strictly increase in start order.
 //
 // A run whose attempt is unknown (0: a daemon that does not set
@@ -274,8 +277,8 @@ func tickAttempts(job string, tick int64, rs []Run, maxAttempt int) []Violation 
 	at := time.Unix(tick, 0).UTC().Format(time.RFC3339)
 	attempt := func(r Run) int { return max(r.Attempt, 1) }
 	var vs []Violation
-	if a := attempt(rs[0]); a != 1 {
-		vs = append(vs, Violation{Rule: "attempt", Msg: fmt.Sprintf("the first run of tick %s of %s is attempt %d, not 1", at, job, a), Runs: rs})
+	if a := attempt(rs[0]); a > maxAttempt {
+		vs = append(vs, Violation{Rule: "attempt", Msg: fmt.Sprintf("tick %s of %s: attempt %d, beyond %d attempts", at, job, a, maxAttempt), Runs: rs})
 	}
 	for i := 1; i < len(rs); i++ {
 		prev, r := rs[i-1], rs[i]
@@ -285,12 +288,12 @@ func tickAttempts(job string, tick int64, rs []Run, maxAttempt int) []Violation 
 		case prev.Failed() && attempt(prev) >= maxAttempt:
 			return append(vs, Violation{Rule: "rerun", Msg: fmt.Sprintf("tick %s of %s ran again after attempt %d failed (at most %d attempts)",
 				at, job, attempt(prev), maxAttempt), Runs: rs})
-		case prev.Failed() && attempt(r) != attempt(prev)+1:
+		case prev.Failed() && attempt(r) <= attempt(prev):
 			return append(vs, Violation{Rule: "attempt", Msg: fmt.Sprintf("tick %s of %s: attempt %d failed, the next run is attempt %d",
 				at, job, attempt(prev), attempt(r)), Runs: rs})
-		case !prev.Ended() && attempt(r) != attempt(prev) && attempt(r) != attempt(prev)+1:
+		case attempt(r) < attempt(prev):
 			// A takeover repeats the attempt; a retry after a timeout
-			// (retry_on_timeout) is the next one.
+			// (retry_on_timeout) is a later one.
 			return append(vs, Violation{Rule: "attempt", Msg: fmt.Sprintf("tick %s of %s: attempt %d was stopped, the next run is attempt %d",
 				at, job, attempt(prev), attempt(r)), Runs: rs})
 		case attempt(r) > maxAttempt:

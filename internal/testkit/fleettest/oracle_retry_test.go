@@ -75,14 +75,17 @@ func TestOracleAttempts(t *testing.T) {
 		{"run after success", 2, []attemptRun{
 			{"a", 1, 0, 0, false}, {"b", 2, 1000, 0, false},
 		}, "rerun"},
-		{"attempt skipped", 2, []attemptRun{
+		{"attempt not logged (killed at its start)", 2, []attemptRun{
 			{"a", 1, 0, 3, false}, {"b", 3, 1000, 0, false},
+		}, ""},
+		{"attempt went back", 2, []attemptRun{
+			{"a", 2, 0, 0, true}, {"b", 1, 1000, 0, false},
 		}, "attempt"},
 		{"attempt repeated after a failure", 2, []attemptRun{
 			{"a", 1, 0, 3, false}, {"b", 1, 1000, 0, false},
 		}, "attempt"},
-		{"first run not attempt 1", 2, []attemptRun{
-			{"a", 2, 0, 0, false},
+		{"first run beyond retries", 1, []attemptRun{
+			{"a", 3, 0, 0, false},
 		}, "attempt"},
 		{"overlapping attempts", 2, []attemptRun{
 			{"a", 1, 0, 3, false}, {"b", 2, 100, 0, false},
