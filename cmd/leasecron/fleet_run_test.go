@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,6 +55,13 @@ func TestRunHostFlags(t *testing.T) {
 	if h.Host != "host-a" || h.Labels["role"] != "db" || h.Labels["zone"] != "eu-1" || len(h.Labels) != 2 ||
 		h.MaxParallel != 3 || h.Version != Version() {
 		t.Errorf("heartbeat %+v: want host-a, labels role=db (flag over env), zone=eu-1 (env), max_parallel 3 (flag over env and file), version %s", h, Version())
+	}
+	_, text, _ := cli(t, "status", "-c", path)
+	for _, w := range []string{`host-a +role=db,zone=eu-1 +` + Version() + ` +[0-9.]+ +0/3 +(now|\d+s ago)`,
+		`db-backup +no +labels role=db +host-a\n`, `web-logs +no +labels role=web +none live\n`} {
+		if !regexp.MustCompile(w).MatchString(text) {
+			t.Errorf("status does not match %q:\n%s", w, text)
+		}
 	}
 	want := map[string]string{"db-backup": "host-a", "web-logs": "", "anywhere": "host-a"}
 	for _, j := range readStatus(t, path).Jobs {

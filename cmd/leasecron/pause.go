@@ -20,6 +20,11 @@ type PauseCommand struct {
 	resume         bool // `leasecron resume`
 }
 
+// cliRequestTimeout is the least per-request timeout of pause, resume
+// and history: one-shot commands that --timeout bounds as a whole, and
+// that should not fail because a server was slow to answer once.
+const cliRequestTimeout = 2 * time.Second
+
 // name is the command's name.
 func (c *PauseCommand) name() string {
 	if c.resume {
@@ -80,7 +85,7 @@ func (c *PauseCommand) Run(ctx context.Context, args []string) error {
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	be, err := openBackend(ctx, cfg, backendOptions{minTimeout: 500 * time.Millisecond})
+	be, err := openBackend(ctx, cfg, backendOptions{minTimeout: cliRequestTimeout})
 	if err != nil {
 		return err
 	}
@@ -89,8 +94,18 @@ func (c *PauseCommand) Run(ctx context.Context, args []string) error {
 	if !*all {
 		jobs = pos
 	}
-	if err := scheduler.SetPause(ctx, be, cfg, jobs, info); err != nil {
-		return err
+	// A flag written again with the same version changes nothing, so a
+	// failed write is retried until --timeout.
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err = scheduler.SetPause(ctx, be, cfg, jobs, info)
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
 	}
 	for _, line := range pauseReport(jobs, info) {
 		fmt.Fprintln(c.stdout, line)
