@@ -93,7 +93,7 @@ func historyAfterFaults(t *testing.T, backend string) {
 	}
 	f := startVoting(t, cfg)
 
-	r1 := freshRunInto(f, "hist", 150*time.Millisecond)
+	r1 := youngRunInto(f, "hist", 150*time.Millisecond)
 	d := f.Daemon(r1.Host)
 	killAt := time.Now()
 	d.Kill()
