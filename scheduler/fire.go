@@ -76,14 +76,17 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 // unpaused starts a fresh read of the pause flags and returns it (as a
 // function that waits for it) with the jobs that are not paused. Jobs the
 // last read says are paused wait for the fresh read (a resume just before
-// the tick counts); the others go on at once and are checked against the
-// fresh read when they win, before they start.
-func (s *Scheduler) unpaused(ctx context.Context, tick time.Time, jobs []*Job) (func() pauses, []*Job) {
+// the tick counts; if it fails, they stay skipped); the others go on at
+// once and are checked against the fresh read when they win, before they
+// start.
+func (s *Scheduler) unpaused(ctx context.Context, tick time.Time, jobs []*Job) (func() (pauses, error), []*Job) {
 	pausesNow := s.pauseReader(ctx)
 	p := s.cachedPauses()
 	for _, j := range jobs {
 		if _, ok := p.paused(j.Name); ok {
-			p = pausesNow()
+			if fresh, err := pausesNow(); err == nil {
+				p = fresh
+			}
 			break
 		}
 	}
@@ -173,7 +176,7 @@ func sameHosts(a, b []HostBeat) bool {
 // tryGroup reserves run slots (max_parallel) for jobs, makes one batch
 // attempt for those that got one, and follows each up in its own
 // goroutine. Jobs that found the host full are left to other hosts.
-func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg *Config, tick, at time.Time, jobs []*Job, pausesNow func() pauses) {
+func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg *Config, tick, at time.Time, jobs []*Job, pausesNow func() (pauses, error)) {
 	n := s.reserve(cfg, len(jobs))
 	for _, j := range jobs[n:] {
 		s.log.Info("this host runs max_parallel jobs already; leaving the tick to other hosts",
@@ -214,16 +217,22 @@ func (s *Scheduler) skipPaused(j *Job, tick time.Time, pi PauseInfo) {
 }
 
 // pauseReader starts a read of the pause flags and returns a function
-// that waits for it (at most requestWait; then, or on error, the last
-// read is used).
-func (s *Scheduler) pauseReader(ctx context.Context) func() pauses {
-	done := make(chan pauses, 1)
-	go func() { done <- s.refreshPauses(ctx) }()
+// that waits for it (at most requestWait) and returns its result.
+func (s *Scheduler) pauseReader(ctx context.Context) func() (pauses, error) {
+	type read struct {
+		p   pauses
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		p, err := s.readPauses(ctx)
+		done <- read{p, err}
+	}()
 	var once sync.Once
-	var p pauses
-	return func() pauses {
-		once.Do(func() { p = <-done })
-		return p
+	var r read
+	return func() (pauses, error) {
+		once.Do(func() { r = <-done })
+		return r.p, r.err
 	}
 }
 

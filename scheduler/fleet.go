@@ -277,16 +277,27 @@ func setPause(ctx context.Context, be backend.Backend, job string, info PauseInf
 }
 
 // refreshPauses reads the pause flags into the cache that followers of a
-// tick consult; on error the last read stays.
+// tick consult; on error the last read stays (and is returned).
 func (s *Scheduler) refreshPauses(ctx context.Context) pauses {
-	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
-	defer cancel()
-	entries, err := s.be.List(rctx, backend.SpacePause)
+	p, err := s.readPauses(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("could not read the pause flags; using the last read", "err", err)
 		}
 		return s.cachedPauses()
+	}
+	return p
+}
+
+// readPauses reads the pause flags into the cache and returns them; on
+// error the cache stays and the error is returned (a run about to start
+// must not trust a stale cache: a job paused since may not start).
+func (s *Scheduler) readPauses(ctx context.Context) (pauses, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
+	defer cancel()
+	entries, err := s.be.List(rctx, backend.SpacePause)
+	if err != nil {
+		return nil, err
 	}
 	p := decodePauses(entries)
 	s.pauses.Store(&p)
@@ -295,7 +306,7 @@ func (s *Scheduler) refreshPauses(ctx context.Context) pauses {
 		_, paused := p.paused(j.Name)
 		s.opts.Metrics.Paused(j.Name, paused)
 	}
-	return p
+	return p, nil
 }
 
 // cachedPauses is the last read of the pause flags (empty before the

@@ -21,8 +21,10 @@ type follower struct {
 	// slot is true while the follower holds one of the host's
 	// max_parallel run slots.
 	slot bool
-	// pausesNow returns the pause flags to check before a run starts.
-	pausesNow func() pauses
+	// pausesNow returns the pause flags to check before a run starts; on
+	// error the run does not start (the lease is released and the tick
+	// tried again): a stale read could start a job paused since.
+	pausesNow func() (pauses, error)
 	log       *slog.Logger
 }
 
@@ -112,7 +114,7 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 				}
 				wait = min(rerr.HolderTTL+5*time.Millisecond, time.Second)
 			}
-		case errors.Is(res.Err, errShortValidity) || errors.Is(res.Err, errStoreRead):
+		case errors.Is(res.Err, errShortValidity) || errors.Is(res.Err, errStoreRead) || errors.Is(res.Err, errPauseRead):
 			log.Warn("the lease was won but the job could not start now; released it, retrying", "err", res.Err, "retry_in", noQuorumWait)
 			wait = noQuorumWait
 			noQuorumWait = min(noQuorumWait*2, noQuorumMax)
@@ -180,7 +182,7 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 			continue
 		}
 		// Later attempts read the pause flags afresh before a run.
-		f.pausesNow = func() pauses { return s.refreshPauses(f.ctx) }
+		f.pausesNow = func() (pauses, error) { return s.readPauses(f.ctx) }
 		// One attempt: this loop applies the loser rules (and the
 		// deadline) between attempts; a backend's Acquire would retry on
 		// its own until ctx ends.
@@ -198,6 +200,9 @@ var (
 	// errStoreRead: the state a run needs (the retry state) could not be
 	// read; the lease was released.
 	errStoreRead = errors.New("could not read the job's retry state")
+	// errPauseRead: the pause flags could not be read just before the
+	// run; the lease was released.
+	errPauseRead = errors.New("could not read the pause flags")
 	// errHostFull: no attempt was made, the host's max_parallel slots
 	// being taken.
 	errHostFull = errors.New("this host runs max_parallel jobs already")
@@ -237,7 +242,12 @@ func (f *follower) won(l backend.Lease, deadline time.Time, first bool, lateBy t
 	if stop, err := mayStart(); stop || err != nil {
 		return 0, stop, err
 	}
-	if pi, ok := f.pausesNow().paused(j.Name); ok {
+	p, err := f.pausesNow()
+	if err != nil {
+		s.release(l, f.log)
+		return 0, false, errors.Join(errPauseRead, err)
+	}
+	if pi, ok := p.paused(j.Name); ok {
 		s.release(l, f.log)
 		s.skipPaused(j, f.tick, pi)
 		return 0, true, nil
@@ -301,6 +311,7 @@ func (f *follower) freeSlot() {
 // followTick follows (j, tick) from the first attempt's result res, as a
 // follower that holds no run slot and checks the cached pause flags.
 func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, tick time.Time, res backend.Result, lateBy time.Duration) {
-	f := &follower{s: s, ctx: ctx, hard: hard, cfg: cfg, j: j, tick: tick, pausesNow: s.cachedPauses}
+	f := &follower{s: s, ctx: ctx, hard: hard, cfg: cfg, j: j, tick: tick,
+		pausesNow: func() (pauses, error) { return s.cachedPauses(), nil }}
 	f.run(res, lateBy)
 }

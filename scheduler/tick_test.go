@@ -28,6 +28,13 @@ func tickConfig(t *testing.T, nodes []string, jobs ...*Job) *Config {
 	c.Lease.TTL, c.Lease.Renew = 2*time.Second, 500*time.Millisecond
 	for _, j := range jobs {
 		j.KillGrace = 300 * time.Millisecond
+		// A job built in code gets no defaults: those Validate requires.
+		if j.RetryBackoff == 0 {
+			j.RetryBackoff = defaultRetryBackoff
+		}
+		if j.HistoryLimit == 0 {
+			j.HistoryLimit = defaultHistoryLimit
+		}
 	}
 	c.Jobs = jobs
 	if err := c.Validate(); err != nil {

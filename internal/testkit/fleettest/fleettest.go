@@ -65,6 +65,12 @@ type Job struct {
 	Timeout    time.Duration // 0: none
 	Overlap    string        // "": default (skip)
 	IgnoreTerm bool          // the job ignores SIGTERM; only SIGKILL stops it
+
+	// The fleet keys of the job (see FleetKeys); zero values are not
+	// written.
+	FleetKeys
+	// What makes the recorder fail (exit non-zero at its end).
+	Fail
 }
 
 // Config describes a fleet. Zero fields take the defaults of DefaultConfig.
@@ -93,6 +99,16 @@ type Config struct {
 	Args func(i int) []string
 	// Env is added to every daemon's environment.
 	Env []string
+	// Heartbeat is the top-level heartbeat (0: not written, the
+	// daemon's default 5s).
+	Heartbeat time.Duration
+	// Labels returns daemon i's labels (passed as LEASECRON_LABELS); nil
+	// for none.
+	Labels func(i int) map[string]string
+	// MaxParallel returns daemon i's max_parallel (passed as
+	// LEASECRON_MAX_PARALLEL, which overrides the file's; 0: not passed);
+	// nil for none.
+	MaxParallel func(i int) int
 	// Orphans allows recorder jobs that outlive their daemons (negative
 	// controls that switch the supervisor's kill off); the cleanup kills
 	// them instead of failing the test.
@@ -148,6 +164,9 @@ type Fleet struct {
 
 	Dir     string // the fleet's temporary directory
 	LogPath string // the recorder jobs' shared log
+	// CLIConfigPath is the config file of CLI commands (see CLI): the
+	// fleet's jobs, with the store's servers reached directly.
+	CLIConfigPath string
 
 	Store   *Store
 	Redis   *redistest.Cluster // the Redis nodes (nil on another backend)
@@ -185,9 +204,17 @@ func New(t testing.TB, bins Binaries, cfg Config) *Fleet {
 		if cfg.Args != nil {
 			d.Args = cfg.Args(i)
 		}
+		if cfg.Labels != nil {
+			d.Labels = cfg.Labels(i)
+		}
+		if cfg.MaxParallel != nil {
+			d.MaxParallel = cfg.MaxParallel(i)
+		}
 		d.WriteConfig(cfg)
 		f.Daemons = append(f.Daemons, d)
 	}
+	f.CLIConfigPath = filepath.Join(dir, "cli.yaml")
+	f.WriteCLIConfig(cfg)
 	t.Cleanup(f.cleanup)
 	return f
 }
@@ -269,7 +296,7 @@ func (f *Fleet) WaitRun(what string, timeout time.Duration, match func(Run) bool
 func (f *Fleet) CheckSafety() *History {
 	f.t.Helper()
 	h := f.History()
-	if vs := h.Safety(); len(vs) > 0 {
+	if vs := h.SafetyRetries(f.retries); len(vs) > 0 {
 		f.t.Errorf("safety violated:\n%sall runs:\n%s", FormatViolations(vs), h)
 	}
 	return h
@@ -304,16 +331,25 @@ func (f *Fleet) stopTimeout() time.Duration {
 
 // yaml renders the config file of daemon d.
 func (f *Fleet) yaml(d *Daemon, c Config) []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "# fleet test config for %s\n", d.Name)
 	addrs := make([]string, len(f.proxies[d.Index]))
 	for i, p := range f.proxies[d.Index] {
 		addrs[i] = p.Addr()
 	}
+	return f.render(d.Name, addrs, c)
+}
+
+// render renders a config file for name whose links to the servers
+// listen on addrs.
+func (f *Fleet) render(name string, addrs []string, c Config) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# fleet test config for %s\n", name)
 	b.WriteString(f.Store.Section(addrs, c.Timeout))
 	fmt.Fprintf(&b, "lease:\n  ttl: %s\n  renew: %s\n  drift: %g\n", c.TTL, c.Renew, c.Drift)
 	if c.ShutdownGrace > 0 {
 		fmt.Fprintf(&b, "shutdown_grace: %s\n", c.ShutdownGrace)
+	}
+	if c.Heartbeat > 0 {
+		fmt.Fprintf(&b, "heartbeat: %s\n", c.Heartbeat)
 	}
 	fmt.Fprintf(&b, "defaults:\n  timezone: UTC\n  kill_grace: %s\n", c.KillGrace)
 	b.WriteString("jobs:\n")
@@ -323,6 +359,7 @@ func (f *Fleet) yaml(d *Daemon, c Config) []byte {
 		if j.IgnoreTerm {
 			cmd = append(cmd, "--ignore-term")
 		}
+		cmd = append(cmd, j.Fail.args()...)
 		quoted := make([]string, len(cmd))
 		for i, a := range cmd {
 			quoted[i] = strconv.Quote(a)
@@ -337,6 +374,7 @@ func (f *Fleet) yaml(d *Daemon, c Config) []byte {
 		if j.Overlap != "" {
 			fmt.Fprintf(&b, "    overlap: %s\n", j.Overlap)
 		}
+		j.FleetKeys.write(&b)
 	}
 	return b.Bytes()
 }
@@ -451,6 +489,10 @@ type Daemon struct {
 	LogPath    string   // its stdout and stderr, appended across restarts
 	Args       []string // extra flags
 	Env        []string // extra environment
+	// Labels are the host's labels, passed as LEASECRON_LABELS.
+	Labels map[string]string
+	// MaxParallel is passed as LEASECRON_MAX_PARALLEL (0: not).
+	MaxParallel int
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -495,6 +537,12 @@ func (d *Daemon) Start() {
 	// A race-enabled binary sleeps 1s at exit by default; the supervisor
 	// (the same binary) would hold the job's lease that much longer.
 	cmd.Env = append(append(append(os.Environ(), "GORACE=atexit_sleep_ms=0"), d.f.cfg.Env...), d.Env...)
+	if len(d.Labels) > 0 {
+		cmd.Env = append(cmd.Env, "LEASECRON_LABELS="+formatLabels(d.Labels))
+	}
+	if d.MaxParallel > 0 {
+		cmd.Env = append(cmd.Env, "LEASECRON_MAX_PARALLEL="+strconv.Itoa(d.MaxParallel))
+	}
 	cmd.Dir = d.f.Dir
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group: a terminal's ^C goes to the test, which stops

@@ -25,6 +25,10 @@ type Event struct {
 	Token int64  `json:"token"`
 	PID   int    `json:"pid"`
 	T     int64  `json:"t"` // unix nanoseconds
+	// Attempt is LEASECRON_ATTEMPT (0 from a daemon that sets none).
+	Attempt int `json:"attempt,omitempty"`
+	// Exit is the exit status the run ended with ("end" lines only).
+	Exit int `json:"exit,omitempty"`
 }
 
 // Run is one execution of a job as the recorder saw it: its start, its last
@@ -39,10 +43,21 @@ type Run struct {
 	Last  time.Time // last line of any kind
 	End   time.Time // zero unless it ran to completion
 	Term  bool      // it logged a SIGTERM
+	// Attempt is the attempt of the tick (LEASECRON_ATTEMPT, from 1).
+	Attempt int
+	// Exit is the exit status of a run that ended (0: success).
+	Exit int
 }
 
-// Ended reports whether the run completed (wrote "end").
+// Ended reports whether the run completed (wrote "end"), successfully or
+// not.
 func (r Run) Ended() bool { return !r.End.IsZero() }
+
+// Succeeded reports whether the run completed with exit status 0.
+func (r Run) Succeeded() bool { return r.Ended() && r.Exit == 0 }
+
+// Failed reports whether the run completed with a non-zero exit status.
+func (r Run) Failed() bool { return r.Ended() && r.Exit != 0 }
 
 // Until is when the run stopped, as far as the log can tell: its end, or
 // its last line plus one heartbeat interval when it was killed.
@@ -56,14 +71,17 @@ func (r Run) Until() time.Time {
 // String describes the run for failure messages.
 func (r Run) String() string {
 	state := "ended"
+	if r.Failed() {
+		state = fmt.Sprintf("failed, exit %d", r.Exit)
+	}
 	if !r.Ended() {
 		state = "killed"
 		if r.Term {
 			state = "terminated"
 		}
 	}
-	return fmt.Sprintf("%s tick=%s host=%s token=%d pid=%d start=%s last=%s until=%s (%s, %s)",
-		r.Job, time.Unix(r.Tick, 0).UTC().Format("15:04:05"), r.Host, r.Token, r.PID,
+	return fmt.Sprintf("%s tick=%s attempt=%d host=%s token=%d pid=%d start=%s last=%s until=%s (%s, %s)",
+		r.Job, time.Unix(r.Tick, 0).UTC().Format("15:04:05"), r.Attempt, r.Host, r.Token, r.PID,
 		fmtT(r.Start), fmtT(r.Last), fmtT(r.Until()), r.Until().Sub(r.Start).Round(time.Millisecond), state)
 }
 
@@ -104,7 +122,7 @@ func ReadHistory(path string) (*History, error) {
 		t := time.Unix(0, e.T)
 		r := byKey[k]
 		if r == nil {
-			r = &Run{Job: e.Job, Tick: e.Tick, Host: e.Host, Token: e.Token, PID: e.PID, Start: t}
+			r = &Run{Job: e.Job, Tick: e.Tick, Host: e.Host, Token: e.Token, PID: e.PID, Start: t, Attempt: e.Attempt}
 			byKey[k] = r
 			order = append(order, k)
 		}
@@ -112,7 +130,7 @@ func ReadHistory(path string) (*History, error) {
 		case "start":
 			r.Start = t
 		case "end":
-			r.End = t
+			r.End, r.Exit = t, e.Exit
 		case "term":
 			r.Term = true
 		}
@@ -178,7 +196,7 @@ func (h *History) String() string {
 
 // Violation is one broken invariant and the runs that break it.
 type Violation struct {
-	Rule string // overlap, rerun, missing, token
+	Rule string // overlap, rerun, attempt, missing, once, token
 	Msg  string
 	Runs []Run
 }
@@ -193,13 +211,29 @@ func (v Violation) String() string {
 }
 
 // Safety checks the invariants that must hold whatever the faults, for
-// every job in the history:
+// every job in the history, when no job has retries (see SafetyRetries).
+func (h *History) Safety() []Violation { return h.SafetyRetries(nil) }
+
+// SafetyRetries checks the invariants that must hold whatever the faults,
+// for every job in the history; retries gives each job's retries (nil: 0
+// for every job):
 //
-//   - overlap: no two runs of a job overlap in time;
-//   - rerun: a tick starts again only if every earlier run of it was
-//     stopped before its end (a takeover), never after a completed run;
+//   - overlap: no two runs of a job overlap in time (so neither do the
+//     attempts of a tick);
+//   - rerun: a tick starts again only after a run of it that was stopped
+//     before its end (a takeover, same attempt) or that failed with
+//     attempts left (a retry, the next attempt); never after a successful
+//     run;
+//   - attempt: attempts never go down within a tick, go up after each
+//     failed run, and never beyond retries+1. (A tick's first run is
+//     normally attempt 1 and each retry the next attempt, but a run can
+//     die before the recorder logs it, say by a timeout right after its
+//     start: so gaps are allowed.)
 //   - token: fencing tokens strictly increase in start order.
-func (h *History) Safety() []Violation {
+//
+// A run whose attempt is unknown (0: a daemon that does not set
+// LEASECRON_ATTEMPT) is taken as attempt 1.
+func (h *History) SafetyRetries(retries func(job string) int) []Violation {
 	var vs []Violation
 	for _, job := range h.Jobs() {
 		runs := h.Job(job)
@@ -212,24 +246,58 @@ func (h *History) Safety() []Violation {
 				}
 			}
 		}
+		maxAttempt := 1
+		if retries != nil {
+			maxAttempt += retries(job)
+		}
 		ticks := map[int64][]Run{}
+		var order []int64
 		for _, r := range runs {
+			if ticks[r.Tick] == nil {
+				order = append(order, r.Tick)
+			}
 			ticks[r.Tick] = append(ticks[r.Tick], r)
 		}
-		for tick, rs := range ticks {
-			for _, r := range rs[:len(rs)-1] {
-				if r.Ended() {
-					vs = append(vs, Violation{Rule: "rerun", Msg: fmt.Sprintf("tick %s of %s ran again after a completed run",
-						time.Unix(tick, 0).UTC().Format(time.RFC3339), job), Runs: rs})
-					break
-				}
-			}
+		for _, tick := range order {
+			vs = append(vs, tickAttempts(job, tick, ticks[tick], maxAttempt)...)
 		}
 		for i := 1; i < len(runs); i++ {
 			if runs[i].Token <= runs[i-1].Token {
 				vs = append(vs, Violation{Rule: "token", Msg: fmt.Sprintf("fencing token of %s did not increase", job),
 					Runs: []Run{runs[i-1], runs[i]}})
 			}
+		}
+	}
+	return vs
+}
+
+// tickAttempts checks the runs of one tick, in start order, against the
+// rerun and attempt rules of SafetyRetries.
+func tickAttempts(job string, tick int64, rs []Run, maxAttempt int) []Violation {
+	at := time.Unix(tick, 0).UTC().Format(time.RFC3339)
+	attempt := func(r Run) int { return max(r.Attempt, 1) }
+	var vs []Violation
+	if a := attempt(rs[0]); a > maxAttempt {
+		vs = append(vs, Violation{Rule: "attempt", Msg: fmt.Sprintf("tick %s of %s: attempt %d, beyond %d attempts", at, job, a, maxAttempt), Runs: rs})
+	}
+	for i := 1; i < len(rs); i++ {
+		prev, r := rs[i-1], rs[i]
+		switch {
+		case prev.Succeeded():
+			return append(vs, Violation{Rule: "rerun", Msg: fmt.Sprintf("tick %s of %s ran again after a successful run", at, job), Runs: rs})
+		case prev.Failed() && attempt(prev) >= maxAttempt:
+			return append(vs, Violation{Rule: "rerun", Msg: fmt.Sprintf("tick %s of %s ran again after attempt %d failed (at most %d attempts)",
+				at, job, attempt(prev), maxAttempt), Runs: rs})
+		case prev.Failed() && attempt(r) <= attempt(prev):
+			return append(vs, Violation{Rule: "attempt", Msg: fmt.Sprintf("tick %s of %s: attempt %d failed, the next run is attempt %d",
+				at, job, attempt(prev), attempt(r)), Runs: rs})
+		case attempt(r) < attempt(prev):
+			// A takeover repeats the attempt; a retry after a timeout
+			// (retry_on_timeout) is a later one.
+			return append(vs, Violation{Rule: "attempt", Msg: fmt.Sprintf("tick %s of %s: attempt %d was stopped, the next run is attempt %d",
+				at, job, attempt(prev), attempt(r)), Runs: rs})
+		case attempt(r) > maxAttempt:
+			return append(vs, Violation{Rule: "attempt", Msg: fmt.Sprintf("tick %s of %s: attempt %d, beyond %d attempts", at, job, attempt(r), maxAttempt), Runs: rs})
 		}
 	}
 	return vs

@@ -2,7 +2,9 @@
 // line per event to a log file shared by every host of the fleet: "start"
 // (with the LEASECRON_* environment the daemon gave it), a heartbeat "hb"
 // every --hb while it runs, then "end" when it ran to completion, or "term"
-// when it was stopped by SIGTERM. The file is opened with O_APPEND|O_SYNC
+// when it was stopped by SIGTERM. Every line carries LEASECRON_ATTEMPT; the
+// "end" line carries the exit status the run is about to exit with
+// (--fail-attempts, --fail-hosts and --fail make it non-zero). The file is opened with O_APPEND|O_SYNC
 // so the lines of concurrent runs interleave whole and survive a SIGKILL.
 package main
 
@@ -12,7 +14,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -25,13 +29,23 @@ type event struct {
 	Token int64  `json:"token"`
 	PID   int    `json:"pid"`
 	T     int64  `json:"t"` // unix nanoseconds
+	// Attempt is LEASECRON_ATTEMPT (0 when unset).
+	Attempt int `json:"attempt,omitempty"`
+	// Exit is the exit status of a run that ends ("end" lines only).
+	Exit int `json:"exit,omitempty"`
 }
+
+// failCode is the exit status of a run made to fail.
+const failCode = 3
 
 func main() {
 	logPath := flag.String("log", "", "shared log file (required)")
 	sleep := flag.Duration("sleep", time.Second, "how long the job runs")
 	hb := flag.Duration("hb", 20*time.Millisecond, "heartbeat interval")
 	ignoreTerm := flag.Bool("ignore-term", false, "log SIGTERM but keep running (only SIGKILL stops it)")
+	failAttempts := flag.String("fail-attempts", "", "comma-separated attempts (LEASECRON_ATTEMPT) that exit non-zero at their end")
+	failHosts := flag.String("fail-hosts", "", "comma-separated hosts (LEASECRON_HOST) on which runs exit non-zero at their end")
+	failAlways := flag.Bool("fail", false, "every run exits non-zero at its end")
 	flag.Parse()
 	if *logPath == "" {
 		fmt.Fprintln(os.Stderr, "recorder: --log is required")
@@ -44,10 +58,18 @@ func main() {
 	}
 	tick, _ := strconv.ParseInt(os.Getenv("LEASECRON_TICK_UNIX"), 10, 64)
 	token, _ := strconv.ParseInt(os.Getenv("LEASECRON_FENCING_TOKEN"), 10, 64)
-	base := event{Job: os.Getenv("LEASECRON_JOB"), Tick: tick, Host: os.Getenv("LEASECRON_HOST"), Token: token, PID: os.Getpid()}
+	attempt, _ := strconv.Atoi(os.Getenv("LEASECRON_ATTEMPT"))
+	base := event{Job: os.Getenv("LEASECRON_JOB"), Tick: tick, Host: os.Getenv("LEASECRON_HOST"), Token: token, PID: os.Getpid(), Attempt: attempt}
+	exit := 0
+	if *failAlways || slices.Contains(split(*failAttempts), strconv.Itoa(attempt)) || slices.Contains(split(*failHosts), base.Host) {
+		exit = failCode
+	}
 	write := func(ev string) {
 		e := base
 		e.Ev, e.T = ev, time.Now().UnixNano()
+		if ev == "end" {
+			e.Exit = exit
+		}
 		b, _ := json.Marshal(e)
 		if _, err := f.Write(append(b, '\n')); err != nil {
 			fmt.Fprintln(os.Stderr, "recorder:", err)
@@ -73,8 +95,19 @@ func main() {
 			}
 		case <-end.C:
 			write("end")
-			fmt.Printf("recorder: job %s tick %d done\n", base.Job, tick)
-			return
+			fmt.Printf("recorder: job %s tick %d attempt %d done, exit %d\n", base.Job, tick, attempt, exit)
+			os.Exit(exit)
 		}
 	}
+}
+
+// split reads a comma-separated list, dropping empty items.
+func split(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
 }
