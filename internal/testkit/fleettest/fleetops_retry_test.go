@@ -150,8 +150,17 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 	if len(doomedTicks) == 0 {
 		t.Fatalf("no tick of doomed in [%s, %s]", fmtT(from), fmtT(to))
 	}
+	checked := 0
 	for _, tk := range doomedTicks {
 		rs := h.Tick("doomed", tk.Unix())
+		if len(rs) == 0 && previousRanInto(h, "doomed", tk, 12*time.Second) {
+			// The previous tick's last attempts (started late on a
+			// loaded machine) still held the job at tk: overlap: skip
+			// gave tk up, as designed.
+			t.Logf("tick %s of doomed skipped: the previous tick's retries ran into it", fmtT(tk))
+			continue
+		}
+		checked++
 		if len(rs) != 3 {
 			t.Errorf("tick %s of doomed (retries 2, always fails): %d runs, want 3:\n%s", fmtT(tk), len(rs), (&History{Runs: rs}).String())
 			continue
@@ -168,6 +177,9 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 			t.Errorf("tick %s of doomed: attempt 2 ran on %s, the host whose attempt 1 failed", fmtT(tk), rs[1].Host)
 		}
 		t.Logf("doomed %s: attempts on %s, %s, %s", fmtT(tk), rs[0].Host, rs[1].Host, rs[2].Host)
+	}
+	if checked == 0 {
+		t.Errorf("no tick of doomed in [%s, %s] could be checked: each was skipped behind the previous tick's retries", fmtT(from), fmtT(to))
 	}
 	// retry_on_timeout: both attempts time out (SIGTERM), on two hosts.
 	for _, tk := range doomedTicks {
@@ -221,4 +233,15 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 			t.Errorf("history of flaky, tick %s: attempts %v, want 1: %s failed, 2: %s ok", fmtT(tk), got, rs[0].Host, rs[1].Host)
 		}
 	}
+}
+
+// previousRanInto reports whether a run of job's tick before tk (every
+// apart) was still running at tk.
+func previousRanInto(h *History, job string, tk time.Time, every time.Duration) bool {
+	for _, r := range h.Tick(job, tk.Add(-every).Unix()) {
+		if !r.Until().Before(tk) {
+			return true
+		}
+	}
+	return false
 }
