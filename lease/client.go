@@ -42,7 +42,18 @@ var (
 	noteScript     = redis.NewScript(noteSrc)
 	inspectScript  = redis.NewScript(inspectSrc)
 
-	allScriptSources = []string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc}
+	// roundScripts are the scripts sent in rounds; each also has a
+	// variant that checks the data marker (birth.go).
+	roundScripts = []struct {
+		script *redis.Script
+		src    string
+	}{
+		{acquireScript, acquireSrc}, {fenceScript, fenceSrc}, {extendScript, extendSrc}, {releaseScript, releaseSrc},
+		{completeScript, completeSrc}, {noteScript, noteSrc}, {inspectScript, inspectSrc},
+	}
+
+	allScriptSources = append([]string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc},
+		wrappedSources()...)
 )
 
 // Client takes leases on N independent Redis nodes with the Redlock

@@ -47,11 +47,14 @@ func hashTag(key string) string {
 // resending an earlier call on its lease would apply it after a later
 // one). The others keep their NOSCRIPT error. The new replies replace the
 // old ones in cmds; nothing is sent more than once more. The round's data
-// marker call (birth, nil if none) always comes last and only reads or
-// creates the marker, so it is resent whenever it failed with NOSCRIPT;
-// reloadAndRetry returns its reply.
-func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.Cmd, birth *redis.Cmd) *redis.Cmd {
-	type pos struct{ i, j int }
+// marker check rides on the round's last script call (birth.go), which
+// no later call can have reached, so it is resent whenever it failed with
+// NOSCRIPT; the last call resent checks the marker again, after the
+// resent calls, and reloadAndRetry returns it (nil if nothing was resent).
+// A round without script calls has its marker call (birth) on its own: it
+// only reads or creates the marker, so it is resent whenever it failed
+// with NOSCRIPT; reloadAndRetry returns its reply.
+func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.Cmd, birth *redis.Cmd, clock bool) (*redis.Cmd, *redis.Cmd) {
 	var again []pos
 	reached := map[string]bool{}
 	for i := len(live) - 1; i >= 0; i-- {
@@ -70,7 +73,7 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 	}
 	birthAgain := birth != nil && isNoScript(birth.Err())
 	if len(again) == 0 && !birthAgain {
-		return birth
+		return birth, nil
 	}
 	var pipe redis.Pipeliner
 	if cc, ok := n.rdb.(*redis.ClusterClient); ok {
@@ -78,7 +81,7 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 		// would go to one).
 		for _, src := range allScriptSources {
 			if err := cc.ScriptLoad(ctx, src).Err(); err != nil {
-				return birth
+				return birth, nil
 			}
 		}
 		pipe = n.pipeline()
@@ -89,10 +92,17 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 		}
 	}
 	resent := make([]*redis.Cmd, len(again))
+	var checked *redis.Cmd
 	for k := len(again) - 1; k >= 0; k-- { // again is in reverse order
 		p := again[k]
 		c := live[p.i].calls[p.j]
+		if k == 0 && !n.perShard {
+			c = n.withBirth(c, clock)
+		}
 		resent[k] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
+	}
+	if len(again) > 0 && !n.perShard {
+		checked = resent[0]
 	}
 	if birthAgain {
 		bc := n.birthCall()
@@ -102,5 +112,8 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 	for k, p := range again {
 		cmds[p.i][p.j] = resent[k]
 	}
-	return birth
+	return birth, checked
 }
+
+// pos is the place of one call in a round: op i, call j.
+type pos struct{ i, j int }
