@@ -50,9 +50,11 @@ var (
 	}{
 		{acquireScript, acquireSrc}, {fenceScript, fenceSrc}, {extendScript, extendSrc}, {releaseScript, releaseSrc},
 		{completeScript, completeSrc}, {noteScript, noteSrc}, {inspectScript, inspectSrc},
+		{acquireBatchScript, acquireBatchSrc}, {releaseBatchScript, releaseBatchSrc},
 	}
 
-	allScriptSources = append([]string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc},
+	allScriptSources = append([]string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc,
+		acquireBatchSrc, releaseBatchSrc},
 		wrappedSources()...)
 )
 

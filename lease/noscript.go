@@ -60,15 +60,16 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 	for i := len(live) - 1; i >= 0; i-- {
 		for j := len(live[i].calls) - 1; j >= 0; j-- {
 			c := live[i].calls[j]
-			tag := ""
-			if len(c.keys) > 0 {
-				tag = hashTag(c.keys[0])
-			}
-			if isNoScript(cmds[i][j].Err()) && !reached[tag] {
+			if isNoScript(cmds[i][j].Err()) && !anyReached(reached, c.keys) {
 				again = append(again, pos{i, j})
 				continue
 			}
-			reached[tag] = true
+			if len(c.keys) == 0 {
+				reached[""] = true
+			}
+			for _, k := range c.keys {
+				reached[hashTag(k)] = true
+			}
 		}
 	}
 	birthAgain := birth != nil && isNoScript(birth.Err())
@@ -113,6 +114,20 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 		cmds[p.i][p.j] = resent[k]
 	}
 	return birth, checked
+}
+
+// anyReached reports whether a later call of the round reached a lease of
+// keys (a call of a batch touches many leases).
+func anyReached(reached map[string]bool, keys []string) bool {
+	if len(keys) == 0 {
+		return reached[""]
+	}
+	for _, k := range keys {
+		if reached[hashTag(k)] {
+			return true
+		}
+	}
+	return false
 }
 
 // pos is the place of one call in a round: op i, call j.
