@@ -34,9 +34,12 @@ for i = 1, #KEYS / 3 do
     end
     if floor ~= '0' then
       local ms = fexp
-      local left = redis.call('PTTL', fkey)
-      if left > ms then
-        ms = left
+      if got[3] then
+        -- (a missing counter has no expiry to keep)
+        local left = redis.call('PTTL', fkey)
+        if left > ms then
+          ms = left
+        end
       end
       if tonumber(floor) > tonumber(fence) then
         redis.call('SET', fkey, floor, 'PX', ms)
