@@ -116,6 +116,7 @@ func (b *bench) report(w io.Writer) error {
 	t.write(w)
 
 	b.writeMethod(w)
+	b.writeTargets13(w)
 	b.writeTargets(w)
 	b.writeLeaseTables(w)
 	b.writeStores(w)
@@ -551,6 +552,9 @@ func (b *bench) writeDaemon(w io.Writer) {
 		fmt.Sprintf("%.1f MiB", d.rssIdleMiB), fmt.Sprintf("%.1f MiB", d.rssPeakMiB), mib(d.rss10kMiB))
 	for _, f := range d.floors {
 		t.add(fmt.Sprintf("floor: %d × exec of tickstamp at once, no daemon", f.procs), fmt.Sprint(f.n), fmtDur(f.p50), fmtDur(f.p99), fmtDur(f.max), "–", "–", "–", "–", "–")
+	}
+	if f := d.busyFloor; f.n > 0 {
+		t.add(fmt.Sprintf("floor: %d × exec of tickstamp at once, half-way between ticks while the daemons run", f.procs), fmt.Sprint(f.n), fmtDur(f.p50), fmtDur(f.p99), fmtDur(f.max), "–", "–", "–", "–", "–")
 	}
 	t.write(w)
 	hosts := make([]string, 0, len(d.perHost))
