@@ -12,16 +12,28 @@
 -- Each lease is decided exactly as acquire.lua decides it. Numbers from
 -- Redis are Lua doubles: they are formatted with %d (a fence counter has
 -- 16 digits, more than tostring's 14).
+-- Every key is read with one MGET first; `wrote` keeps what this call
+-- wrote since, so that a key listed twice reads its own write, as it
+-- would with one call per lease.
 local floor = ARGV[1]
 local fexp = tonumber(ARGV[2])
 local out = {}
+local all = redis.call('MGET', unpack(KEYS))
+local wrote = {}
+local function get(j)
+  local v = wrote[KEYS[j]]
+  if v == nil then
+    v = all[j]
+  end
+  return v or nil
+end
 for i = 1, #KEYS / 3 do
-  local lock, fkey, ekey = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+  local lock, fkey = KEYS[3 * i - 2], KEYS[3 * i - 1]
   local value, ttl, e = ARGV[3 * i], ARGV[3 * i + 1], tonumber(ARGV[3 * i + 2])
-  local got = redis.call('MGET', lock, ekey, fkey)
-  local cur = got[1]
-  local done = got[2] or '0'
-  local fence = got[3] or '0'
+  local cur = get(3 * i - 2)
+  local had = get(3 * i - 1)
+  local fence = had or '0'
+  local done = get(3 * i) or '0'
   if e > 0 and tonumber(done) >= e then
     out[i] = '2 ' .. done .. ' ' .. fence .. ' ' .. string.format('%d', redis.call('PTTL', lock)) .. ' ' .. (cur or '')
   elseif cur and cur ~= value then
@@ -31,10 +43,11 @@ for i = 1, #KEYS / 3 do
       redis.call('PEXPIRE', lock, ttl)
     else
       redis.call('SET', lock, value, 'PX', ttl)
+      wrote[lock] = value
     end
     if floor ~= '0' then
       local ms = fexp
-      if got[3] then
+      if had then
         -- (a missing counter has no expiry to keep)
         local left = redis.call('PTTL', fkey)
         if left > ms then
@@ -48,6 +61,7 @@ for i = 1, #KEYS / 3 do
         fence = string.format('%d', redis.call('INCR', fkey))
         redis.call('PEXPIRE', fkey, ms)
       end
+      wrote[fkey] = fence
     end
     out[i] = '1 ' .. done .. ' ' .. fence
   end
