@@ -65,7 +65,7 @@ func (c *Client) buildAcquireCalls(tallies []tally, keyArr []string, ttls, epoch
 		ac.chunked = make([]call, 0, chunks)
 		for lo := 0; lo < n; lo += batchChunk {
 			hi := min(lo+batchChunk, n)
-			args := argArr[:2+3*(hi-lo) : 2+3*(hi-lo)]
+			args := argArr[: 2+3*(hi-lo) : 2+3*(hi-lo)]
 			argArr = argArr[len(args):]
 			args[0], args[1] = floor, fenceExp
 			for k := lo; k < hi; k++ {
