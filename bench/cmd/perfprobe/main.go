@@ -7,6 +7,7 @@
 //
 //	cd bench && go run ./cmd/perfprobe 16990
 //	MEMPROF=/tmp/mem.prof go run ./cmd/perfprobe 16990   # + allocation profile of the loop
+//	NOFENCE=1 go run ./cmd/perfprobe 16990               # lease.WithoutFencing()
 package main
 
 import (
@@ -58,7 +59,11 @@ func main() {
 	time.Sleep(3500 * time.Millisecond)
 	ctx := context.Background()
 	admin := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, Protocol: 2})
-	c, err := lease.New([]string{"redis://127.0.0.1:" + port}, lease.WithRestartGuard(time.Second), lease.WithTimeout(5*time.Second))
+	opts := []lease.Option{lease.WithRestartGuard(time.Second), lease.WithTimeout(5 * time.Second)}
+	if os.Getenv("NOFENCE") != "" {
+		opts = append(opts, lease.WithoutFencing())
+	}
+	c, err := lease.New([]string{"redis://127.0.0.1:" + port}, opts...)
 	if err != nil {
 		panic(err)
 	}
