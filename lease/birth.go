@@ -16,8 +16,10 @@ import (
 // process, run_id and connections stay: FLUSHALL or FLUSHDB, or a master
 // that was made a replica of another server (the dataset is replaced by
 // the other's) and promoted again. INFO on a new connection does not see
-// that, so every round to a plain or Sentinel node ends with birth.lua,
-// which reads (and, in an empty dataset, writes once) a marker key holding
+// that, so every round to a plain or Sentinel node ends with the marker
+// check of birth.lua (run inside the round's last script call, see
+// withBirth), which reads (and, in an empty dataset, writes once) a marker
+// key holding
 // the server time at which the dataset began and a random nonce. A marker
 // that is missing or different from the one this client saw last means
 // the dataset was replaced: the node counts as restarted at that moment.
@@ -25,9 +27,10 @@ import (
 // node already knows its age.
 // A marker seen for the first time tells how old the dataset is, also for
 // a client that meets the node long after a flush. The marker is read
-// after the round's scripts, in the same pipeline, so a flush before a
-// grant is always seen with it; a flush after the marker was read comes
-// after the grant, like a restart after it.
+// after the round's scripts, in the same pipeline (in the same atomic
+// script step as the last of them), so a flush before a grant is always
+// seen with it; a flush after the marker was read comes after the grant,
+// like a restart after it.
 //
 // Ages are measured on the server's clock and turned into this client's
 // time by subtracting them from the moment the answer arrived (so the
