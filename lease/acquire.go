@@ -510,16 +510,15 @@ func (c *Client) refusal(t *tally) *RefusedError {
 // there; a quorum must store it before the lease is handed out.
 func (c *Client) fenceRound(ctx context.Context, winners []*tally) {
 	floor := time.Now().UnixMicro()
-	calls := make([]call, len(winners))
-	for k, t := range winners {
+	for _, t := range winners {
 		t.fence = max(t.fmax, t.seen+1, floor)
 		t.fenceOK = 0
-		calls[k] = call{script: fenceScript, keys: t.keys[:2], args: []any{t.value, strconv.FormatInt(t.fence, 10), t.fenceExp}}
 	}
+	calls := c.fenceCalls(winners)
 	abandon := make(chan struct{})
 	defer close(abandon)
 	fstart := time.Now()
-	ch, total := c.fanout(fstart, func(int) []call { return calls }, abandon)
+	ch, total := c.fanout(fstart, func(i int) []call { return calls.forNode(c.nodes[i]) }, abandon)
 	timeout := c.batchTimeout(len(winners))
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -531,11 +530,12 @@ func (c *Client) fenceRound(ctx context.Context, winners []*tally) {
 			nd := c.nodes[a.node]
 			voting := c.voting(nd, time.Now())
 			for k, t := range winners {
-				if err := a.callErr(k); err != nil {
+				ok, err := c.fenceAnswer(a, k)
+				if err != nil {
 					t.errs = append(t.errs, &NodeError{Node: nd.name, Err: fmt.Errorf("fence: %w", err)})
 					continue
 				}
-				if voting && isOne(a.cmds[k].Val()) {
+				if voting && ok {
 					t.fenceOK++
 					if t.fenceOK == q {
 						pending--

@@ -16,17 +16,22 @@ import (
 // One call for many leases saves the node the per-call cost of a script
 // (command dispatch, the KEYS and ARGV tables), and the client a reply
 // of five elements per lease: each lease's answer is one short string.
-// A Redis Cluster gets one acquire.lua call per lease, as a script must
-// not touch keys of several hash slots.
+// The fencing round of a batch (only for keys whose nodes' counters
+// disagreed) is chunked the same way (fencebatch.lua). A Redis Cluster
+// gets one call per lease, as a script must not touch keys of several hash
+// slots.
 
 var (
 	//go:embed acquirebatch.lua
 	acquireBatchSrc string
 	//go:embed releasebatch.lua
 	releaseBatchSrc string
+	//go:embed fencebatch.lua
+	fenceBatchSrc string
 
 	acquireBatchScript = redis.NewScript(acquireBatchSrc)
 	releaseBatchScript = redis.NewScript(releaseBatchSrc)
+	fenceBatchScript   = redis.NewScript(fenceBatchSrc)
 )
 
 // batchChunk is the number of leases per script call: small enough that
@@ -168,4 +173,60 @@ func releaseCalls(nd *node, losers []*tally) []call {
 		out = append(out, call{script: releaseBatchScript, keys: keys, args: args})
 	}
 	return out
+}
+
+// fenceCalls are the calls of a fencing round for winners, whose tokens
+// are set: chunked for plain and Sentinel nodes, one fence.lua call per
+// lease for Cluster nodes.
+func (c *Client) fenceCalls(winners []*tally) *acquireCalls {
+	ac := &acquireCalls{}
+	tokens := make([]any, len(winners))
+	for k, t := range winners {
+		tokens[k] = strconv.FormatInt(t.fence, 10)
+	}
+	perShard, plain := false, false
+	for _, nd := range c.nodes {
+		perShard = perShard || nd.perShard
+		plain = plain || !nd.perShard
+	}
+	if plain {
+		for lo := 0; lo < len(winners); lo += batchChunk {
+			hi := min(lo+batchChunk, len(winners))
+			keys := make([]string, 0, 2*(hi-lo))
+			args := make([]any, 1, 1+2*(hi-lo))
+			args[0] = winners[lo].fenceExp
+			for k := lo; k < hi; k++ {
+				keys = append(keys, winners[k].keys[0], winners[k].keys[1])
+				args = append(args, winners[k].value, tokens[k])
+			}
+			ac.chunked = append(ac.chunked, call{script: fenceBatchScript, keys: keys, args: args})
+		}
+	}
+	if perShard {
+		ac.perKey = make([]call, len(winners))
+		for k, t := range winners {
+			ac.perKey[k] = call{script: fenceScript, keys: t.keys[:2:2], args: []any{t.value, tokens[k], t.fenceExp}}
+		}
+	}
+	return ac
+}
+
+// fenceAnswer returns node a.node's answer for winner k of a fencing
+// round: whether it stored the token.
+func (c *Client) fenceAnswer(a answer, k int) (bool, error) {
+	ci, i := k, 0
+	if !c.nodes[a.node].perShard {
+		ci, i = k/batchChunk, k%batchChunk
+	}
+	if err := a.callErr(ci); err != nil {
+		return false, err
+	}
+	if c.nodes[a.node].perShard {
+		return isOne(a.cmds[ci].Val()), nil
+	}
+	vals, _ := a.cmds[ci].Val().([]any)
+	if i >= len(vals) {
+		return false, fmt.Errorf("unexpected reply %v", a.cmds[ci].Val())
+	}
+	return isOne(vals[i]), nil
 }

@@ -50,11 +50,11 @@ var (
 	}{
 		{acquireScript, acquireSrc}, {fenceScript, fenceSrc}, {extendScript, extendSrc}, {releaseScript, releaseSrc},
 		{completeScript, completeSrc}, {noteScript, noteSrc}, {inspectScript, inspectSrc},
-		{acquireBatchScript, acquireBatchSrc}, {releaseBatchScript, releaseBatchSrc},
+		{acquireBatchScript, acquireBatchSrc}, {releaseBatchScript, releaseBatchSrc}, {fenceBatchScript, fenceBatchSrc},
 	}
 
 	allScriptSources = append([]string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc,
-		acquireBatchSrc, releaseBatchSrc},
+		acquireBatchSrc, releaseBatchSrc, fenceBatchSrc},
 		wrappedSources()...)
 )
 
