@@ -114,6 +114,9 @@ func (b *bench) report(w io.Writer) error {
 	}
 	t.add("settings", fmt.Sprintf("%d interleaved repetitions per case, %s measured after %s warm-up, lock TTL %s, medians reported", b.cfg.reps, b.cfg.dur, b.cfg.warm, b.cfg.ttl))
 	t.write(w)
+	if e.loaded() {
+		fmt.Fprintf(w, "**This run was made on a loaded machine**: the 1-minute load average was above the number of cores (%d) at the start or at the end. The client, the servers and the other jobs compete for the CPU, so absolute numbers and the ratios between libraries move from run to run; the CPU per operation columns move least. Prefer a run on an idle machine for conclusions.\n\n", e.nproc)
+	}
 
 	b.writeMethod(w)
 	b.writeTargets13(w)
