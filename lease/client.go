@@ -43,7 +43,9 @@ var (
 	inspectScript  = redis.NewScript(inspectSrc)
 
 	// roundScripts are the scripts sent in rounds; each also has a
-	// variant that checks the data marker (birth.go).
+	// variant that checks the data marker (birth.go). A script sent in a
+	// round but not listed here works too: when it is a round's last
+	// call, the marker check follows it as a call of its own.
 	roundScripts = []struct {
 		script *redis.Script
 		src    string

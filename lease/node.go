@@ -468,12 +468,16 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	pipe := n.pipeline()
 	info := n.recheck(ctx, pipe)
 	// The last script call of the round also checks the data marker
-	// (birth.go); a round of PINGs only sends the check on its own.
+	// (birth.go); a round of PINGs, or one whose last script has no
+	// marker-checking variant, sends the check on its own after it.
 	last := pos{-1, -1}
 	if !n.perShard {
-		for i := len(live) - 1; i >= 0 && last.i < 0; i-- {
+		for i := len(live) - 1; i >= 0; i-- {
 			if k := len(live[i].calls); k > 0 {
-				last = pos{i, k - 1}
+				if birthWrapped[live[i].calls[k-1].script] != nil {
+					last = pos{i, k - 1}
+				}
+				break
 			}
 		}
 	}
@@ -500,13 +504,16 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	_, err := pipe.Exec(ctx)
 	n.connUsed = time.Now()
 	var wrapped []*redis.Cmd // marker-checking calls, in the order they ran
+	standaloneNewer := false // a resend ended with birth on its own
 	if last.i >= 0 {
 		wrapped = append(wrapped, cmds[last.i][last.j])
 	}
 	if err != nil && isReplyError(err) && !n.noReload.Load() &&
 		(anyNoScript(cmds) || birth != nil && isNoScript(birth.Err())) {
 		var again *redis.Cmd
+		before := birth
 		birth, again = n.reloadAndRetry(ctx, live, cmds, birth, clock)
+		standaloneNewer = birth != nil && birth != before
 		if again != nil {
 			if len(wrapped) > 0 && isNoScript(wrapped[0].Err()) {
 				wrapped = wrapped[:0] // resent: again replaced it
@@ -527,7 +534,7 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	for _, w := range wrapped {
 		birthVals, birthErr = unwrapBirth(w)
 	}
-	if len(wrapped) == 0 && birth != nil {
+	if birth != nil && (len(wrapped) == 0 || standaloneNewer) {
 		birthVals, _ = birth.Val().([]any)
 		birthErr = birth.Err()
 	}

@@ -94,17 +94,21 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 	}
 	resent := make([]*redis.Cmd, len(again))
 	var checked *redis.Cmd
+	wrap := len(again) > 0 && !n.perShard && birthWrapped[live[again[0].i].calls[again[0].j].script] != nil
 	for k := len(again) - 1; k >= 0; k-- { // again is in reverse order
 		p := again[k]
 		c := live[p.i].calls[p.j]
-		if k == 0 && !n.perShard {
+		if k == 0 && wrap {
 			c = n.withBirth(c, clock)
 		}
 		resent[k] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
 	}
-	if len(again) > 0 && !n.perShard {
+	if wrap {
 		checked = resent[0]
 	}
+	// Resent calls whose last has no marker-checking variant get the
+	// check on its own after them.
+	birthAgain = birthAgain || len(again) > 0 && !n.perShard && !wrap
 	if birthAgain {
 		bc := n.birthCall()
 		birth = pipe.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
