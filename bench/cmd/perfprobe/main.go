@@ -52,6 +52,9 @@ func main() {
 	}
 	port := os.Args[1]
 	cmd := exec.Command("redis-server", "--port", port, "--save", "", "--appendonly", "no")
+	// The server dies with this process, also when it is killed or its
+	// output pipe closes before the deferred Kill runs.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		panic(err)
 	}
