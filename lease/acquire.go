@@ -145,7 +145,7 @@ type tally struct {
 	req      Request
 	value    string
 	keys     []string // lock, fence, epoch (release uses keys[:1], fence keys[:2])
-	args     []any    // value, ttl ms, epoch, fencing floor, fence expiry ms (release uses args[:1])
+	fenceExp any      // fence counter expiry ms (acquire.lua's ARGV[5])
 	granted  int
 	bad      int // refused, failed or not voting
 	done     int64
@@ -213,7 +213,8 @@ func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) 
 	// all tallies: a batch of 10,000 keys costs a few allocations per key
 	// (its value and key names), not a dozen.
 	keyArr := make([]string, 3*len(tallies))
-	argArr := make([]any, 5*len(tallies))
+	ttls := make([]any, len(tallies))
+	epochs := make([]any, len(tallies))
 	freeArr := make([]time.Duration, n*len(tallies))
 	floor := any("0")
 	if c.opts.fencing {
@@ -235,18 +236,15 @@ func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) 
 		if r.Epoch != lastEpoch {
 			lastEpoch, epochArg = r.Epoch, r.Epoch
 		}
-		t.args = argArr[5*k : 5*k+5 : 5*k+5]
-		t.args[0], t.args[1], t.args[2], t.args[3], t.args[4] = t.value, ttlArg, epochArg, floor, fenceExp
+		ttls[k], epochs[k] = ttlArg, epochArg
+		t.fenceExp = fenceExp
 		t.freeIn = freeArr[n*k : n*k : n*k+n]
 	}
 
 	start := time.Now()
 	abandon := make(chan struct{})
-	calls := make([]call, len(tallies))
-	for k := range tallies {
-		calls[k] = call{script: acquireScript, keys: tallies[k].keys, args: tallies[k].args}
-	}
-	ch, total := c.fanout(start, func(int) []call { return calls }, abandon)
+	calls := c.buildAcquireCalls(tallies, keyArr, ttls, epochs, floor, fenceExp)
+	ch, total := c.fanout(start, func(i int) []call { return calls.forNode(c.nodes[i]) }, abandon)
 	timeout := c.batchTimeout(len(tallies))
 	timer := time.NewTimer(timeout)
 	answered := make([]bool, n)
@@ -360,14 +358,16 @@ collect:
 func (c *Client) cleanUp(start time.Time, losers []*tally) {
 	perNode := make([][]call, len(c.nodes))
 	sendTo := 0
-	for i := range c.nodes {
+	for i, nd := range c.nodes {
+		var mine []*tally
 		for _, t := range losers {
 			if i < 64 && t.refused&(1<<i) != 0 {
 				continue
 			}
-			perNode[i] = append(perNode[i], call{script: releaseScript, keys: t.keys[:1], args: t.args[:1]})
+			mine = append(mine, t)
 		}
-		if len(perNode[i]) > 0 {
+		if len(mine) > 0 {
+			perNode[i] = releaseCalls(nd, mine)
 			sendTo++
 		}
 	}
@@ -394,7 +394,8 @@ func (c *Client) cleanUp(start time.Time, losers []*tally) {
 // ErrDataYounger).
 func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting error) {
 	t.answers++
-	if err := a.callErr(k); err != nil {
+	ka, err := c.keyAnswer(a, k)
+	if err != nil {
 		t.bad++
 		t.errs = append(t.errs, &NodeError{Node: nd.name, Err: err})
 		if k == 0 {
@@ -402,15 +403,9 @@ func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting err
 		}
 		return
 	}
-	vals, _ := a.cmds[k].Val().([]any)
-	if len(vals) < 5 {
-		t.bad++
-		t.errs = append(t.errs, &NodeError{Node: nd.name, Err: fmt.Errorf("unexpected reply %v", a.cmds[k].Val())})
-		return
-	}
-	status := toInt64(vals[0])
-	t.done = max(t.done, toInt64(vals[1]))
-	fence := toInt64(vals[2])
+	status := ka.status
+	t.done = max(t.done, ka.done)
+	fence := ka.fence
 	v := VoteRefused
 	switch status {
 	case 1:
@@ -441,7 +436,7 @@ func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting err
 		t.seen = max(t.seen, fence)
 		t.bad++
 		t.markRefused(a.node)
-		holder := toString(vals[3])
+		holder := ka.holder
 		if _, owner, ok := cutValue(holder); ok {
 			holder = owner
 		}
@@ -456,7 +451,7 @@ func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting err
 		if !found {
 			t.holders = append(t.holders, holderCount{owner: holder, n: 1})
 		}
-		t.freeIn = append(t.freeIn, time.Duration(max(toInt64(vals[4]), 0))*time.Millisecond)
+		t.freeIn = append(t.freeIn, time.Duration(max(ka.pttl, 0))*time.Millisecond)
 	}
 	if k == 0 {
 		c.vote(nd, "acquire", v, a.at)
@@ -515,16 +510,15 @@ func (c *Client) refusal(t *tally) *RefusedError {
 // there; a quorum must store it before the lease is handed out.
 func (c *Client) fenceRound(ctx context.Context, winners []*tally) {
 	floor := time.Now().UnixMicro()
-	calls := make([]call, len(winners))
-	for k, t := range winners {
+	for _, t := range winners {
 		t.fence = max(t.fmax, t.seen+1, floor)
 		t.fenceOK = 0
-		calls[k] = call{script: fenceScript, keys: t.keys[:2], args: []any{t.value, strconv.FormatInt(t.fence, 10), t.args[4]}}
 	}
+	calls := c.fenceCalls(winners)
 	abandon := make(chan struct{})
 	defer close(abandon)
 	fstart := time.Now()
-	ch, total := c.fanout(fstart, func(int) []call { return calls }, abandon)
+	ch, total := c.fanout(fstart, func(i int) []call { return calls.forNode(c.nodes[i]) }, abandon)
 	timeout := c.batchTimeout(len(winners))
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -536,11 +530,12 @@ func (c *Client) fenceRound(ctx context.Context, winners []*tally) {
 			nd := c.nodes[a.node]
 			voting := c.voting(nd, time.Now())
 			for k, t := range winners {
-				if err := a.callErr(k); err != nil {
+				ok, err := c.fenceAnswer(a, k)
+				if err != nil {
 					t.errs = append(t.errs, &NodeError{Node: nd.name, Err: fmt.Errorf("fence: %w", err)})
 					continue
 				}
-				if voting && isOne(a.cmds[k].Val()) {
+				if voting && ok {
 					t.fenceOK++
 					if t.fenceOK == q {
 						pending--

@@ -16,8 +16,10 @@ import (
 // process, run_id and connections stay: FLUSHALL or FLUSHDB, or a master
 // that was made a replica of another server (the dataset is replaced by
 // the other's) and promoted again. INFO on a new connection does not see
-// that, so every round to a plain or Sentinel node ends with birth.lua,
-// which reads (and, in an empty dataset, writes once) a marker key holding
+// that, so every round to a plain or Sentinel node ends with the marker
+// check of birth.lua (run inside the round's last script call, see
+// withBirth), which reads (and, in an empty dataset, writes once) a marker
+// key holding
 // the server time at which the dataset began and a random nonce. A marker
 // that is missing or different from the one this client saw last means
 // the dataset was replaced: the node counts as restarted at that moment.
@@ -25,9 +27,10 @@ import (
 // node already knows its age.
 // A marker seen for the first time tells how old the dataset is, also for
 // a client that meets the node long after a flush. The marker is read
-// after the round's scripts, in the same pipeline, so a flush before a
-// grant is always seen with it; a flush after the marker was read comes
-// after the grant, like a restart after it.
+// after the round's scripts, in the same pipeline (in the same atomic
+// script step as the last of them), so a flush before a grant is always
+// seen with it; a flush after the marker was read comes after the grant,
+// like a restart after it.
 //
 // Ages are measured on the server's clock and turned into this client's
 // time by subtracting them from the moment the answer arrived (so the
@@ -47,10 +50,124 @@ var (
 	birthScript = redis.NewScript(birthSrc)
 )
 
-// birthCall is the marker check appended to every round of a plain or
-// Sentinel node.
+// birthCall is the marker check sent on its own: on a new connection, and
+// at the end of a round without script calls (Client.Warm's PINGs).
 func (n *node) birthCall() call {
 	return call{script: birthScript, keys: []string{birthKey}, args: []any{n.nonce}}
+}
+
+// Rounds with script calls do not send birth.lua as a call of its own: the
+// last script call of the round runs in a variant of its script that reads
+// the marker after its own work, in the same atomic step (birthWrap). That
+// is the same check, at the same place (after every call of the round),
+// without a second script per round. The variant reads the server's clock
+// only when it is needed: to write a new marker, or when the client has
+// not seen the node's marker yet (the marker's age is then needed).
+
+// birthWrapHead and birthWrapTail surround a script's body to make its
+// marker-checking variant. The variant takes the marker key as its last
+// KEYS entry and, as its last two ARGV entries, the client's nonce and "1"
+// when the server time is wanted; the body sees KEYS and ARGV without
+// them. It returns {body's reply, marker, server time µs ("0": not read)};
+// a body that fails (a Redis or Lua error) does not fail the marker check:
+// its error is returned in the first element.
+const birthWrapHead = `local bkey = table.remove(KEYS)
+local bclock = table.remove(ARGV)
+local bnonce = table.remove(ARGV)
+local bok, bres = pcall(function()
+`
+
+const birthWrapTail = `
+end)
+if not bok then
+  if type(bres) ~= 'table' or not bres.err then
+    bres = {err = tostring(bres)}
+  end
+end
+local bnow = '0'
+local function clock()
+  local t = redis.call('TIME')
+  return t[1] .. string.format('%06d', tonumber(t[2]))
+end
+local b = redis.call('GET', bkey)
+if b then
+  if bclock == '1' then
+    bnow = clock()
+  end
+  return {bres, b, bnow}
+end
+bnow = clock()
+b = bnow .. ' ' .. bnonce
+local ok = redis.pcall('SET', bkey, b)
+if type(ok) == 'table' and ok.err then
+  return {bres, '', bnow}
+end
+return {bres, b, bnow}
+`
+
+// birthWrapped maps each round script to its marker-checking variant.
+var birthWrapped = func() map[*redis.Script]*redis.Script {
+	m := map[*redis.Script]*redis.Script{}
+	for _, s := range roundScripts {
+		m[s.script] = redis.NewScript(birthWrapHead + s.src + birthWrapTail)
+	}
+	return m
+}()
+
+// wrappedSources are the sources of the marker-checking variants (loaded
+// on every connection with the others).
+func wrappedSources() []string {
+	out := make([]string, 0, len(roundScripts))
+	for _, s := range roundScripts {
+		out = append(out, birthWrapHead+s.src+birthWrapTail)
+	}
+	return out
+}
+
+// withBirth returns c in its marker-checking variant: the marker key and
+// the nonce appended (in new slices: c's may share a backing array).
+func (n *node) withBirth(c call, clock bool) call {
+	keys := make([]string, len(c.keys)+1)
+	copy(keys, c.keys)
+	keys[len(c.keys)] = birthKey
+	args := make([]any, len(c.args)+2)
+	copy(args, c.args)
+	args[len(c.args)] = n.nonce
+	args[len(c.args)+1] = "0"
+	if clock {
+		args[len(c.args)+1] = "1"
+	}
+	return call{script: birthWrapped[c.script], keys: keys, args: args}
+}
+
+// needClock reports whether the round's marker check should also read the
+// server's clock: the client has not seen the node's marker yet.
+func (n *node) needClock() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return !n.markerSeen
+}
+
+// unwrapBirth splits the reply of a marker-checking call: cmd gets the
+// body's own reply (or error), and the marker check's answer is returned
+// as {marker, server time} for noteBirth, with the call's error if it
+// failed as a whole.
+func unwrapBirth(cmd *redis.Cmd) ([]any, error) {
+	if err := cmd.Err(); err != nil {
+		return nil, err
+	}
+	vals, _ := cmd.Val().([]any)
+	if len(vals) != 3 {
+		err := fmt.Errorf("unexpected reply %v", cmd.Val())
+		cmd.SetErr(err)
+		return nil, err
+	}
+	if e, ok := vals[0].(error); ok {
+		cmd.SetErr(e)
+	} else {
+		cmd.SetVal(vals[0])
+	}
+	return vals[1:], nil
 }
 
 // checkBirth reads the data marker on a new connection (before Ping
@@ -61,19 +178,21 @@ func (n *node) checkBirth(ctx context.Context, cn *redis.Conn) error {
 		return nil
 	}
 	bc := n.birthCall()
-	return n.noteBirth(cn.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...), time.Now())
+	cmd := cn.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
+	vals, _ := cmd.Val().([]any)
+	return n.noteBirth(vals, cmd.Err(), time.Now())
 }
 
-// noteBirth folds the marker check's answer, received at recv, into the
-// node's data birth. It returns an error when the check failed: the round's
-// grants must not count then.
-func (n *node) noteBirth(cmd *redis.Cmd, recv time.Time) error {
-	if err := cmd.Err(); err != nil {
+// noteBirth folds the marker check's answer ({marker, server time µs} or
+// the error of the check), received at recv, into the node's data birth.
+// It returns an error when the check failed: the round's grants must not
+// count then.
+func (n *node) noteBirth(vals []any, err error, recv time.Time) error {
+	if err != nil {
 		return fmt.Errorf("data marker check: %w", err)
 	}
-	vals, _ := cmd.Val().([]any)
 	if len(vals) < 2 {
-		return fmt.Errorf("data marker check: unexpected reply %v", cmd.Val())
+		return fmt.Errorf("data marker check: unexpected reply %v", vals)
 	}
 	marker := toString(vals[0])
 	serverNow := toInt64(vals[1])
@@ -84,7 +203,11 @@ func (n *node) noteBirth(cmd *redis.Cmd, recv time.Time) error {
 		if err != nil {
 			return errors.New("data marker check: malformed marker")
 		}
-		birth = recv.Add(-time.Duration(max(serverNow-b, 0)) * time.Microsecond)
+		if serverNow > 0 {
+			birth = recv.Add(-time.Duration(max(serverNow-b, 0)) * time.Microsecond)
+		}
+		// Without the server's time (not asked for: the marker was seen
+		// before) a first sight dates the data from now, the safe side.
 	}
 	n.mu.Lock()
 	replaced := false

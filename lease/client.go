@@ -42,7 +42,22 @@ var (
 	noteScript     = redis.NewScript(noteSrc)
 	inspectScript  = redis.NewScript(inspectSrc)
 
-	allScriptSources = []string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc, entriesSrc, logSrc}
+	// roundScripts are the scripts sent in rounds; each also has a
+	// variant that checks the data marker (birth.go). A script sent in a
+	// round but not listed here works too: when it is a round's last
+	// call, the marker check follows it as a call of its own.
+	roundScripts = []struct {
+		script *redis.Script
+		src    string
+	}{
+		{acquireScript, acquireSrc}, {fenceScript, fenceSrc}, {extendScript, extendSrc}, {releaseScript, releaseSrc},
+		{completeScript, completeSrc}, {noteScript, noteSrc}, {inspectScript, inspectSrc},
+		{acquireBatchScript, acquireBatchSrc}, {releaseBatchScript, releaseBatchSrc}, {fenceBatchScript, fenceBatchSrc},
+	}
+
+	allScriptSources = append([]string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc,
+		acquireBatchSrc, releaseBatchSrc, fenceBatchSrc, entriesSrc, logSrc},
+		wrappedSources()...)
 )
 
 // Client takes leases on N independent Redis nodes with the Redlock

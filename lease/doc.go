@@ -10,7 +10,8 @@
 // # The algorithm
 //
 // Acquire records the start time, sends one Lua script (EVALSHA) to all N
-// nodes in parallel and counts answers as they arrive. The lease is held
+// nodes in parallel (TryAcquireBatch: one per node for every 128 keys) and
+// counts answers as they arrive. The lease is held
 // when at least N/2+1 nodes granted it and
 //
 //	validity = ttl - elapsed - (ttl*drift + 2ms)
@@ -121,7 +122,8 @@
 // master_replid, which changes on every restart and promotion, is a restart
 // now; a promoted master met for the first time counts as promoted now)
 // and, for plain and Sentinel nodes, from a data marker read after every
-// round in the same pipeline: the key leasecron:lease:birth, written once
+// round in the same pipeline (by the round's last script call, in the same
+// atomic step): the key leasecron:lease:birth, written once
 // into an empty dataset with the server's time (Redis TIME) and a random
 // nonce. A missing or changed marker is a data loss now; a marker seen for
 // the first time gives the age of the dataset, also to a client that meets

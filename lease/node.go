@@ -467,6 +467,21 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	}
 	pipe := n.pipeline()
 	info := n.recheck(ctx, pipe)
+	// The last script call of the round also checks the data marker
+	// (birth.go); a round of PINGs, or one whose last script has no
+	// marker-checking variant, sends the check on its own after it.
+	last := pos{-1, -1}
+	if !n.perShard {
+		for i := len(live) - 1; i >= 0; i-- {
+			if k := len(live[i].calls); k > 0 {
+				if birthWrapped[live[i].calls[k-1].script] != nil {
+					last = pos{i, k - 1}
+				}
+				break
+			}
+		}
+	}
+	clock := !n.perShard && n.needClock()
 	cmds := make([][]*redis.Cmd, len(live))
 	for i, o := range live {
 		if len(o.calls) == 0 {
@@ -475,23 +490,53 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 		}
 		cmds[i] = make([]*redis.Cmd, len(o.calls))
 		for j, c := range o.calls {
+			if i == last.i && j == last.j {
+				c = n.withBirth(c, clock)
+			}
 			cmds[i][j] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
 		}
 	}
 	var birth *redis.Cmd
-	if !n.perShard {
-		// After the round's scripts: see birth.go.
+	if !n.perShard && last.i < 0 {
 		bc := n.birthCall()
 		birth = pipe.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
 	}
 	_, err := pipe.Exec(ctx)
 	n.connUsed = time.Now()
+	var wrapped []*redis.Cmd // marker-checking calls, in the order they ran
+	standaloneNewer := false // a resend ended with birth on its own
+	if last.i >= 0 {
+		wrapped = append(wrapped, cmds[last.i][last.j])
+	}
 	if err != nil && isReplyError(err) && !n.noReload.Load() &&
 		(anyNoScript(cmds) || birth != nil && isNoScript(birth.Err())) {
-		birth = n.reloadAndRetry(ctx, live, cmds, birth)
+		var again *redis.Cmd
+		before := birth
+		birth, again = n.reloadAndRetry(ctx, live, cmds, birth, clock)
+		standaloneNewer = birth != nil && birth != before
+		if again != nil {
+			if len(wrapped) > 0 && isNoScript(wrapped[0].Err()) {
+				wrapped = wrapped[:0] // resent: again replaced it
+			}
+			wrapped = append(wrapped, again)
+		}
 		if !anyCmdErr(cmds) && (birth == nil || birth.Err() == nil) {
 			err = nil
 		}
+	}
+	// Whether some call failed as a whole (before the marker-checking
+	// calls' replies are split: the error of a body inside one is that
+	// call's own, not the round's).
+	cmdErr := anyCmdErr(cmds)
+	var birthVals []any
+	var birthErr error
+	checked := birth != nil || len(wrapped) > 0
+	for _, w := range wrapped {
+		birthVals, birthErr = unwrapBirth(w)
+	}
+	if birth != nil && (len(wrapped) == 0 || standaloneNewer) {
+		birthVals, _ = birth.Val().([]any)
+		birthErr = birth.Err()
 	}
 	if err != nil {
 		// A failed round may leave the connection unusable (go-redis
@@ -499,15 +544,15 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 		n.dropConn()
 	}
 	var nodeErr error
-	if err != nil && (!isReplyError(err) || !anyCmdErr(cmds) && (birth == nil || birth.Err() == nil)) {
+	if err != nil && (!isReplyError(err) || !cmdErr && birthErr == nil) {
 		// Connection-level failure: every call failed. An error reply
 		// that no command carries came from setting up the connection
 		// (AUTH with a wrong password: WRONGPASS).
 		nodeErr = err
 	}
-	if nodeErr == nil && birth != nil {
+	if nodeErr == nil && checked {
 		// A round whose data marker could not be checked counts as failed.
-		nodeErr = n.noteBirth(birth, n.connUsed)
+		nodeErr = n.noteBirth(birthVals, birthErr, n.connUsed)
 	}
 	n.mu.Lock()
 	if cerr := n.onConnectErr; cerr != nil && nodeErr != nil {

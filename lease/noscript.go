@@ -47,30 +47,34 @@ func hashTag(key string) string {
 // resending an earlier call on its lease would apply it after a later
 // one). The others keep their NOSCRIPT error. The new replies replace the
 // old ones in cmds; nothing is sent more than once more. The round's data
-// marker call (birth, nil if none) always comes last and only reads or
-// creates the marker, so it is resent whenever it failed with NOSCRIPT;
-// reloadAndRetry returns its reply.
-func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.Cmd, birth *redis.Cmd) *redis.Cmd {
-	type pos struct{ i, j int }
+// marker check rides on the round's last script call (birth.go), which
+// no later call can have reached, so it is resent whenever it failed with
+// NOSCRIPT; the last call resent checks the marker again, after the
+// resent calls, and reloadAndRetry returns it (nil if nothing was resent).
+// A round without script calls has its marker call (birth) on its own: it
+// only reads or creates the marker, so it is resent whenever it failed
+// with NOSCRIPT; reloadAndRetry returns its reply.
+func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.Cmd, birth *redis.Cmd, clock bool) (*redis.Cmd, *redis.Cmd) {
 	var again []pos
 	reached := map[string]bool{}
 	for i := len(live) - 1; i >= 0; i-- {
 		for j := len(live[i].calls) - 1; j >= 0; j-- {
 			c := live[i].calls[j]
-			tag := ""
-			if len(c.keys) > 0 {
-				tag = hashTag(c.keys[0])
-			}
-			if isNoScript(cmds[i][j].Err()) && !reached[tag] {
+			if isNoScript(cmds[i][j].Err()) && !anyReached(reached, c.keys) {
 				again = append(again, pos{i, j})
 				continue
 			}
-			reached[tag] = true
+			if len(c.keys) == 0 {
+				reached[""] = true
+			}
+			for _, k := range c.keys {
+				reached[hashTag(k)] = true
+			}
 		}
 	}
 	birthAgain := birth != nil && isNoScript(birth.Err())
 	if len(again) == 0 && !birthAgain {
-		return birth
+		return birth, nil
 	}
 	var pipe redis.Pipeliner
 	if cc, ok := n.rdb.(*redis.ClusterClient); ok {
@@ -78,7 +82,7 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 		// would go to one).
 		for _, src := range allScriptSources {
 			if err := cc.ScriptLoad(ctx, src).Err(); err != nil {
-				return birth
+				return birth, nil
 			}
 		}
 		pipe = n.pipeline()
@@ -89,11 +93,22 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 		}
 	}
 	resent := make([]*redis.Cmd, len(again))
+	var checked *redis.Cmd
+	wrap := len(again) > 0 && !n.perShard && birthWrapped[live[again[0].i].calls[again[0].j].script] != nil
 	for k := len(again) - 1; k >= 0; k-- { // again is in reverse order
 		p := again[k]
 		c := live[p.i].calls[p.j]
+		if k == 0 && wrap {
+			c = n.withBirth(c, clock)
+		}
 		resent[k] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
 	}
+	if wrap {
+		checked = resent[0]
+	}
+	// Resent calls whose last has no marker-checking variant get the
+	// check on its own after them.
+	birthAgain = birthAgain || len(again) > 0 && !n.perShard && !wrap
 	if birthAgain {
 		bc := n.birthCall()
 		birth = pipe.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
@@ -102,5 +117,22 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 	for k, p := range again {
 		cmds[p.i][p.j] = resent[k]
 	}
-	return birth
+	return birth, checked
 }
+
+// anyReached reports whether a later call of the round reached a lease of
+// keys (a call of a batch touches many leases).
+func anyReached(reached map[string]bool, keys []string) bool {
+	if len(keys) == 0 {
+		return reached[""]
+	}
+	for _, k := range keys {
+		if reached[hashTag(k)] {
+			return true
+		}
+	}
+	return false
+}
+
+// pos is the place of one call in a round: op i, call j.
+type pos struct{ i, j int }

@@ -35,6 +35,7 @@ type daemonResults struct {
 	rss10kNote  string
 	perHost     map[string]int
 	floors      []floorRow // spawning the job binary directly, no daemon
+	busyFloor   floorRow   // the same, half-way between ticks while the daemons run
 	logExcerpts []string
 }
 
@@ -158,6 +159,9 @@ func (b *bench) daemonBench(ctx context.Context) error {
 	}
 	// Sample RSS half-way between ticks; stop after runFor.
 	var idle []float64
+	busyOut := filepath.Join(dir, "floor-busy.txt")
+	busyTicks := map[string]int64{}
+	samples := 0
 	end := started.Add(daemonRunFor)
 	for time.Now().Before(end) {
 		next := time.Now().Truncate(time.Second).Add(1500 * time.Millisecond)
@@ -174,6 +178,18 @@ func (b *bench) daemonBench(ctx context.Context) error {
 				idle = append(idle, float64(v)/1024)
 			}
 		}
+		// The spawn floor with the daemons, their spare supervisors and
+		// the nodes running (half-way between ticks: the daemons are
+		// idle, but their processes are there), every third second only,
+		// so that a slow spawn on a busy machine does not reach into the
+		// next tick (whose starts it would delay).
+		samples++
+		if samples%3 == 0 && time.Since(started) > daemonIgnore*time.Second && time.Until(end) > time.Second {
+			spawnAt(time.Now(), fmt.Sprintf("busy-%d", len(busyTicks)), daemonJobs, stamp, busyOut, busyTicks)
+		}
+	}
+	if row, err := readFloor(busyOut, busyTicks, daemonJobs); err == nil {
+		b.daemon.busyFloor = row
 	}
 	stopAt := time.Now()
 	for _, p := range procs {
@@ -267,23 +283,40 @@ func (b *bench) spawnFloor(ctx context.Context, dir, stamp string, n int) error 
 			return ctx.Err()
 		case <-time.After(time.Until(t)):
 		}
-		var wg sync.WaitGroup
-		for j := 0; j < n; j++ {
-			name := fmt.Sprintf("floor-%d-%d", r, j)
-			ticks[name] = t.UnixNano()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c := exec.Command(stamp, out)
-				c.Env = append(os.Environ(), "LEASECRON_JOB="+name, "LEASECRON_TICK_UNIX=0", "LEASECRON_HOST=floor")
-				_ = c.Run()
-			}()
-		}
-		wg.Wait()
+		spawnAt(t, fmt.Sprintf("floor-%d", r), n, stamp, out, ticks)
 	}
-	data, err := os.ReadFile(out)
+	row, err := readFloor(out, ticks, n)
 	if err != nil {
 		return err
+	}
+	b.daemon.floors = append(b.daemon.floors, row)
+	return nil
+}
+
+// spawnAt starts n tickstamp processes at once (t is the instant they
+// count from), writing to out, and waits for them; ticks records each
+// one's instant by name.
+func spawnAt(t time.Time, prefix string, n int, stamp, out string, ticks map[string]int64) {
+	var wg sync.WaitGroup
+	for j := 0; j < n; j++ {
+		name := fmt.Sprintf("%s-%d", prefix, j)
+		ticks[name] = t.UnixNano()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := exec.Command(stamp, out)
+			c.Env = append(os.Environ(), "LEASECRON_JOB="+name, "LEASECRON_TICK_UNIX=0", "LEASECRON_HOST=floor")
+			_ = c.Run()
+		}()
+	}
+	wg.Wait()
+}
+
+// readFloor reads the start times of spawnAt's processes.
+func readFloor(out string, ticks map[string]int64, procs int) (floorRow, error) {
+	data, err := os.ReadFile(out)
+	if err != nil {
+		return floorRow{}, err
 	}
 	var delays []time.Duration
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
@@ -297,12 +330,11 @@ func (b *bench) spawnFloor(ctx context.Context, dir, stamp string, n int) error 
 		}
 	}
 	if len(delays) == 0 {
-		return errors.New("no process started")
+		return floorRow{}, errors.New("no process started")
 	}
 	slices.Sort(delays)
-	b.daemon.floors = append(b.daemon.floors, floorRow{procs: n, n: len(delays),
-		p50: stats.Percentile(delays, 50), p99: stats.Percentile(delays, 99), max: delays[len(delays)-1]})
-	return nil
+	return floorRow{procs: procs, n: len(delays),
+		p50: stats.Percentile(delays, 50), p99: stats.Percentile(delays, 99), max: delays[len(delays)-1]}, nil
 }
 
 // daemonRSS10k starts one daemon with 10,000 jobs that fire once a year

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -81,4 +82,19 @@ func (b *bench) collectEnv(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// loaded reports whether the 1-minute load average at the start or at the
+// end of the run was above the number of cores.
+func (e environment) loaded() bool {
+	for _, l := range e.loadAvg {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil && v > float64(e.nproc) {
+			return true
+		}
+	}
+	return false
 }

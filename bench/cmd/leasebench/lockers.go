@@ -39,12 +39,23 @@ type held interface {
 	unlock(ctx context.Context) error
 }
 
-// newGoRedis builds a plain go-redis client with connection-setup chatter
-// that Redis 7.0 does not understand turned off.
+// newGoRedis builds a go-redis client configured exactly as lease
+// configures its own (lease/node.go, tuneOptions): RESP2, no CLIENT
+// SETINFO, no maintenance notifications, no retries, 10 s read and write
+// timeouts, a 5 s dial timeout and go-redis's default pool size. Every
+// library, and the PING floor, use it, so that the ratios between the
+// libraries are those of their algorithms, not of their client settings
+// (with go-redis's defaults, RESP3 adds a push-notification check with a
+// non-blocking read to every command).
 func newGoRedis(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:                     addr,
+		Protocol:                 2,
 		DisableIdentity:          true,
+		MaxRetries:               -1,
+		ReadTimeout:              10 * time.Second,
+		WriteTimeout:             10 * time.Second,
+		DialTimeout:              5 * time.Second,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
 }

@@ -114,8 +114,12 @@ func (b *bench) report(w io.Writer) error {
 	}
 	t.add("settings", fmt.Sprintf("%d interleaved repetitions per case, %s measured after %s warm-up, lock TTL %s, medians reported", b.cfg.reps, b.cfg.dur, b.cfg.warm, b.cfg.ttl))
 	t.write(w)
+	if e.loaded() {
+		fmt.Fprintf(w, "**This run was made on a loaded machine**: the 1-minute load average was above the number of cores (%d) at the start or at the end. The client, the servers and the other jobs compete for the CPU, so absolute numbers and the ratios between libraries move from run to run; the CPU per operation columns move least. Prefer a run on an idle machine for conclusions.\n\n", e.nproc)
+	}
 
 	b.writeMethod(w)
+	b.writeTargets13(w)
 	b.writeTargets(w)
 	b.writeLeaseTables(w)
 	b.writeStores(w)
@@ -459,13 +463,27 @@ func (b *bench) writeSched(w io.Writer) {
 	}
 	fmt.Fprintf(w, "## Scheduler: many leases on one tick\n\n")
 	fmt.Fprintf(w, "Each simulated daemon is a `lease.Client` on all 5 nodes calling `TryAcquireBatch` once with the same keys (epoch = the tick, TTL 30 s), all daemons at the same instant, in this process. \"decided\" is the time until every daemon's call returned (every key won, refused or failed). \"EVALSHA per key and node\" counts the scripts each node ran (INFO commandstats), including the losers' cleanup releases, which are sent without waiting (only to nodes that did not refuse). A key that nobody won and that did not fail was split between the daemons (each holds fewer nodes than a quorum; the scheduler retries it). CPU is what this process (all daemons) and the 5 redis-servers used during the call, on a 2-core machine.\n\n")
-	t := mdTable{head: []string{"daemons", "keys", "fencing", "per-node timeout (batch decision timeout)", "decided (median)", "decided (max)", "keys won", "failed", "won twice", "EVALSHA per key and node", "client CPU", "Redis CPU", "Go alloc per daemon"}}
+	fmt.Fprintf(w, "**The floor** (rows \"floor\"), measured in the same run, interleaved with the batches: each daemon sends the same keys as one raw pipelined `SET key value NX PX 30000` per node (no scripts, no fencing, no epochs, no data marker; go-redis configured as lease's own) to all 5 nodes at once, and is done when 3 of its 5 nodes answered the whole pipeline. \"× floor\" is decided (median) / the floor's (median) with as many daemons.\n\n")
+	t := mdTable{head: []string{"daemons", "keys", "fencing", "per-node timeout (batch decision timeout)", "decided (median)", "× floor", "decided (max)", "keys won", "failed", "won twice", "EVALSHA per key and node", "client CPU", "Redis CPU", "Go alloc per daemon"}}
+	for _, d := range []int{1, 3} {
+		fs := s.floors[d]
+		if len(fs) == 0 {
+			continue
+		}
+		t.add(fmt.Sprint(d), fmt.Sprint(b.cfg.batchKeys), "floor: raw SET NX PX", "–", fmtDur(b.floorDecided(d)), "1.00×", fmtDur(slices.MaxFunc(fs, func(a, b floorRun) int { return int(a.decided - b.decided) }).decided),
+			"–", "–", "–", "0", fmtDur(medFloor(fs, func(f floorRun) time.Duration { return f.cpuClient })), fmtDur(medFloor(fs, func(f floorRun) time.Duration { return f.cpuRedis })), "–")
+	}
 	for _, r := range s.batch {
 		if len(r.decided) == 0 {
 			continue
 		}
+		dec := time.Duration(stats.Median(durs(r.decided)))
+		xf := "–"
+		if f := b.floorDecided(r.daemons); f > 0 {
+			xf = fmt.Sprintf("%.2f×", float64(dec)/float64(f))
+		}
 		t.add(fmt.Sprint(r.daemons), fmt.Sprint(r.keys), fmt.Sprint(r.fencing), fmtDur(r.timeout)+" ("+fmtDur(batchTimeout(r.timeout, r.keys))+")",
-			fmtDur(time.Duration(stats.Median(durs(r.decided)))), fmtDur(slices.Max(r.decided)),
+			fmtDur(dec), xf, fmtDur(slices.Max(r.decided)),
 			fmt.Sprint(medInt(r.wins)), fmt.Sprint(medInt(r.failed)), fmt.Sprint(r.doubles),
 			fmt.Sprintf("%.2f", stats.Median(r.evalsha)/float64(r.keys)),
 			fmtDur(time.Duration(stats.Median(durs(r.cpuClient)))), fmtDur(time.Duration(stats.Median(durs(r.cpuRedis)))),
@@ -502,6 +520,23 @@ func (b *bench) writeSched(w io.Writer) {
 	}
 }
 
+// floorDecided is the median batch floor with `daemons` daemons (0: not
+// measured).
+func (b *bench) floorDecided(daemons int) time.Duration {
+	return medFloor(b.sched.floors[daemons], func(f floorRun) time.Duration { return f.decided })
+}
+
+func medFloor(fs []floorRun, get func(floorRun) time.Duration) time.Duration {
+	if len(fs) == 0 {
+		return 0
+	}
+	v := make([]float64, len(fs))
+	for i, f := range fs {
+		v[i] = float64(get(f))
+	}
+	return time.Duration(stats.Median(v))
+}
+
 func (b *bench) writeDaemon(w io.Writer) {
 	d := b.daemon
 	fmt.Fprintf(w, "## Scheduler: tick-to-start delay (daemon)\n\n")
@@ -520,6 +555,9 @@ func (b *bench) writeDaemon(w io.Writer) {
 		fmt.Sprintf("%.1f MiB", d.rssIdleMiB), fmt.Sprintf("%.1f MiB", d.rssPeakMiB), mib(d.rss10kMiB))
 	for _, f := range d.floors {
 		t.add(fmt.Sprintf("floor: %d × exec of tickstamp at once, no daemon", f.procs), fmt.Sprint(f.n), fmtDur(f.p50), fmtDur(f.p99), fmtDur(f.max), "–", "–", "–", "–", "–")
+	}
+	if f := d.busyFloor; f.n > 0 {
+		t.add(fmt.Sprintf("floor: %d × exec of tickstamp at once, half-way between ticks while the daemons run", f.procs), fmt.Sprint(f.n), fmtDur(f.p50), fmtDur(f.p99), fmtDur(f.max), "–", "–", "–", "–", "–")
 	}
 	t.write(w)
 	hosts := make([]string, 0, len(d.perHost))

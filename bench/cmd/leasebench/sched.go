@@ -20,6 +20,7 @@ type schedResults struct {
 	rounds   []roundRow
 	renew    []renewRow
 	batchErr string
+	floors   map[int][]floorRun // daemons -> the batch floor, one per repetition
 }
 
 // batchRow is one TryAcquireBatch setting, medians over repetitions.
@@ -78,7 +79,17 @@ func (b *bench) runSched(ctx context.Context) error {
 		{daemons: 3, keys: n, fencing: true, timeout: time.Second},
 		{daemons: 3, keys: n, fencing: false, timeout: time.Second},
 	}
+	b.sched.floors = map[int][]floorRun{}
 	for rep := 0; rep < reps; rep++ {
+		for _, d := range []int{1, 3} {
+			f, err := b.batchFloor(ctx, d, n)
+			if err != nil {
+				return err
+			}
+			b.sched.floors[d] = append(b.sched.floors[d], f)
+			fmt.Fprintf(b.log, "batch floor daemons=%d keys=%d: decided %s; CPU client %s redis %s\n", d, n,
+				f.decided.Round(time.Millisecond), f.cpuClient.Round(time.Millisecond), f.cpuRedis.Round(time.Millisecond))
+		}
 		for i := range settings {
 			if err := b.batchOnce(ctx, &settings[i]); err != nil {
 				return err
