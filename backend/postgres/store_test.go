@@ -67,7 +67,7 @@ func TestStoreTables(t *testing.T) {
 	t.Run("ConcurrentCreation", func(t *testing.T) {
 		clients := make([]*postgres.Backend, 8)
 		for i := range clients {
-			clients[i] = open(t, s.URL(), postgres.WithTable("fresh"))
+			clients[i] = open(t, s.URL(), postgres.WithTable("fresh"), loadedTimeout)
 		}
 		var wg sync.WaitGroup
 		errs := make(chan error, len(clients))
@@ -97,7 +97,7 @@ func TestStoreTables(t *testing.T) {
 
 	t.Run("LongTableName", func(t *testing.T) {
 		name := strings.Repeat("l", 63)
-		b := open(t, s.URL(), postgres.WithTable(name))
+		b := open(t, s.URL(), postgres.WithTable(name), loadedTimeout)
 		if _, err := try(t, b, backend.Request{Key: "k", TTL: time.Second}); err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +116,7 @@ func TestStoreTables(t *testing.T) {
 
 	t.Run("SchemaQualified", func(t *testing.T) {
 		s.Exec("CREATE SCHEMA ops AUTHORIZATION " + pgtest.User)
-		storeRoundTrip(t, open(t, s.URL(), postgres.WithTable("ops.leases")), "h")
+		storeRoundTrip(t, open(t, s.URL(), postgres.WithTable("ops.leases"), loadedTimeout), "h")
 		var got string
 		s.QueryRow(`SELECT string_agg(relname, ' ' ORDER BY relname) FROM pg_class
 		            WHERE relnamespace = 'ops'::regnamespace AND relname NOT LIKE '%pkey'`, nil, &got)
@@ -184,7 +184,7 @@ func count(s *pgtest.Server, table, where string, args ...any) int {
 func TestStoreBounds(t *testing.T) {
 	t.Parallel()
 	s := pgtest.Start(t)
-	b := open(t, s.URL())
+	b := open(t, s.URL(), loadedTimeout)
 	ctx := ctxT(t)
 	put := func(space, name string, ttl time.Duration) {
 		t.Helper()
@@ -264,7 +264,7 @@ func TestStoreExpiryOnDatabaseClock(t *testing.T) {
 	t.Parallel()
 	s := pgtest.Start(t)
 	tr := &argTracer{}
-	b := open(t, s.URL(), postgres.WithTracer(tr))
+	b := open(t, s.URL(), postgres.WithTracer(tr), loadedTimeout)
 	ctx := ctxT(t)
 	if err := b.Put(ctx, "hosts", backend.Entry{Name: "h", Version: 1, TTL: time.Second}); err != nil {
 		t.Fatal(err)
@@ -299,3 +299,8 @@ func TestStoreExpiryOnDatabaseClock(t *testing.T) {
 		t.Errorf("traced %d entry statements, want 3", n)
 	}
 }
+
+// loadedTimeout is the per-request timeout of store tests that are not
+// about timeouts: a loaded CI machine can take longer than testTimeout
+// for a statement that writes (an fsync), and those tests count rows.
+var loadedTimeout = postgres.WithTimeout(5 * time.Second)
