@@ -11,10 +11,14 @@ import (
 )
 
 // rankStagger is how much later than the host of rank r-1 the host of
-// rank r of a job's candidates tries a tick: about one acquisition round,
-// so that the assigned host (rank 0) usually wins and runs spread as the
-// ranking says.
-const rankStagger = 10 * time.Millisecond
+// rank r of a job's candidates tries a tick: the backend's request
+// timeout, between 10ms and 250ms — long enough for the assigned host
+// (rank 0) to have decided its batch, so that it usually wins and runs
+// spread as the ranking says, and short enough that a dead assigned host
+// delays the tick very little.
+func (s *Scheduler) rankStagger() time.Duration {
+	return min(max(s.be.Timeout(), 10*time.Millisecond), 250*time.Millisecond)
+}
 
 // fire plans one tick of jobs on this host: jobs paused, that this host
 // may not run or for which it is not a candidate are left out; the others
@@ -35,7 +39,7 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 		case j.Candidates == 0:
 			groups[j.JitterFor(tick)] = append(groups[j.JitterFor(tick)], j)
 		case r < j.Candidates:
-			d := (j.JitterFor(tick) + time.Duration(r)*rankStagger).Truncate(time.Millisecond)
+			d := (j.JitterFor(tick) + time.Duration(r)*s.rankStagger()).Truncate(time.Millisecond)
 			groups[d] = append(groups[d], j)
 		default:
 			standby = append(standby, j)
