@@ -42,7 +42,7 @@ var (
 	noteScript     = redis.NewScript(noteSrc)
 	inspectScript  = redis.NewScript(inspectSrc)
 
-	allScriptSources = []string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc}
+	allScriptSources = []string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc, entriesSrc, logSrc}
 )
 
 // Client takes leases on N independent Redis nodes with the Redlock

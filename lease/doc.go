@@ -94,6 +94,20 @@
 // cut off from its replicas as well, and L+1 s must be shorter than the
 // Sentinels' down-after-milliseconds.
 //
+// # Entries and logs
+//
+// PutEntry, GetEntry and ListEntries keep small versioned values with an
+// optional TTL in a hash per space; AppendLog and ReadLog keep bounded
+// logs in a sorted set per log (backend.Entries and backend.Logs; the
+// layout is in store.go and package backend/redis). Their scripts travel
+// through the same lanes as the lease scripts. A write succeeds once a
+// quorum stored it; a read merges the answers of a quorum (the highest
+// version per name, the union of log records), so it sees every write
+// that succeeded before it. Expiry is on each server's clock. The restart
+// guard does not apply to them: they live in Redis memory and survive
+// what the nodes' persistence keeps. Use keys apart from each other: an
+// entries key and a log key must differ.
+//
 // # Restarts, failovers and lost data
 //
 // A node that lost its data (a restart without fsync-always persistence, a

@@ -1,12 +1,3 @@
-// Package redis is the Redis backend of leasecron: package lease (a
-// Redlock client over N independent Redis masters; with one node, the
-// plain single-instance lock) behind the backend.Backend interface.
-//
-// It adds nothing to the algorithm; it only names keys (every key is
-// prefixed with "PREFIX:", so that several schedules can share the nodes)
-// and converts between the two packages' types. Use package lease directly
-// for the Redis-specific options (TLS, restart guard, observer hooks) and
-// hand the client to New.
 package redis
 
 import (
