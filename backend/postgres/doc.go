@@ -32,6 +32,49 @@
 //   - complete.sql raises done_epoch and frees the row, guarded by the
 //     token too: a lease lost to another acquisition leaves its epoch open.
 //
+// # Entries and logs
+//
+// backend.Entries and backend.Logs live in two more LOGGED tables beside
+// the lease table, named after it: <table>_entries and <table>_log, in its
+// schema (store_schema.sql; a lease table name longer than 55 bytes is cut
+// to make room for the suffix). The first call of Put, Get, List, Append
+// or Log creates both if either is missing, in one transaction, as Open
+// does the lease table (daemons starting at once are fine); a role that
+// may not create them gets an error naming the tables and the DDL, and its
+// leases keep working. Names and IDs are COLLATE "C": they sort bytewise,
+// as Go strings do.
+//
+//   - An entry is a row (space, name) -> version, data, ttl_us, expires_at.
+//     put.sql is one INSERT ... ON CONFLICT (space, name) DO UPDATE ...
+//     WHERE the stored row expired (expires_at <= clock_timestamp()) OR
+//     its version is lower. A TTL sets expires_at = clock_timestamp() +
+//     TTL, on the database's clock like a lease (kept to the microsecond,
+//     rounded up); no TTL leaves it NULL. Get and List (get.sql, list.sql)
+//     skip expired rows.
+//   - Expired rows are deleted by the next Put in their space, up to 100
+//     per Put, in the same statement (a partial index finds them). So the
+//     table holds the live entries plus, per space, the entries expired
+//     since its last Put (beyond 100, the next Puts finish the job): a
+//     dead host's heartbeat goes with the next heartbeat of any live host.
+//     Entries without a TTL (pause flags, retry state: one per job) stay
+//     until replaced.
+//   - A record is a row (log, id) -> at, data; at is Record.At cut to the
+//     millisecond. append.sql, one statement, inserts the record unless
+//     its ID is there or it is older than the log's newest limit records,
+//     and deletes the records older than the limit-th newest (counting the
+//     new one). A log thus holds at most limit rows (16 KiB of data each),
+//     or a few more right after concurrent Appends, until the next Append;
+//     the log of a job that is removed stays until deleted by hand. Log
+//     (log.sql) reads the index (log, at DESC, id DESC).
+//
+// Put and Append may be sent twice (see Failures): a repeated Put finds
+// its own version and changes nothing, a repeated Append finds its ID.
+// With one server, a read after an acknowledged Put or Append sees it,
+// from any client, under the same precondition as the leases (the server
+// keeps acknowledged commits). Cleanups never wait for rows another
+// statement locked (SKIP LOCKED), so concurrent Puts and Appends do not
+// deadlock.
+//
 // # Time
 //
 // Expiry is decided only by the database's clock_timestamp(): the client

@@ -13,6 +13,11 @@ func WithUnloggedTable() Option { return func(o *options) { o.unlogged = true } 
 // connection, the negative control of TestTerminateReconnects.
 func WithoutReconnect() Option { return func(o *options) { o.noReconnect = true } }
 
+// WithoutSkipLocked makes Put's cleanup of expired entries wait for rows
+// other statements locked, the negative control of
+// TestPutCleanupNoDeadlock.
+func WithoutSkipLocked() Option { return func(o *options) { o.noSkipLocked = true } }
+
 // Options returns the options Open would use, for pinning the defaults.
 func Options(opts ...Option) (table string, timeout float64, drift float64) {
 	o := defaultOptions()

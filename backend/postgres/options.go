@@ -31,6 +31,10 @@ type options struct {
 	// noReconnect turns off the retry of a statement on a fresh
 	// connection after a connection failure (tests only).
 	noReconnect bool
+	// noSkipLocked makes Put's cleanup of expired entries wait for rows
+	// locked by other statements (tests only: the negative control of
+	// TestPutCleanupNoDeadlock).
+	noSkipLocked bool
 	// tracer sees every statement and its arguments (tests only).
 	tracer pgx.QueryTracer
 }
@@ -43,7 +47,9 @@ func defaultOptions() options {
 // letters, digits and underscores (not starting with a digit), at most 63
 // bytes. The name is quoted as written, so it is case-sensitive; use lower
 // case. Default DefaultTable ("leasecron_leases") in the role's
-// search_path (normally the public schema).
+// search_path (normally the public schema). Entries and logs go to
+// NAME_entries and NAME_log in the same schema (NAME cut to 55 bytes if
+// longer).
 func WithTable(name string) Option { return func(o *options) { o.table = name } }
 
 // WithTimeout sets the per-request timeout: every statement (and the

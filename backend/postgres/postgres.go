@@ -24,11 +24,16 @@ type Backend struct {
 	table   string // quoted
 	server  string // redacted URL
 	sql     statements
+	store   storeStatements // Entries and Logs
 	timeout time.Duration
 
 	ensureMu sync.Mutex
 	ready    atomic.Bool // the table exists and is usable
-	closed   atomic.Bool
+	// storeMu and storeReady do for the tables of entries and logs what
+	// ensureMu and ready do for the lease table (see ensureStore).
+	storeMu    sync.Mutex
+	storeReady atomic.Bool
+	closed     atomic.Bool
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -102,7 +107,8 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 	if err != nil {
 		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrub(err.Error(), connString))
 	}
-	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.unlogged), timeout: o.timeout}
+	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.unlogged),
+		store: newStoreStatements(o), timeout: o.timeout}
 	tctx, cancel := context.WithTimeout(ctx, o.timeout)
 	err = b.ensureTable(tctx)
 	cancel()
