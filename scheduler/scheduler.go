@@ -268,7 +268,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		s.spareLoop(ctx)
+		// A dry run starts no job, so it keeps no spare supervisors
+		// either (a process of its own executable each, maxSpares per
+		// scheduler).
+		if !s.opts.DryRun {
+			s.spareLoop(ctx)
+		}
 	}()
 
 	s.loop(ctx, func(tick time.Time, jobs []*Job) { s.fire(ctx, hard, &wg, tick, jobs) })
