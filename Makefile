@@ -81,6 +81,14 @@ soak:
 # nodes, the scheduler costs and the daemon's tick-to-start (under 10 minutes).
 bench:
 	cd bench && $(GO) run ./cmd/leasebench -out ../BENCHMARKS.md
+	$(MAKE) bench-scale
+
+# The scale section of BENCHMARKS.md (between its scalebench markers): 100
+# dry-run schedulers × 10,000 jobs on one tick, on 5 Redis nodes and on
+# PostgreSQL, with and without rendezvous candidates (about 5 minutes).
+.PHONY: bench-scale
+bench-scale:
+	cd bench && $(GO) run ./cmd/scalebench -out ../BENCHMARKS.md
 
 fmt:
 	gofmt -w .
