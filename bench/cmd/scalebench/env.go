@@ -65,7 +65,7 @@ type floorResult struct {
 // TryAcquireBatch, with nothing else running.
 func (b *bench) floor(ctx context.Context, st store, space string, n int) (res floorResult) {
 	res = floorResult{store: st.name(), keys: n}
-	be, err := st.open(ctx, space, b.set.ttl)
+	be, err := st.open(ctx, space, 0)
 	if err != nil {
 		res.err = err.Error()
 		return res

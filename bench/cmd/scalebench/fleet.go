@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -18,10 +20,18 @@ import (
 // sharing the tick, each tried by candidates hosts (0: every host).
 type scenario struct {
 	hosts, jobs, candidates int
+	// timeout, when not 0, replaces the store's request timeout.
+	timeout time.Duration
+	// bound, when not 0, replaces settings.bound.
+	bound time.Duration
 }
 
 func (s scenario) String() string {
-	return fmt.Sprintf("%d hosts × %d jobs, candidates %d", s.hosts, s.jobs, s.candidates)
+	t := ""
+	if s.timeout > 0 {
+		t = ", timeout " + s.timeout.String()
+	}
+	return fmt.Sprintf("%d hosts × %d jobs, candidates %d%s", s.hosts, s.jobs, s.candidates, t)
 }
 
 // result is what one scenario measured.
@@ -36,7 +46,10 @@ type result struct {
 	// bound, then won/recorded say how many were.
 	wonAll, recordedAll time.Duration
 	won, recorded       int
-	bound               time.Duration
+	// firstWon is from the tick until the first win: it shows that the
+	// hosts fired the tick on time.
+	firstWon time.Duration
+	bound    time.Duration
 	// runs is runs_total{result="dry_run"} summed over the hosts after
 	// the settle time; twice counts jobs with more than one run.
 	runs, twice int
@@ -76,7 +89,7 @@ type settings struct {
 func configFor(st store, space string, sc scenario, set settings, tick time.Time) (*scheduler.Config, error) {
 	var b strings.Builder
 	b.Grow(sc.jobs * 64)
-	fmt.Fprintf(&b, "id: h000\n%s", st.section(space))
+	fmt.Fprintf(&b, "id: h000\n%s", st.section(space, sc.timeout))
 	fmt.Fprintf(&b, "lease:\n  ttl: %s\nheartbeat: %s\n", set.ttl, set.heartbeat)
 	// deadline: a tick may start up to 10m late (yesterday's tick is long
 	// past at start); standby_delay: when the standby hosts look.
@@ -109,6 +122,9 @@ type host struct {
 // seconds ahead, and measures that tick.
 func (b *bench) runScenario(ctx context.Context, st store, space string, sc scenario) (res result) {
 	set := b.set
+	if sc.bound > 0 {
+		set.bound = sc.bound
+	}
 	res = result{scenario: sc, store: st.name(), reqDecided: -1, work: -1, bound: set.bound}
 	fail := func(err error) result { res.err = err.Error(); return res }
 	log := func(format string, args ...any) {
@@ -117,17 +133,19 @@ func (b *bench) runScenario(ctx context.Context, st store, space string, sc scen
 	runtime.GC()
 	resetPeakRSS()
 
+	parseStart := time.Now()
 	far, err := configFor(st, space, sc, set, time.Now().Add(2*time.Hour))
 	if err != nil {
 		return fail(err)
 	}
+	parse := time.Since(parseStart)
 	t := newTally(sc.jobs)
 	logger := slog.New(handler{t: t})
 	hosts := make([]*host, sc.hosts)
 	start := time.Now()
 	for i := range hosts {
 		h := &host{id: fmt.Sprintf("h%03d", i), reg: newCaptureReg()}
-		h.be, err = st.open(ctx, space, set.ttl)
+		h.be, err = st.open(ctx, space, sc.timeout)
 		if err != nil {
 			for _, o := range hosts[:i] {
 				_ = o.be.Close()
@@ -167,7 +185,7 @@ func (b *bench) runScenario(ctx context.Context, st store, space string, sc scen
 			_ = h.s.Run(rctx)
 		}()
 	}
-	log("%d schedulers started in %s", sc.hosts, time.Since(start).Round(time.Millisecond))
+	log("%d schedulers started in %s (config parsed in %s)", sc.hosts, time.Since(start).Round(time.Millisecond), parse.Round(time.Millisecond))
 
 	// Every host sees every host.
 	for {
@@ -188,8 +206,11 @@ func (b *bench) runScenario(ctx context.Context, st store, space string, sc scen
 	res.converge = time.Since(start)
 	log("every host sees %d hosts after %s", sc.hosts, res.converge.Round(time.Millisecond))
 
-	// The measured tick: after the baseline window and the lead.
-	tick := time.Now().Add(set.baseline + set.lead).Truncate(time.Second).Add(time.Second)
+	// The measured tick: after the parse of the config, the reloads (each
+	// host reschedules every job: about 1.5 ms per host on this machine),
+	// the lead and the baseline window.
+	lead := set.baseline + set.lead + 2*parse + time.Duration(sc.hosts)*150*time.Millisecond
+	tick := time.Now().Add(lead).Truncate(time.Second).Add(time.Second)
 	near, err := configFor(st, space, sc, set, tick)
 	if err != nil {
 		return fail(err)
@@ -200,6 +221,9 @@ func (b *bench) runScenario(ctx context.Context, st store, space string, sc scen
 		if err := h.s.Reload(&c); err != nil {
 			return fail(fmt.Errorf("reload %s: %w", h.id, err))
 		}
+	}
+	if left := time.Until(tick); left < set.baseline+time.Second {
+		return fail(fmt.Errorf("setup too slow: the reloads left %s before the tick, less than the baseline window and 1 s", left.Round(time.Millisecond)))
 	}
 	// The background rate, then the tick.
 	winStart := time.Until(tick) - set.baseline - 300*time.Millisecond
@@ -221,6 +245,13 @@ func (b *bench) runScenario(ctx context.Context, st store, space string, sc scen
 	res.load = loadAvg()
 	log("background %.0f requests/s; tick at %s", res.background, tick.Format("15:04:05"))
 
+	if b.cpuProfile != "" {
+		if f, err := os.Create(b.cpuProfile + "." + space); err == nil {
+			if pprof.StartCPUProfile(f) == nil {
+				defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+			}
+		}
+	}
 	// Until every job was won and recorded, or the bound.
 	bound := time.NewTimer(time.Until(tick.Add(set.bound)))
 	defer bound.Stop()
@@ -257,6 +288,12 @@ func (b *bench) runScenario(ctx context.Context, st store, space string, sc scen
 		log("%s: %d won, %d recorded", aborted, t.won.Load(), t.finished.Load())
 	}
 	res.won, res.recorded = int(t.won.Load()), int(t.finished.Load())
+	if b.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if first := t.firstWon(); !first.IsZero() {
+		res.firstWon = first.Sub(tick)
+	}
 
 	// The standby hosts' look, then the settle time of the counters.
 	if aborted == "" {
@@ -284,8 +321,8 @@ func (b *bench) runScenario(ctx context.Context, st store, space string, sc scen
 	res.peakRSS = peakRSS()
 	res.peakGoroutines = max(res.peakGoroutines, runtime.NumGoroutine())
 	b.collect(&res, hosts, t)
-	log("runs %d (jobs run twice: %d), spread max/mean %.2f, requests %d (until recorded %d), standby attempts %d",
-		res.runs, res.twice, res.spread(), res.reqTotal, res.reqDecided, res.standby)
+	log("runs %d (jobs run twice: %d), spread max/mean %.2f, requests %d (until recorded %d), work %d, standby attempts %d, first win +%s, outcomes %v, warnings %v",
+		res.runs, res.twice, res.spread(), res.reqTotal, res.reqDecided, res.work, res.standby, res.firstWon.Round(time.Millisecond), res.outcomes, res.warnings)
 	return res
 }
 

@@ -22,7 +22,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,6 +36,7 @@ import (
 
 	"github.com/leasecron/leasecron/bench/internal/redisproc"
 	"github.com/leasecron/leasecron/bench/internal/storeproc"
+	"github.com/leasecron/leasecron/lease"
 )
 
 func main() {
@@ -50,6 +54,11 @@ type bench struct {
 	jobs     int
 	nodes    int
 	backends []string
+	// cpuProfile, when set, is where each scenario's measured tick is
+	// profiled.
+	cpuProfile string
+	// redisTimeout is the Redis per-node timeout of the main scenarios.
+	redisTimeout time.Duration
 
 	mu    sync.Mutex
 	redis []*redisproc.Server
@@ -77,12 +86,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&b.nodes, "nodes", 5, "redis-server nodes")
 	fs.StringVar(&backends, "backends", "redis,postgres", "stores to measure, in order")
 	fs.StringVar(&redisBin, "redis-server", "redis-server", "redis-server binary")
-	fs.DurationVar(&b.set.heartbeat, "heartbeat", time.Second, "the hosts' heartbeat")
+	fs.DurationVar(&b.set.heartbeat, "heartbeat", 5*time.Second, "the hosts' heartbeat (the default; 1s makes 100 hosts in one process miss their heartbeats)")
 	fs.DurationVar(&b.set.standbyDelay, "standby-delay", 5*time.Second, "the jobs' standby_delay")
 	fs.DurationVar(&b.set.ttl, "ttl", 30*time.Second, "lease.ttl")
+	fs.DurationVar(&b.redisTimeout, "redis-timeout", time.Second, "redis.timeout (per-node request timeout; the daemon's default is 50ms)")
 	fs.DurationVar(&b.set.bound, "bound", 60*time.Second, "how long after the tick a scenario may take to decide every job")
-	fs.Int64Var(&maxRSSMiB, "max-rss", 6144, "stop a scenario when this process's RSS passes this many MiB (0: no bound)")
+	fs.Int64Var(&maxRSSMiB, "max-rss", 4096, "stop a scenario when this process's RSS passes this many MiB (0: no bound)")
 	fs.BoolVar(&quick, "quick", false, "smoke test: 10 hosts × 1,000 jobs")
+	var heapProfile, cpuProfile string
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of each scenario's measured tick to this file (+ the scenario's id)")
+	fs.StringVar(&heapProfile, "heapprofile", "", "write a heap profile to this file when the RSS first passes half of -max-rss")
+	var only string
+	fs.StringVar(&only, "only", "", "run only the scenarios whose id (store/hosts/candidates, e.g. redis/100/3; floors: redis/floor) matches this regexp")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -92,6 +107,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	b.set.maxRSS = maxRSSMiB << 20
 	b.set.baseline, b.set.lead = 3*time.Second, 2*time.Second
 	b.backends = strings.Split(backends, ",")
+	match := func(string) bool { return true }
+	if only != "" {
+		re, err := regexp.Compile(only)
+		if err != nil {
+			return fmt.Errorf("-only: %w", err)
+		}
+		match = re.MatchString
+	}
 	if b.hosts < 1 || b.jobs < 1 || b.nodes < 1 {
 		return errors.New("need -hosts, -jobs and -nodes >= 1")
 	}
@@ -114,7 +137,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 	defer b.killAll()
+	if b.set.maxRSS > 0 {
+		// Memory: the GC works harder from 3/4 of the bound on; a
+		// scenario stops at the bound (see runScenario), and the whole run
+		// at 1.5 × the bound, checked apart from the scenario's own loop.
+		debug.SetMemoryLimit(b.set.maxRSS * 3 / 4)
+		go b.memoryGuard(quit, heapProfile)
+	}
 
+	b.cpuProfile = cpuProfile
 	b.start = time.Now()
 	b.loads = append(b.loads, loadAvg())
 	b.servers, b.units = map[string]string{}, map[string]string{}
@@ -124,14 +155,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		b.servers[name], b.units[name] = st.servers(), st.unit()
-		b.floors = append(b.floors, b.floor(ctx, st, fmt.Sprintf("floor%d", i), b.jobs))
-		for j, sc := range []scenario{
+		if match(name + "/floor") {
+			b.floors = append(b.floors, b.floor(ctx, st, fmt.Sprintf("floor%d", i), b.jobs))
+		}
+		scenarios := []scenario{
 			{hosts: 1, jobs: b.jobs, candidates: 3},
 			{hosts: b.hosts, jobs: b.jobs, candidates: 3},
-			{hosts: b.hosts, jobs: b.jobs, candidates: 0},
-		} {
+			// Every host tries every job: bounded shorter, it is not
+			// expected to finish on a small machine.
+			{hosts: b.hosts, jobs: b.jobs, candidates: 0, bound: b.set.bound * 3 / 4},
+		}
+		if name == "redis" && b.redisTimeout != lease.DefaultTimeout {
+			// The daemon's default per-node timeout, on one host: the
+			// context of the longer timeout above.
+			scenarios = append(scenarios, scenario{hosts: 1, jobs: b.jobs, candidates: 3, timeout: lease.DefaultTimeout, bound: 30 * time.Second})
+		}
+		for j, sc := range scenarios {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if !match(fmt.Sprintf("%s/%d/%d/%s", name, sc.hosts, sc.candidates, sc.timeout)) {
+				continue
 			}
 			b.results = append(b.results, b.runScenario(ctx, st, fmt.Sprintf("sb%d_%d", i, j), sc))
 		}
@@ -152,11 +196,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// memoryGuard watches this process's RSS until quit closes: it writes a
+// heap profile to heapProfile (if set) when the RSS first passes half of
+// the bound, and kills the servers and exits when it passes 1.5 × the
+// bound, which a scenario stopped at the bound should never reach.
+func (b *bench) memoryGuard(quit <-chan struct{}, heapProfile string) {
+	runtime.LockOSThread()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	profiled := heapProfile == ""
+	for {
+		select {
+		case <-quit:
+			return
+		case <-t.C:
+		}
+		rss := currentRSS()
+		if !profiled && rss > b.set.maxRSS/2 {
+			profiled = true
+			if f, err := os.Create(heapProfile); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				_ = f.Close()
+				fmt.Fprintf(b.log, "RSS %d MiB: heap profile written to %s\n", rss>>20, heapProfile)
+			}
+			if f, err := os.Create(heapProfile + ".goroutines"); err == nil {
+				_ = pprof.Lookup("goroutine").WriteTo(f, 1)
+				_ = f.Close()
+			}
+		}
+		if rss > b.set.maxRSS*3/2 {
+			fmt.Fprintf(b.log, "scalebench: RSS %d MiB passed 1.5 × the %d MiB bound; stopping\n", rss>>20, b.set.maxRSS>>20)
+			b.killAll()
+			os.Exit(3)
+		}
+	}
+}
+
 // startStore starts the servers of name and returns the store on them.
 func (b *bench) startStore(ctx context.Context, name, redisBin string) (store, error) {
 	switch name {
 	case "redis":
-		st := &redisStore{}
+		st := &redisStore{timeout: b.redisTimeout}
 		for range b.nodes {
 			s, err := redisproc.Start(ctx, redisBin)
 			if err != nil {
@@ -181,7 +261,7 @@ func (b *bench) startStore(ctx context.Context, name, redisBin string) (store, e
 		// marker (written by the first client) has existed, for the
 		// restart guard before the tick.
 		st.guard = 5 * time.Second
-		be, err := st.open(ctx, "warm", b.set.ttl)
+		be, err := st.open(ctx, "warm", 0)
 		if err != nil {
 			return nil, err
 		}

@@ -99,6 +99,7 @@ const (
 type tally struct {
 	n             int64
 	won, finished atomic.Int64
+	first         atomic.Int64   // unix ns of the first win
 	wonAll        chan time.Time // the time of the n-th win
 	finishedAll   chan time.Time // the time of the n-th record
 	mu            sync.Mutex
@@ -107,6 +108,14 @@ type tally struct {
 
 func newTally(n int) *tally {
 	return &tally{n: int64(n), wonAll: make(chan time.Time, 1), finishedAll: make(chan time.Time, 1), warnings: map[string]int{}}
+}
+
+// firstWon is the time of the first win; zero if none.
+func (t *tally) firstWon() time.Time {
+	if ns := t.first.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // handler is one host's slog.Handler feeding the tally.
@@ -118,6 +127,7 @@ func (h handler) Handle(_ context.Context, r slog.Record) error {
 	t := h.t
 	switch {
 	case r.Message == msgWon:
+		t.first.CompareAndSwap(0, r.Time.UnixNano())
 		if t.won.Add(1) == t.n {
 			t.wonAll <- r.Time
 		}

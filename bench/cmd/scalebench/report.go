@@ -54,8 +54,10 @@ func (b *bench) report() string {
 		strings.Join(b.loads, "; "))
 	p("The machine is shared with other work: absolute times are only indicative.\n\n")
 	p("Each simulated host is a `scheduler.Scheduler` in this one process with `DryRun` (a won tick is recorded and completed, nothing is started), ")
-	p("its own backend client and its own metrics, ids h000..h%03d, heartbeat %s, lease.ttl %s, standby_delay %s, deadline 10m. ",
+	p("its own backend client and its own metrics, ids h000..h%03d, heartbeat %s, lease.ttl %s, standby_delay %s, deadline 10m, ",
 		b.hosts-1, b.set.heartbeat, b.set.ttl, b.set.standbyDelay)
+	p("redis.timeout %s unless the row says otherwise (the daemon's default is 50ms, meant for nodes on their own machines; here 5 nodes, the clients and other work share %d CPUs, ", b.redisTimeout, runtime.NumCPU())
+	p("and a batch gets the timeout plus 100µs per key), postgres.timeout 2s (the default). ")
 	p("All %d jobs (`j00000`..) have one daily cron spec; once every host's `leasecron_fleet_hosts` shows %d, every host reloads the config with the tick %s ahead, ",
 		b.jobs, b.hosts, b.set.baseline+b.set.lead)
 	p("and that one tick is measured. Servers: ")
@@ -78,8 +80,8 @@ func (b *bench) report() string {
 			f.store, f.keys, f.requests, float64(f.requests)/float64(f.keys), count(f.work), took, f.won)
 	}
 	for _, r := range b.results {
-		p("| %s | %d hosts, candidates %d | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s | %d | %s |\n",
-			r.store, r.hosts, r.candidates, reqs(r.reqTotal, r), reqs(r.reqDecided, r), perJob(r), count(r.work),
+		p("| %s | %d hosts, candidates %d%s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s | %d | %s |\n",
+			r.store, r.hosts, r.candidates, timeoutCell(r), reqs(r.reqTotal, r), reqs(r.reqDecided, r), perJob(r), count(r.work),
 			dur(r.wonAll, r.won, r), dur(r.recordedAll, r.recorded, r), runsCell(r), spreadCell(r), r.standby,
 			outcomesCell(r.outcomes), mib(r.peakRSS), r.peakGoroutines, firstField(r.load))
 	}
@@ -131,6 +133,9 @@ func (b *bench) findings() []string {
 		if r.twice > 0 || r.runs > r.jobs {
 			out = append(out, fmt.Sprintf("%s: %d runs for %d jobs, %d jobs ran twice.", name, r.runs, r.jobs, r.twice))
 		}
+		if r.firstWon > time.Second {
+			out = append(out, fmt.Sprintf("%s: the first tick was won only %s after the tick (the hosts fired late).", name, r.firstWon.Round(time.Millisecond)))
+		}
 		if r.hosts > 1 && r.err == "" && r.spread() > 1.2 {
 			out = append(out, fmt.Sprintf("%s: runs per host max/mean %.2f > 1.2 (busiest host %d runs, idlest %d, mean %.0f).",
 				name, r.spread(), r.perHost[0], r.perHost[len(r.perHost)-1], float64(r.runs)/float64(r.hosts)))
@@ -149,6 +154,13 @@ func (b *bench) findings() []string {
 		}
 	}
 	return out
+}
+
+func timeoutCell(r result) string {
+	if r.timeout == 0 {
+		return ""
+	}
+	return ", **timeout " + r.timeout.String() + "**"
 }
 
 func count(n int64) string {

@@ -25,10 +25,11 @@ type store interface {
 	// servers describes the servers for the report ("5 redis-server 7.0").
 	servers() string
 	// open opens one host's own client; space separates the runs of
-	// different scenarios (a key prefix, a table).
-	open(ctx context.Context, space string, ttl time.Duration) (backend.Backend, error)
+	// different scenarios (a key prefix, a table); timeout, when not 0,
+	// replaces the store's request timeout.
+	open(ctx context.Context, space string, timeout time.Duration) (backend.Backend, error)
 	// section is the config file's backend section for space.
-	section(space string) string
+	section(space string, timeout time.Duration) string
 	// requests returns the requests the servers executed so far,
 	// excluding the reads of this counter itself.
 	requests(ctx context.Context) (int64, error)
@@ -48,6 +49,9 @@ type redisStore struct {
 	// guard is the clients' restart guard: the daemon uses lease.ttl;
 	// shorter here so that the fresh nodes vote soon.
 	guard time.Duration
+	// timeout is the per-node request timeout (the daemon's default is
+	// lease.DefaultTimeout, 50 ms).
+	timeout time.Duration
 	// reads counts the INFO calls of requests and work (one per node
 	// each). Only the main goroutine reads the counters.
 	reads int64
@@ -67,21 +71,27 @@ func (r *redisStore) urls() []string {
 	return u
 }
 
-// open opens a Redlock client as cmd/leasecron's openRedis does (per-node
-// timeout 50 ms), with the default go-redis pools, but a restart guard of
-// r.guard instead of lease.ttl.
-func (r *redisStore) open(_ context.Context, space string, _ time.Duration) (backend.Backend, error) {
+// open opens a Redlock client as cmd/leasecron's openRedis does, with the
+// default go-redis pools, but a restart guard of r.guard instead of
+// lease.ttl, and the per-node timeout timeout (0: r.timeout).
+func (r *redisStore) open(_ context.Context, space string, timeout time.Duration) (backend.Backend, error) {
+	if timeout == 0 {
+		timeout = r.timeout
+	}
 	be, err := redisbackend.Open(r.urls(), space,
-		lease.WithTimeout(lease.DefaultTimeout), lease.WithDrift(0.01), lease.WithRestartGuard(r.guard))
+		lease.WithTimeout(timeout), lease.WithDrift(0.01), lease.WithRestartGuard(r.guard))
 	if err != nil {
 		return nil, fmt.Errorf("open redis backend: %w", err)
 	}
 	return be, nil
 }
 
-func (r *redisStore) section(space string) string {
+func (r *redisStore) section(space string, timeout time.Duration) string {
+	if timeout == 0 {
+		timeout = r.timeout
+	}
 	var b strings.Builder
-	b.WriteString("redis:\n  prefix: " + space + "\n  nodes:\n")
+	b.WriteString("redis:\n  prefix: " + space + "\n  timeout: " + timeout.String() + "\n  nodes:\n")
 	for _, u := range r.urls() {
 		b.WriteString("    - " + u + "\n")
 	}
@@ -185,22 +195,28 @@ func (p *pgStore) servers() string { return "1 × " + p.version }
 
 // open opens the PostgreSQL backend as cmd/leasecron's openBackend does
 // (per-request timeout 2 s), with a pool of at most poolMax connections.
-func (p *pgStore) open(ctx context.Context, space string, _ time.Duration) (backend.Backend, error) {
+func (p *pgStore) open(ctx context.Context, space string, timeout time.Duration) (backend.Backend, error) {
+	if timeout == 0 {
+		timeout = pgbackend.DefaultTimeout
+	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	u := p.url
 	if p.poolMax > 0 {
 		u += "&pool_max_conns=" + strconv.Itoa(p.poolMax)
 	}
-	be, err := pgbackend.Open(octx, u, pgbackend.WithTable(space), pgbackend.WithTimeout(pgbackend.DefaultTimeout))
+	be, err := pgbackend.Open(octx, u, pgbackend.WithTable(space), pgbackend.WithTimeout(timeout))
 	if err != nil {
 		return nil, fmt.Errorf("open postgres backend: %w", err)
 	}
 	return be, nil
 }
 
-func (p *pgStore) section(space string) string {
-	return "postgres:\n  url: " + p.url + "\n  table: " + space + "\n"
+func (p *pgStore) section(space string, timeout time.Duration) string {
+	if timeout == 0 {
+		timeout = pgbackend.DefaultTimeout
+	}
+	return "postgres:\n  url: " + p.url + "\n  table: " + space + "\n  timeout: " + timeout.String() + "\n"
 }
 
 // requests is the transactions the database committed or rolled back
