@@ -75,7 +75,7 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 		go func() {
 			defer wg.Done()
 			if s.sleepUntil(ctx, at) {
-				s.standby(ctx, hard, wg, tick, at, g)
+				s.standby(ctx, hard, wg, tick, at, g, rk)
 			}
 		}()
 	}
@@ -86,7 +86,14 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 // view of the hosts (the first standby hosts, and hosts that became
 // candidates because others left). A tick still held or completed is
 // refused by the lease, so a standby host only runs a tick nobody took.
-func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick, at time.Time, jobs []*Job) {
+//
+// When there is no fresh view now (the heartbeats could not be read for
+// three heartbeats), the ranks of the tick's view, atTick, decide: an
+// unknown view must not turn every host that stood back at the tick into
+// a standby host of every job (with 100 hosts and 10,000 jobs, a storm of
+// up to a million attempts at the standby time, when the backend is
+// likely overloaded already).
+func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick, at time.Time, jobs []*Job, atTick ranking) {
 	cfg := s.cfg.Load()
 	p := s.refreshPauses(ctx)
 	var live []*Job
@@ -97,7 +104,10 @@ func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick,
 		}
 		live = append(live, j)
 	}
-	rk := rankJobs(live, s.liveHosts(cfg), s.host, cfg.Labels)
+	rk := atTick
+	if hosts := s.liveHosts(cfg); hosts != nil || s.standbyWithoutView {
+		rk = rankJobs(live, hosts, s.host, cfg.Labels)
+	}
 	var try []*Job
 	for _, j := range live {
 		if r := rk.rank[j.Name]; r >= 0 && r < 2*j.Candidates {

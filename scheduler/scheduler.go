@@ -68,6 +68,12 @@ type Scheduler struct {
 	spares    chan *supervisor.Spare
 	spareWake chan struct{}
 
+	// standbyWithoutView restores, for the negative control of
+	// TestStandbyWithoutView only, the ranking of a standby time without
+	// a fresh view of the hosts: every host tries every job it stood
+	// back from.
+	standbyWithoutView bool
+
 	// clock, when set, replaces the host's clock (tests step it), and
 	// recheck, when set, replaces clockRecheck (tests shorten it).
 	clock   func() time.Time
