@@ -42,13 +42,6 @@ func statusKB(name string) int64 {
 // currentRSS is this process's resident set size in bytes.
 func currentRSS() int64 { return statusKB("VmRSS") }
 
-// peakRSS is this process's peak resident set size (since resetPeakRSS).
-func peakRSS() int64 { return statusKB("VmHWM") }
-
-// resetPeakRSS resets VmHWM to the current RSS (Linux 4.0+; ignored where
-// it fails: then the peak is over the whole run).
-func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
 // floorResult is one client alone acquiring every job's key in one batch:
 // the least the backend needs to decide a tick of that many jobs.
 type floorResult struct {

@@ -67,7 +67,7 @@ type result struct {
 	standby        int // standby_attempts_total over the hosts
 	outcomes       map[string]int
 	warnings       map[string]int
-	peakRSS        int64 // bytes, VmHWM of this process during the scenario
+	peakRSS        int64 // bytes, the most RSS sampled (every 20 ms) from the tick on
 	peakGoroutines int
 	load           string
 	err            string
@@ -131,7 +131,6 @@ func (b *bench) runScenario(ctx context.Context, st store, space string, sc scen
 		fmt.Fprintf(b.log, "%s %s %s: %s\n", time.Now().UTC().Format("15:04:05.000"), st.name(), sc, fmt.Sprintf(format, args...))
 	}
 	runtime.GC()
-	resetPeakRSS()
 
 	parseStart := time.Now()
 	far, err := configFor(st, space, sc, set, time.Now().Add(2*time.Hour))
@@ -269,7 +268,9 @@ func (b *bench) runScenario(ctx context.Context, st store, space string, sc scen
 			aborted = fmt.Sprintf("not decided within %s", set.bound)
 		case <-watch.C:
 			res.peakGoroutines = max(res.peakGoroutines, runtime.NumGoroutine())
-			if rss := currentRSS(); set.maxRSS > 0 && rss > set.maxRSS {
+			rss := currentRSS()
+			res.peakRSS = max(res.peakRSS, rss)
+			if set.maxRSS > 0 && rss > set.maxRSS {
 				aborted = fmt.Sprintf("stopped: RSS %d MiB passed the %d MiB bound", rss>>20, set.maxRSS>>20)
 			}
 		}
@@ -318,7 +319,7 @@ func (b *bench) runScenario(ctx context.Context, st store, space string, sc scen
 			log("commands from the tick on (background included): %s", strings.Join(parts, ", "))
 		}
 	}
-	res.peakRSS = peakRSS()
+	res.peakRSS = max(res.peakRSS, currentRSS())
 	res.peakGoroutines = max(res.peakGoroutines, runtime.NumGoroutine())
 	b.collect(&res, hosts, t)
 	log("runs %d (jobs run twice: %d), spread max/mean %.2f, requests %d (until recorded %d), work %d, standby attempts %d, first win +%s, outcomes %v, warnings %v",

@@ -167,7 +167,8 @@ func (r *redisStore) byCommand(ctx context.Context) (map[string]int64, error) {
 func (r *redisStore) settle() time.Duration { return 200 * time.Millisecond }
 
 func (r *redisStore) unit() string {
-	return "commands executed, summed over the nodes (INFO commandstats, without INFO)"
+	return "the commands the clients sent, summed over the nodes (INFO commandstats: EVALSHA and the few plain commands such as PING; " +
+		"the commands the scripts call inside the server are not requests, see Redis work)"
 }
 
 func (r *redisStore) close() {
