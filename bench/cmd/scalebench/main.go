@@ -24,7 +24,6 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -138,10 +137,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}()
 	defer b.killAll()
 	if b.set.maxRSS > 0 {
-		// Memory: the GC works harder from 3/4 of the bound on; a
-		// scenario stops at the bound (see runScenario), and the whole run
-		// at 1.5 × the bound, checked apart from the scenario's own loop.
-		debug.SetMemoryLimit(b.set.maxRSS * 3 / 4)
+		// Memory: a scenario stops at the bound (see runScenario), and
+		// the whole run at 1.5 × the bound, checked apart from the
+		// scenario's own loop. (No soft memory limit: a scenario that
+		// sits near it made the GC run without pause and the cleanup
+		// take minutes.)
 		go b.memoryGuard(quit, heapProfile)
 	}
 
