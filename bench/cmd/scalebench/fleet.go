@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -354,7 +355,7 @@ func (b *bench) collect(res *result, hosts []*host, t *tally) {
 	}
 	sort.Sort(sort.Reverse(sort.IntSlice(res.perHost)))
 	t.mu.Lock()
-	res.warnings = t.warnings
+	res.warnings = maps.Clone(t.warnings)
 	t.mu.Unlock()
 }
 

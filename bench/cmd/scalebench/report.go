@@ -127,12 +127,13 @@ func (b *bench) report() string {
 func (b *bench) findings() []string {
 	var out []string
 	for _, r := range b.results {
-		name := fmt.Sprintf("%s, %d hosts, candidates %d", r.store, r.hosts, r.candidates)
+		name := fmt.Sprintf("%s, %d hosts, candidates %d%s", r.store, r.hosts, r.candidates, strings.ReplaceAll(timeoutCell(r), "**", ""))
 		if r.err != "" {
 			out = append(out, fmt.Sprintf("%s: %s (%d of %d won, %d recorded by then).", name, r.err, r.won, r.jobs, r.recorded))
 		}
 		if r.twice > 0 || r.runs > r.jobs {
-			out = append(out, fmt.Sprintf("%s: %d runs for %d jobs, %d jobs ran twice.", name, r.runs, r.jobs, r.twice))
+			out = append(out, fmt.Sprintf("%s: %d runs for %d jobs, %d jobs ran twice (all won and all recorded then count runs, not distinct jobs).",
+				name, r.runs, r.jobs, r.twice))
 		}
 		if r.firstWon > time.Second {
 			out = append(out, fmt.Sprintf("%s: the first tick was won only %s after the tick (the hosts fired late).", name, r.firstWon.Round(time.Millisecond)))
