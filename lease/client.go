@@ -51,6 +51,7 @@ var (
 type Client struct {
 	opts   options
 	nodes  []*node
+	stores []*node // per node, the lane of entries and logs (see storeLanes)
 	quorum int
 	maxTTL atomic.Int64 // longest TTL requested, for the default restart guard
 	lost   lostKeys     // lost attempts the next attempt on their key waits for
@@ -103,8 +104,10 @@ func New(urls []string, opts ...Option) (*Client, error) {
 		n.rdb = rdb
 		c.nodes = append(c.nodes, n)
 	}
-	for _, n := range c.nodes {
+	c.stores = storeLanes(c.nodes, c.guard)
+	for i, n := range c.nodes {
 		go n.runLane()
+		go c.stores[i].runLane()
 	}
 	return c, nil
 }
@@ -122,26 +125,31 @@ func (c *Client) Close() error {
 	var errs []error
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
-		for _, n := range c.nodes {
+		for i, n := range c.nodes {
 			n.close()
+			c.stores[i].close()
 		}
 		timer := time.NewTimer(closeWait)
 		defer timer.Stop()
 		expired := false
-		for _, n := range c.nodes {
-			if !expired {
-				select {
-				case <-n.laneDone:
-				case <-timer.C:
-					expired = true
+		for i, n := range c.nodes {
+			for _, l := range []*node{n, c.stores[i]} {
+				if !expired {
+					select {
+					case <-l.laneDone:
+					case <-timer.C:
+						expired = true
+					}
 				}
 			}
-			// Past the deadline, closing the connections makes the lane's
-			// round in flight fail at once and the rest of its queue with it.
+			// Past the deadline, closing the connections makes the lanes'
+			// rounds in flight fail at once and the rest of their queues
+			// with them.
 			if err := n.rdb.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close %s: %w", n.name, err))
 			}
 			<-n.laneDone
+			<-c.stores[i].laneDone
 		}
 	})
 	return errors.Join(errs...)

@@ -100,7 +100,8 @@
 // optional TTL in a hash per space; AppendLog and ReadLog keep bounded
 // logs in a sorted set per log (backend.Entries and backend.Logs; the
 // layout is in store.go and package backend/redis). Their scripts travel
-// through the same lanes as the lease scripts. A write succeeds once a
+// on a second ordered lane per node, with its own connection, so they
+// never hold up grants and renewals. A write succeeds once a
 // quorum stored it; a read merges the answers of a quorum (the highest
 // version per name, the union of log records), so it sees every write
 // that succeeded before it. Expiry is on each server's clock. The restart

@@ -43,7 +43,8 @@ import (
 // logs live in Redis memory, survive what the nodes' persistence keeps,
 // and a record survives while any node that stored it keeps it. Store
 // calls wait for each node up to the larger of the per-node timeout and
-// 1 s (storeTimeout), and for ctx.
+// 1 s (storeTimeout), and for ctx. They travel on a lane of their own per
+// node (storeLanes), never in the rounds of grants and renewals.
 
 // Entry is a named value of a space of entries (see PutEntry).
 type Entry = backend.Entry
@@ -59,6 +60,43 @@ var (
 	logSrc    string
 	logScript = redis.NewScript(logSrc)
 )
+
+// storeLanes returns, for each node, the lane that carries its entries
+// and logs calls: a second ordered lane on the node's go-redis client,
+// with a connection of its own, so that a store round (a List of a
+// large space, a long log) never holds up, or shares a round with, the
+// grants and renewals of the node's lease lane. Its new connections run
+// the node's onConnect like the lease lane's (restart detection, server
+// checks, SCRIPT LOAD); it checks the data marker and the server's
+// settings with its rounds too, but reports no restarts of its own.
+func storeLanes(nodes []*node, guard func() time.Duration) []*node {
+	out := make([]*node, len(nodes))
+	for i, n := range nodes {
+		s := newNode(n.name, n.rdb, nil, guard)
+		s.perShard = n.perShard
+		out[i] = s
+	}
+	return out
+}
+
+// storeFanout submits cl to every node's store lane and returns the
+// channel on which the answers arrive (buffered: the lanes never block).
+func (c *Client) storeFanout(start time.Time, cl call, abandoned <-chan struct{}) <-chan answer {
+	ch := make(chan answer, len(c.stores))
+	for i, n := range c.stores {
+		ok := n.submit(&op{
+			calls:     []call{cl},
+			abandoned: abandoned,
+			reply: func(res []*redis.Cmd, err error) {
+				ch <- answer{node: i, cmds: res, err: err, at: time.Since(start)}
+			},
+		})
+		if !ok {
+			ch <- answer{node: i, err: ErrClosed}
+		}
+	}
+	return ch
+}
 
 // minStoreTimeout is the least a store call waits for a node: entries and
 // logs are not timed like grants, and a heartbeat should not fail because
@@ -78,22 +116,25 @@ func (c *Client) storeRound(ctx context.Context, cl call, read bool) ([]any, err
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // nothing sent
+	}
 	start := time.Now()
 	var abandon chan struct{}
 	if read {
 		abandon = make(chan struct{})
 		defer close(abandon)
 	}
-	ch, total := c.fanout(start, func(int) []call { return []call{cl} }, abandon)
+	ch, total := c.storeFanout(start, cl, abandon), len(c.stores)
 	timer := time.NewTimer(c.storeTimeout())
 	defer timer.Stop()
-	answered := make([]bool, len(c.nodes))
+	answered := make([]bool, len(c.stores))
 	var vals []any
 	var errs []error
 	unanswered := func(err error) {
 		for i, ok := range answered {
 			if !ok {
-				errs = append(errs, &NodeError{Node: c.nodes[i].name, Err: c.nodes[i].unanswered(err)})
+				errs = append(errs, &NodeError{Node: c.stores[i].name, Err: c.stores[i].unanswered(err)})
 			}
 		}
 	}
@@ -102,7 +143,7 @@ func (c *Client) storeRound(ctx context.Context, cl call, read bool) ([]any, err
 		case a := <-ch:
 			answered[a.node] = true
 			if err := a.callErr(0); err != nil {
-				errs = append(errs, &NodeError{Node: c.nodes[a.node].name, Err: err})
+				errs = append(errs, &NodeError{Node: c.stores[a.node].name, Err: err})
 				continue
 			}
 			vals = append(vals, a.cmds[0].Val())
@@ -155,9 +196,12 @@ func (c *Client) PutEntry(ctx context.Context, key string, e Entry) error {
 	if e.TTL < 0 {
 		return fmt.Errorf("lease: put entry %s in %s: negative TTL %s", e.Name, key, e.TTL)
 	}
-	ttl := (e.TTL + time.Millisecond - 1) / time.Millisecond
+	ttl := int64(e.TTL / time.Millisecond)
+	if e.TTL%time.Millisecond != 0 {
+		ttl++
+	}
 	vals, errs := c.storeRound(ctx, call{script: entriesScript, keys: entryKeys(key),
-		args: []any{"put", e.Name, encodeVersion(e.Version), int64(ttl), e.Data}}, false)
+		args: []any{"put", e.Name, encodeVersion(e.Version), ttl, e.Data}}, false)
 	if len(vals) < c.quorum {
 		return c.noQuorum(fmt.Sprintf("put entry %s v%d in %s", e.Name, e.Version, key), len(vals), errs)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,32 @@ func TestEntryVersionsExact(t *testing.T) {
 			if e, _, _ := c.GetEntry(ctx, k, c2.name); e.Version != v {
 				t.Fatalf("%s: a late Put of v%d replaced v%d", c2.name, prev, v)
 			}
+		}
+	}
+}
+
+// TestEntryTTLRounding: a TTL is kept to the millisecond, rounded up
+// (never shorter than asked), up to the largest time.Duration.
+func TestEntryTTLRounding(t *testing.T) {
+	t.Parallel()
+	cl := start(t, 1)
+	c := storeClient(t, cl.URLs())
+	k := key(t)
+	ctx := ctxT(t, 30*time.Second)
+	v := int64(0)
+	for _, tc := range []struct{ ttl, want time.Duration }{
+		{time.Hour + time.Nanosecond, time.Hour + time.Millisecond},
+		{time.Hour + 1500*time.Microsecond, time.Hour + 2*time.Millisecond},
+		{time.Hour, time.Hour},
+		{math.MaxInt64, math.MaxInt64},
+	} {
+		v++
+		if err := c.PutEntry(ctx, k, lease.Entry{Name: "e", Version: v, TTL: tc.ttl}); err != nil {
+			t.Fatalf("Put with TTL %s: %v", tc.ttl, err)
+		}
+		e, ok, err := c.GetEntry(ctx, k, "e")
+		if err != nil || !ok || e.TTL != tc.want {
+			t.Errorf("Put with TTL %s: Get = %+v, %v, %v; want TTL %s", tc.ttl, e, ok, err, tc.want)
 		}
 	}
 }

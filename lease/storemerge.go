@@ -44,7 +44,11 @@ func (m entryMerge) add(name string, ver, ttl, data any) error {
 	if err != nil || ms < 0 {
 		return fmt.Errorf("entry %s: malformed TTL %q", name, toString(ttl))
 	}
-	e := Entry{Name: name, Version: v, Data: []byte(toString(data)), TTL: time.Duration(ms) * time.Millisecond}
+	d := time.Duration(math.MaxInt64) // a TTL of ~292 years, rounded up
+	if ms <= math.MaxInt64/int64(time.Millisecond) {
+		d = time.Duration(ms) * time.Millisecond
+	}
+	e := Entry{Name: name, Version: v, Data: []byte(toString(data)), TTL: d}
 	if cur, ok := m[name]; ok && (cur.Version > v || cur.Version == v && bytes.Compare(cur.Data, e.Data) >= 0) {
 		return nil
 	}

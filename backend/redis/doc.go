@@ -13,9 +13,10 @@
 // Put, Get and List (backend.Entries) and Append and Log (backend.Logs)
 // check their inputs here (backend.CheckEntry and friends: nothing is sent
 // on bad input) and call lease.Client's PutEntry, GetEntry, ListEntries,
-// AppendLog and ReadLog, which run entries.lua and log.lua on every node
-// through the same ordered lanes, script cache and NOSCRIPT reload as the
-// lease scripts. Keys, per node:
+// AppendLog and ReadLog, which run entries.lua and log.lua on every node,
+// with the same script cache and NOSCRIPT reload as the lease scripts but
+// on a second ordered lane per node (its own connection), so that a long
+// List or Log never holds up a grant or a renewal. Keys, per node:
 //
 //	{PREFIX:entries:SPACE}       hash: entry name -> "VERSION EXPIRY TTL DATA"
 //	{PREFIX:entries:SPACE}:exp   sorted set: names with a TTL, by expiry (ms)
