@@ -54,11 +54,12 @@ func relations(s *pgtest.Server, prefix string) string {
 
 // TestStoreTables: the tables of entries and logs are created LOGGED, with
 // their indexes, by the first Put or Append, even by eight clients at
-// once; a lease table name of 63 bytes still gets three distinct tables; a
-// role that may not create them gets an error naming the tables, the role
-// and the DDL, never the password, while its leases keep working, and
-// succeeds once an admin has created them; a foreign table of that name is
-// refused.
+// once; they go to the lease table's schema; a lease table name of 63
+// bytes still gets three distinct tables; a role that may not create them
+// gets an error naming the tables, the role and the DDL, never the
+// password, while its leases keep working, and succeeds once an admin has
+// created them and granted it every privilege; a foreign table of that
+// name is refused.
 func TestStoreTables(t *testing.T) {
 	t.Parallel()
 	s := pgtest.Start(t)
@@ -110,6 +111,17 @@ func TestStoreTables(t *testing.T) {
 		            AND relname NOT LIKE '%pkey%'`, nil, &got)
 		if got != want {
 			t.Errorf("relations:\n got %s\nwant %s", got, want)
+		}
+	})
+
+	t.Run("SchemaQualified", func(t *testing.T) {
+		s.Exec("CREATE SCHEMA ops AUTHORIZATION " + pgtest.User)
+		storeRoundTrip(t, open(t, s.URL(), postgres.WithTable("ops.leases")), "h")
+		var got string
+		s.QueryRow(`SELECT string_agg(relname, ' ' ORDER BY relname) FROM pg_class
+		            WHERE relnamespace = 'ops'::regnamespace AND relname NOT LIKE '%pkey'`, nil, &got)
+		if want := "leases leases_entries leases_entries_expiry leases_log leases_log_at"; got != want {
+			t.Errorf("relations in schema ops: %s, want %s", got, want)
 		}
 	})
 
