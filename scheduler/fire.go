@@ -72,7 +72,7 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.standby(ctx, hard, wg, tick, live, standby)
+			s.standby(ctx, hard, wg, tick, live, standby, rk)
 		}()
 	}
 }
@@ -121,13 +121,19 @@ type standbyJob struct {
 // again only when the live hosts changed; looks that try nothing send no
 // request. A tick still held or completed is refused by the lease, so a
 // standby host only runs a tick nobody took.
-func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick time.Time, all, mine []*Job) {
+//
+// atTick is the ranking of the tick's view. Without a fresh view (the
+// heartbeats could not be read for three heartbeats) it keeps deciding:
+// an unknown view must not turn every host that stood back at the tick
+// into a standby host of every job (at 100 hosts × 10,000 jobs, a storm
+// of attempts when the backend is likely overloaded already).
+func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick time.Time, all, mine []*Job, atTick ranking) {
 	pending := make([]standbyJob, 0, len(mine))
 	for _, j := range mine {
 		pending = append(pending, standbyJob{j: j, next: tick.Add(j.JitterFor(tick) + j.StandbyAfter(tick))})
 	}
-	var rk ranking
-	var rankedBy []HostBeat
+	rk := atTick
+	rankedBy := s.liveHosts(s.cfg.Load())
 	for len(pending) > 0 {
 		at := pending[0].next
 		for _, p := range pending[1:] {
@@ -140,7 +146,10 @@ func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick 
 		}
 		cfg := s.cfg.Load()
 		hosts := s.liveHosts(cfg)
-		if rk.rank == nil || !sameHosts(hosts, rankedBy) {
+		switch {
+		case s.standbyWithoutView: // the old ranking, for a negative control
+			rk = rankJobs(all, hosts, s.host, cfg.Labels)
+		case hosts != nil && (rk.rank == nil || !sameHosts(hosts, rankedBy)):
 			rk, rankedBy = rankJobs(all, hosts, s.host, cfg.Labels), hosts
 		}
 		now, paused := s.now(), s.cachedPauses()

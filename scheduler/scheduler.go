@@ -73,6 +73,12 @@ type Scheduler struct {
 	spares    chan *supervisor.Spare
 	spareWake chan struct{}
 
+	// standbyWithoutView restores, for the negative control of
+	// TestStandbyWithoutView only, the ranking of a standby time without
+	// a fresh view of the hosts: every host tries every job it stood
+	// back from.
+	standbyWithoutView bool
+
 	// clock, when set, replaces the host's clock (tests step it), and
 	// recheck, when set, replaces clockRecheck (tests shorten it).
 	clock   func() time.Time
@@ -308,7 +314,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		s.spareLoop(ctx)
+		// A dry run starts no job, so it keeps no spare supervisors
+		// either (a process of its own executable each, maxSpares per
+		// scheduler).
+		if !s.opts.DryRun {
+			s.spareLoop(ctx)
+		}
 	}()
 
 	s.loop(ctx, func(tick time.Time, jobs []*Job) { s.fire(ctx, hard, &wg, tick, jobs) })

@@ -20,7 +20,12 @@ import (
 // under /tmp, listening on 127.0.0.1 only, with the server's default
 // durability settings (fsync and synchronous_commit on). As root it runs
 // as the postgres user. Clients connect with URL().
-func Postgres(ctx context.Context) (*Proc, error) {
+func Postgres(ctx context.Context) (*Proc, error) { return PostgresWith(ctx) }
+
+// PostgresWith is Postgres with extra server settings, each "name=value"
+// (passed as -c name=value after the defaults, so they win), such as
+// "max_connections=500".
+func PostgresWith(ctx context.Context, settings ...string) (*Proc, error) {
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
 	if len(bins) == 0 {
 		return nil, fmt.Errorf("storeproc: no /usr/lib/postgresql/*/bin/postgres (apt-get install postgresql)")
@@ -70,6 +75,9 @@ func Postgres(ctx context.Context) (*Proc, error) {
 	p.Addr = "127.0.0.1:" + itoa(port)
 	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-k", dir, "-p", itoa(port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=100", "-c", "logging_collector=off")
+	for _, kv := range settings {
+		cmd.Args = append(cmd.Args, "-c", kv)
+	}
 	cmd.Env = env
 	cmd.Dir = dir
 	// The log file must be writable by the server's user.
