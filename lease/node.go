@@ -528,6 +528,12 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	// calls' replies are split: the error of a body inside one is that
 	// call's own, not the round's).
 	cmdErr := anyCmdErr(cmds)
+	// Whether a marker check ran at all: a round whose connection could
+	// not be set up (AUTH failed) leaves every call without a reply.
+	birthRan := birth != nil && (birth.Err() != nil || birth.Val() != nil)
+	for _, w := range wrapped {
+		birthRan = birthRan || w.Err() != nil || w.Val() != nil
+	}
 	var birthVals []any
 	var birthErr error
 	checked := birth != nil || len(wrapped) > 0
@@ -544,7 +550,7 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 		n.dropConn()
 	}
 	var nodeErr error
-	if err != nil && (!isReplyError(err) || !cmdErr && birthErr == nil) {
+	if err != nil && (!isReplyError(err) || !cmdErr && !birthRan) {
 		// Connection-level failure: every call failed. An error reply
 		// that no command carries came from setting up the connection
 		// (AUTH with a wrong password: WRONGPASS).
