@@ -30,10 +30,14 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Info, error)
 	var jobSt *zk.Stat
 	err := b.call(ctx, b.cfg.Timeout, func() error {
 		var err error
-		if _, jobSt, err = b.conn.Exists(p.key); err != nil {
+		// The lock first: a session's reads never go back in time, so
+		// the job node read next has a pzxid at least the lock's czxid
+		// (read the other way round, a follower catching up between the
+		// two reads showed a held lock with fence 0).
+		if lock, _, err = b.conn.Get(p.lock); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}
-		if lock, _, err = b.conn.Get(p.lock); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		if _, jobSt, err = b.conn.Exists(p.key); err != nil {
 			return err
 		}
 		if done, _, err = b.conn.Get(p.done); err != nil && !errors.Is(err, zk.ErrNoNode) {
