@@ -95,14 +95,18 @@ func rankJobs(jobs []*Job, hosts []HostBeat, self string, selfLabels map[string]
 	slices.SortFunc(sorted, func(a, b *Job) int { return strings.Compare(a.Name, b.Name) })
 	load := make([]int, len(hs))
 	eligible := make([]bool, len(hs))
+	scores := make([]uint64, len(hs))
 	// Jobs per host: each job's share among its eligible hosts.
 	capOf := func(n int) int { return int(math.Ceil(loadFactor * float64(len(sorted)) / float64(n))) }
 	for _, j := range sorted {
+		anyHost := len(j.RunOn.Labels) == 0 && len(j.RunOn.Hosts) == 0
+		hj := hashName(j.Name)
 		n := 0
 		for i, h := range hs {
-			eligible[i] = j.RunOn.Eligible(h.Host, h.Labels)
+			eligible[i] = anyHost || j.RunOn.Eligible(h.Host, h.Labels)
 			if eligible[i] {
 				n++
+				scores[i] = mix64(hj ^ h.hash)
 			}
 		}
 		if !eligible[selfIdx] {
@@ -112,19 +116,16 @@ func rankJobs(jobs []*Job, hosts []HostBeat, self string, selfLabels map[string]
 			continue
 		}
 		limit := capOf(n)
-		hj := hashName(j.Name)
 		best, bestFree := -1, -1
-		var bestScore, bestFreeScore uint64
-		for i, h := range hs {
+		for i := range hs {
 			if !eligible[i] {
 				continue
 			}
-			sc := mix64(hj ^ h.hash)
-			if best < 0 || sc > bestScore {
-				best, bestScore = i, sc
+			if best < 0 || scores[i] > scores[best] {
+				best = i
 			}
-			if load[i] < limit && (bestFree < 0 || sc > bestFreeScore) {
-				bestFree, bestFreeScore = i, sc
+			if load[i] < limit && (bestFree < 0 || scores[i] > scores[bestFree]) {
+				bestFree = i
 			}
 		}
 		assigned := best
@@ -139,10 +140,9 @@ func rankJobs(jobs []*Job, hosts []HostBeat, self string, selfLabels map[string]
 			r.rank[j.Name] = 0
 			continue
 		}
-		mine := mix64(hj ^ hs[selfIdx].hash)
-		rank := 1
-		for i, h := range hs {
-			if eligible[i] && i != assigned && i != selfIdx && mix64(hj^h.hash) > mine {
+		mine, rank := scores[selfIdx], 1
+		for i := range hs {
+			if eligible[i] && i != assigned && i != selfIdx && scores[i] > mine {
 				rank++
 			}
 		}
