@@ -12,12 +12,12 @@ import (
 
 // rankStagger is how much later than the host of rank r-1 the host of
 // rank r of a job's candidates tries a tick: the backend's request
-// timeout, between 10ms and 250ms — long enough for the assigned host
+// timeout, between 10ms and 1s — long enough for the assigned host
 // (rank 0) to have decided its batch, so that it usually wins and runs
 // spread as the ranking says, and short enough that a dead assigned host
 // delays the tick very little.
 func (s *Scheduler) rankStagger() time.Duration {
-	return min(max(s.be.Timeout(), 10*time.Millisecond), 250*time.Millisecond)
+	return min(max(s.be.Timeout(), 10*time.Millisecond), time.Second)
 }
 
 // fire plans one tick of jobs on this host: jobs paused, that this host
