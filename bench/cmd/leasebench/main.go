@@ -13,6 +13,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -137,18 +138,40 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	}
 	b.total = time.Since(start)
 	b.env.loadAvg = append(b.env.loadAvg, loadAvg())
-	w := m.Stdout
-	if cfg.out != "" {
-		f, err := os.Create(cfg.out)
-		if err != nil {
+	if cfg.out == "" {
+		if err := b.report(m.Stdout); err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
-		defer f.Close()
-		w = f
-	}
-	if err := b.report(w); err != nil {
+	} else if err := writeKeepingScale(cfg.out, b.report); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintf(m.Stderr, "done in %s\n", b.total.Round(time.Second))
 	return nil
+}
+
+// keepFrom starts the part of the output file that leasebench keeps: the
+// scale section bench/cmd/scalebench writes (between its markers) and the
+// notes after it, which `make bench` writes after leasebench.
+const keepFrom = "<!-- scalebench:start -->"
+
+// writeKeepingScale writes the report to path, keeping what the file had
+// from keepFrom on.
+func writeKeepingScale(path string, report func(io.Writer) error) error {
+	var tail []byte
+	if old, err := os.ReadFile(path); err == nil {
+		if i := bytes.Index(old, []byte(keepFrom)); i >= 0 {
+			tail = old[i:]
+		}
+	}
+	var buf bytes.Buffer
+	if err := report(&buf); err != nil {
+		return err
+	}
+	if len(tail) > 0 {
+		if !bytes.HasSuffix(buf.Bytes(), []byte("\n\n")) {
+			buf.WriteString("\n")
+		}
+		buf.Write(tail)
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
 }
