@@ -34,14 +34,14 @@ type fleetView struct {
 	read  time.Time  // local clock (monotonic) of the read
 }
 
-// entryName is the name of host's entries in the backend: the id itself
-// when the backend takes it as a name, else a digest of it (the entry's
-// data keeps the id).
-func entryName(host string) string {
-	if backend.CheckName("host", host) == nil {
-		return host
+// storeName is the name of a host's or job's entries and log in the
+// backend: the name itself when the backend takes it as a name, else a
+// digest of it (the data keeps the real name).
+func storeName(name string) string {
+	if backend.CheckName("name", name) == nil {
+		return name
 	}
-	sum := sha256.Sum256([]byte(host))
+	sum := sha256.Sum256([]byte(name))
 	return "h@" + hex.EncodeToString(sum[:16])
 }
 
@@ -81,7 +81,7 @@ func (s *Scheduler) beat(ctx context.Context, cfg *Config) {
 	// clock does; a restarted process starts from its wall clock, and an
 	// expired entry is replaced whatever its version.
 	v := s.started.UnixNano() + int64(time.Since(s.started))
-	if err := s.be.Put(rctx, s.hostsSpace(), backend.Entry{Name: entryName(s.host), Version: v, Data: data, TTL: beatTTL(cfg)}); err != nil {
+	if err := s.be.Put(rctx, s.hostsSpace(), backend.Entry{Name: storeName(s.host), Version: v, Data: data, TTL: beatTTL(cfg)}); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("could not write this host's heartbeat", "err", err)
 		}

@@ -6,15 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"time"
 
 	"github.com/leasecron/leasecron/backend"
 )
-
-// storeName is the name of a job's (or host's) entries and log in the
-// backend: the name itself when the backend takes it, else a digest of
-// it (the data keeps the real name).
-func storeName(name string) string { return entryName(name) }
 
 // historyID is the ID of a run's record in the job's log: unique per
 // tick, attempt and fence ("m" and the start for manual runs).
@@ -34,27 +28,11 @@ func (s *Scheduler) appendHistory(j *Job, rec RunRecord, log *slog.Logger) {
 	if err != nil {
 		return
 	}
-	limit := j.HistoryLimit
-	if limit <= 0 {
-		limit = defaultHistoryLimit
-	}
 	r := backend.Record{ID: historyID(rec), At: rec.Start, Data: data}
-	ctx, cancel := context.WithTimeout(context.Background(), max(s.base.Lease.TTL/2, time.Second))
-	defer cancel()
-	for wait := 50 * time.Millisecond; ; wait = min(wait*2, time.Second) {
-		rctx, rcancel := context.WithTimeout(ctx, s.requestWait())
-		err = s.be.Append(rctx, s.logName(j.Name), r, limit)
-		rcancel()
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			log.Error("could not record the run in the job's history", "err", err)
-			s.opts.Metrics.HistoryLost(j.Name)
-			return
-		case <-time.After(wait):
-		}
+	// Validate gave HistoryLimit its default.
+	if err := s.whileHeld(func(ctx context.Context) error { return s.be.Append(ctx, s.logName(j.Name), r, j.HistoryLimit) }); err != nil {
+		log.Error("could not record the run in the job's history", "err", err)
+		s.opts.Metrics.HistoryLost(j.Name)
 	}
 }
 

@@ -49,13 +49,22 @@ func (s *Scheduler) writeRetry(j *Job, tick time.Time, st retryState) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), max(s.base.Lease.TTL/2, time.Second))
-	defer cancel()
 	ttl := max(s.until(j.DeadlineFor(tick)), 0) + s.base.Lease.TTL
 	e := backend.Entry{Name: s.retryName(j.Name, tick), Version: int64(st.Attempt), Data: data, TTL: ttl}
+	return s.whileHeld(func(ctx context.Context) error { return s.be.Put(ctx, backend.SpaceRetry, e) })
+}
+
+// whileHeld calls op (each call bounded by requestWait) until it succeeds,
+// with a doubling pause between calls, for up to half a lease TTL (at
+// least a second): the run's lease is still renewed meanwhile, and what
+// op writes must be stored before the lease is completed or released. It
+// returns op's last error.
+func (s *Scheduler) whileHeld(op func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.base.Lease.TTL/2, time.Second))
+	defer cancel()
 	for wait := 50 * time.Millisecond; ; wait = min(wait*2, time.Second) {
 		rctx, rcancel := context.WithTimeout(ctx, s.requestWait())
-		err = s.be.Put(rctx, backend.SpaceRetry, e)
+		err := op(rctx)
 		rcancel()
 		if err == nil || ctx.Err() != nil {
 			return err
