@@ -8,6 +8,11 @@
 //	cd bench && go run ./cmd/perfprobe 16990
 //	MEMPROF=/tmp/mem.prof go run ./cmd/perfprobe 16990   # + allocation profile of the loop
 //	NOFENCE=1 go run ./cmd/perfprobe 16990               # lease.WithoutFencing()
+//	CPUPROF=/tmp/cpu.prof go run ./cmd/perfprobe 16990   # + CPU profile of the loop
+//
+// The same loop with bsm/redislock, on the same server and a go-redis
+// client configured as lease configures its own, runs after it for
+// comparison.
 package main
 
 import (
@@ -22,8 +27,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bsm/redislock"
 	"github.com/leasecron/leasecron/lease"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 func cpuSelf() time.Duration {
@@ -88,6 +95,11 @@ func main() {
 		runtime.MemProfileRate = 1
 	}
 	const n = 5000
+	var cpuprof *os.File
+	if f := os.Getenv("CPUPROF"); f != "" {
+		cpuprof, _ = os.Create(f)
+		_ = pprof.StartCPUProfile(cpuprof)
+	}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	c0, r0, t0 := cpuSelf(), redisCPU(ctx, admin), time.Now()
@@ -97,6 +109,12 @@ func main() {
 	fmt.Printf("AR K=1 c=1: %.1f µs/op wall, client CPU %.1f µs/op, Redis CPU %.1f µs/op, %d allocs/op, %d B/op\n",
 		float64(el.Microseconds())/n, float64((c1-c0).Microseconds())/n, float64((r1-r0).Microseconds())/n,
 		(m1.Mallocs-m0.Mallocs)/n, (m1.TotalAlloc-m0.TotalAlloc)/n)
+
+	if cpuprof != nil {
+		pprof.StopCPUProfile()
+		cpuprof.Close()
+	}
+	redislockLoop(ctx, port, admin, n)
 
 	if f := os.Getenv("MEMPROF"); f != "" {
 		out, _ := os.Create(f)
@@ -125,4 +143,37 @@ func main() {
 	fmt.Printf("batch 10000 keys, 1 node, fencing: %.1f ms wall, client CPU %.1f ms, Redis CPU %.1f ms, %d allocs/key, %.1f MiB\n",
 		float64(el.Microseconds())/1000, float64((c1-c0).Microseconds())/1000, float64((r1-r0).Microseconds())/1000,
 		(m1.Mallocs-m0.Mallocs)/10000, float64(m1.TotalAlloc-m0.TotalAlloc)/(1<<20))
+}
+
+// redislockLoop runs n Acquire+Release operations with bsm/redislock on the
+// same server and prints the same figures as the lease loop.
+func redislockLoop(ctx context.Context, port string, admin *redis.Client, n int) {
+	c := redis.NewClient(&redis.Options{
+		Addr: "127.0.0.1:" + port, Protocol: 2, DisableIdentity: true, MaxRetries: -1,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, DialTimeout: 5 * time.Second,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	defer c.Close()
+	rl := redislock.New(c)
+	loop := func(n int) {
+		for i := 0; i < n; i++ {
+			l, err := rl.Obtain(ctx, "rk", 10*time.Second, nil)
+			if err != nil {
+				panic(err)
+			}
+			if err := l.Release(ctx); err != nil {
+				panic(err)
+			}
+		}
+	}
+	loop(500)
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	c0, r0, t0 := cpuSelf(), redisCPU(ctx, admin), time.Now()
+	loop(n)
+	el, c1, r1 := time.Since(t0), cpuSelf(), redisCPU(ctx, admin)
+	runtime.ReadMemStats(&m1)
+	fmt.Printf("redislock AR c=1: %.1f µs/op wall, client CPU %.1f µs/op, Redis CPU %.1f µs/op, %d allocs/op, %d B/op\n",
+		float64(el.Microseconds())/float64(n), float64((c1-c0).Microseconds())/float64(n), float64((r1-r0).Microseconds())/float64(n),
+		(m1.Mallocs-m0.Mallocs)/uint64(n), (m1.TotalAlloc-m0.TotalAlloc)/uint64(n))
 }
