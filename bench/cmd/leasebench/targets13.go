@@ -134,14 +134,21 @@ func (b *bench) writeFindings13(w io.Writer) {
 	if l, r := ar(libLease, 1, 1), ar(libRedislock, 1, 1); b.get(l) != nil && b.get(r) != nil {
 		fmt.Fprintf(w, "*Single node, c=1 (not met).* lease's Acquire+Release costs %s of client and %s of Redis CPU per operation against redislock's %s and %s; both take two round trips. "+
 			"The profile shows where the difference is: lease hands every round to the node's lane goroutine and back (two goroutine switches per round, each waking an idle thread: the scheduler and futex shares above), where redislock does its system calls on the caller's goroutine; and lease's scripts do more (the fencing counter, the epoch, the data marker). "+
-			"The lane is what keeps the guarantees: it applies a node's requests in the order they were made (a cleanup can never overtake the request it cleans up after) and lets a caller stop waiting at the per-node timeout while its request stays in order. Running a round on the caller's goroutine instead would block the caller for the lane's 10 s read timeout when a node hangs, or close the connection on the timeout and lose the order (go-redis drops a connection whose read timed out); it is not done. WithoutFencing: %s client CPU per op. "+
-			"At c=16 the lanes put concurrent callers into shared pipelined rounds and the per-round costs are shared: %s vs redislock's %s ops/s (%.2f×).\n\n",
+			"The lane is what keeps the guarantees: it applies a node's requests in the order they were made (a cleanup can never overtake the request it cleans up after) and lets a caller stop waiting at the per-node timeout while its request stays in order. Running a round on the caller's goroutine instead would block the caller for the lane's 10 s read timeout when a node hangs, or close the connection on the timeout and lose the order (go-redis drops a connection whose read timed out); it is not done. "+
+			"What the hand-off costs, measured: an experiment that ran each K=1 round on the caller's goroutine instead (`bench/cmd/perfprobe`, which runs redislock's loop on the same server after lease's; 3 runs on 2026-11-24 on a quiet machine, not kept for the reasons above) took lease's client CPU per Acquire+Release from 136–148 µs to 90–96 µs and its time per operation from 190–204 µs to 147–161 µs, against redislock's 75–76 µs and 127–132 µs in the same runs. So about a third of lease's client CPU at c=1 on one node is the hand-off, and without it lease would still be at about 0.85× redislock: the rest is the larger scripts (Redis CPU per operation 65–70 µs against 52–54 µs) and go-redis's cost per round, which both pay. A fast path that keeps the order and the timeout needs a connection whose half-read reply can be handed over to the lane when the caller stops waiting, that is a RESP reader of lease's own instead of go-redis's, which closes a connection whose read timed out. WithoutFencing: %s client CPU per op. "+
+			"At c=16 the lanes put concurrent callers into shared pipelined rounds: %s vs redislock's %s ops/s (%.2f×). "+
+			"There lease and redislock spend about the same CPU per operation (client 40–45 µs against 46–50 µs, Redis 32–34 µs against 30–32 µs in `bench/cmd/c16probe`, 2 runs on 2026-11-24), but one lease client keeps 1.25 of the 2 cores busy where redislock keeps 1.6: a node's lane has one pipelined round in flight, so the client's work and Redis's take turns instead of overlapping, while redislock's 16 connections keep Redis busy while the client works. "+
+			"Two lease clients (two lanes, two rounds in flight) keep 1.45 cores busy but spend more per operation (smaller rounds: 46–51 µs and 37 µs), for 1–6 %% more ops/s; four clients are slower. On a machine whose client and Redis share 2 cores that is the limit; several rounds in flight per node on one connection (a pipelined reader of lease's own, the same piece the c=1 fast path needs) would let the two overlap without smaller rounds.\n\n",
 			fmtDur(cpu(l)), fmtDur(rcpu(l)), fmtDur(cpu(r)), fmtDur(rcpu(r)), fmtDur(cpu(ar(libLeaseNoFence, 1, 1))),
 			fmtRate(b.medRate(ar(libLease, 1, 16))), fmtRate(b.medRate(ar(libRedislock, 1, 16))), ratio(b.medRate(ar(libLease, 1, 16)), b.medRate(ar(libRedislock, 1, 16))))
 	}
 	if l := ar(libLease, 5, 1); b.get(l) != nil {
 		fmt.Fprintf(w, "*Redlock at c=1.* At K=5 one Acquire+Release uses %s of client CPU and %s of Redis CPU (redsync: %s and %s) in %s: with 5 redis-servers and the client on 2 cores the machine is busy even at c=1, and the 2 nodes a round does not wait for still take CPU from the next round, which is why the two-PING floor is not reached. What separates lease from redsync here is that it decides at quorum; the costs per node and round are of the same kind (one pipelined round per node, goroutine hand-offs on both sides).\n\n",
 			fmtDur(cpu(l)), fmtDur(rcpu(l)), fmtDur(cpu(ar(libRedsync, 5, 1))), fmtDur(rcpu(ar(libRedsync, 5, 1))), fmtDur(b.medP50(l)))
+	}
+	if l, ff := ar(libLease, 3, 1), ar(libRedsyncFF, 3, 1); b.get(l) != nil && b.get(ff) != nil {
+		fmt.Fprintf(w, "*Three nodes, c=1, against redsync WithFailFast* (%.2f×), which also returns at a quorum: the rounds are alike, so the cost per round decides, and lease's is higher on both sides: %s of client and %s of Redis CPU per Acquire+Release against %s and %s (the same hand-off to the lanes as on one node, and the larger scripts: the fencing counter, the epoch, the data marker). WithFailFast buys its speed by not waiting for the last node's SET, which is also why it leaves keys behind (see \"Keys left behind\" below).\n\n",
+			ratio(b.medRate(l), b.medRate(ff)), fmtDur(cpu(l)), fmtDur(rcpu(l)), fmtDur(cpu(ff)), fmtDur(rcpu(ff)))
 	}
 	for _, r := range b.sched.batch {
 		if r.daemons != 3 || !r.fencing || r.timeout != time.Second || len(r.decided) == 0 {
@@ -173,9 +180,13 @@ func (b *bench) writeFindings13(w io.Writer) {
 	}
 	if d := b.daemon; d.skipped == "" && d.ticks > 0 {
 		fl := d.floorFor(daemonJobs)
+		busy := "that much of the gap is the machine being shared, before the daemon does anything"
+		if d.busyFloor.p99 <= fl {
+			busy = "no slower than the floor, so the idle daemons are not what costs the time: it goes at the tick itself"
+		}
 		fmt.Fprintf(w, "*Tick to job start.* p99 %s against the spawn floor's %s (%d processes started at once by this benchmark, nothing else running): %.2f×. "+
-			"The same spawn repeated half-way between ticks while the 3 daemons, their spare supervisors and the 5 nodes run gives p99 %s: that much of the gap is the machine being shared, before the daemon does anything. "+
+			"The same spawn repeated half-way between ticks while the 3 daemons, their spare supervisors and the 5 nodes run gives p99 %s: %s. "+
 			"The daemon's own path to a job start is short (a separate run with log timestamps at each step, p50 after the tick: the winning host fires at 1.6 ms, its batch is decided at 4.0 ms, the first job is handed to its waiting supervisor at 4.7 ms); after that the supervisor's fork and exec and the job's start compete for the 2 cores with the 3 daemons (the 2 losing ones run their own lease round for the same tick at the same moment) and 5 redis-servers, where the floor runs alone.\n\n",
-			fmtDur(d.p99), fmtDur(fl), daemonJobs, float64(d.p99)/float64(max(fl, 1)), fmtDur(d.busyFloor.p99))
+			fmtDur(d.p99), fmtDur(fl), daemonJobs, float64(d.p99)/float64(max(fl, 1)), fmtDur(d.busyFloor.p99), busy)
 	}
 }
