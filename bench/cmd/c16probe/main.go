@@ -13,114 +13,122 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/bsm/redislock"
+	"github.com/leasecron/leasecron/bench/internal/probe"
 	"github.com/leasecron/leasecron/lease"
-	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
-func cpuSelf() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func redisCPU(ctx context.Context, c *redis.Client) time.Duration {
-	var t float64
-	for _, line := range strings.Split(c.Info(ctx, "cpu").Val(), "\n") {
-		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), f); ok {
-				x, _ := strconv.ParseFloat(v, 64)
-				t += x
-			}
-		}
-	}
-	return time.Duration(t * float64(time.Second))
-}
+const (
+	workers = 16
+	runFor  = 2 * time.Second
+)
 
 func main() {
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: c16probe PORT")
 		os.Exit(2)
 	}
-	port := os.Args[1]
-	cmd := exec.Command("redis-server", "--port", port, "--save", "", "--appendonly", "no")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		panic(err)
+	if err := run(os.Args[1]); err != nil {
+		fmt.Fprintln(os.Stderr, "c16probe:", err)
+		os.Exit(1)
 	}
-	defer cmd.Process.Kill()
-	time.Sleep(3500 * time.Millisecond)
+}
+
+// loop is one client's Acquire+Release on the key of worker i.
+type loop func(i int) error
+
+func run(port string) error {
+	srv, err := probe.StartRedis(port)
+	if err != nil {
+		return err
+	}
+	defer srv.Process.Kill()
 	ctx := context.Background()
-	run := func(name string, clients int, mk func() func(i int)) {
-		var ops atomic.Int64
-		fs := make([]func(int), clients)
-		for c := range fs {
-			fs[c] = mk()
-		}
-		admin := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, Protocol: 2})
-		c0, r0 := cpuSelf(), redisCPU(ctx, admin)
-		stop := time.Now().Add(2 * time.Second)
-		var wg sync.WaitGroup
-		for c := 0; c < clients; c++ {
-			f := fs[c]
-			for g := 0; g < 16/clients; g++ {
-				wg.Add(1)
-				go func(i int) {
-					defer wg.Done()
-					for time.Now().Before(stop) {
-						f(i)
-						ops.Add(1)
-					}
-				}(c*100 + g)
-			}
-		}
-		wg.Wait()
-		c1, r1 := cpuSelf(), redisCPU(ctx, admin)
-		n := float64(ops.Load())
-		fmt.Printf("%s: %.0f ops/s, client CPU %.1f µs/op, Redis CPU %.1f µs/op, cores busy %.2f\n", name, n/2,
-			float64((c1-c0).Microseconds())/n, float64((r1-r0).Microseconds())/n, float64((c1-c0+r1-r0).Microseconds())/2e6)
-	}
-	mkLease := func() func(i int) {
-		c, err := lease.New([]string{"redis://127.0.0.1:" + port}, lease.WithRestartGuard(time.Second))
+	addr := "127.0.0.1:" + port
+	admin := probe.NewClient(addr)
+	defer admin.Close()
+
+	newLease := func() (loop, error) {
+		c, err := lease.New([]string{"redis://" + addr}, lease.WithRestartGuard(time.Second))
 		if err != nil {
-			panic(err)
+			return nil, err
 		}
 		_ = c.Warm(ctx)
-		time.Sleep(1200 * time.Millisecond)
-		return func(i int) {
-			l, err := c.Acquire(ctx, lease.Request{Key: fmt.Sprint("k", i), TTL: 10 * time.Second, Owner: "b"})
+		return func(i int) error {
+			l, err := c.Acquire(ctx, lease.Request{Key: fmt.Sprint("k", i), TTL: 10 * time.Second, Owner: "bench"})
 			if err != nil {
-				panic(err)
+				return err
 			}
-			_ = l.Release(ctx)
-		}
+			return l.Release(ctx)
+		}, nil
 	}
-	mkRL := func() func(i int) {
-		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, Protocol: 2, DisableIdentity: true, MaxRetries: -1,
-			ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
-			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
-		rl := redislock.New(c)
-		return func(i int) {
+	newRedislock := func() (loop, error) {
+		rl := redislock.New(probe.NewClient(addr))
+		return func(i int) error {
 			l, err := rl.Obtain(ctx, fmt.Sprint("r", i), 10*time.Second, nil)
 			if err != nil {
-				panic(err)
+				return err
 			}
-			_ = l.Release(ctx)
+			return l.Release(ctx)
+		}, nil
+	}
+	measure := func(name string, clients int, mk func() (loop, error)) error {
+		loops := make([]loop, clients)
+		for c := range loops {
+			if loops[c], err = mk(); err != nil {
+				return err
+			}
+		}
+		var ops atomic.Int64
+		var failed atomic.Value
+		before := probe.Read(ctx, admin)
+		stop := time.Now().Add(runFor)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					if err := loops[w%clients](w); err != nil {
+						failed.Store(err)
+						return
+					}
+					ops.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if err, _ := failed.Load().(error); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		fmt.Printf("%s: %s\n", name, probe.Rate(before, probe.Read(ctx, admin), int(ops.Load())))
+		return nil
+	}
+	// The first lease client's first round writes the node's data marker;
+	// the node votes once the marker is older than the restart guard.
+	if _, err := newLease(); err != nil {
+		return err
+	}
+	time.Sleep(1200 * time.Millisecond)
+	for range 2 {
+		for _, m := range []struct {
+			name    string
+			clients int
+			mk      func() (loop, error)
+		}{
+			{"lease, 1 client", 1, newLease},
+			{"lease, 2 clients", 2, newLease},
+			{"lease, 4 clients", 4, newLease},
+			{"bsm/redislock", 1, newRedislock},
+		} {
+			if err := measure(m.name, m.clients, m.mk); err != nil {
+				return err
+			}
 		}
 	}
-	for r := 0; r < 2; r++ {
-		run("lease 1 client", 1, mkLease)
-		run("lease 2 clients", 2, mkLease)
-		run("lease 4 clients", 4, mkLease)
-		run("redislock", 1, mkRL)
-	}
+	return nil
 }

@@ -1,0 +1,112 @@
+// Package probe holds what the small measuring commands of bench/cmd
+// (perfprobe, c16probe) share: a throwaway redis-server, go-redis clients
+// configured as lease configures its own, and CPU and allocation counters
+// read around a loop.
+package probe
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// StartRedis starts redis-server on 127.0.0.1:port without persistence and
+// waits until it is old enough for lease's 1 s restart guard. The server
+// dies with this process (also when it is killed); stop it earlier by
+// killing the returned command's PID.
+func StartRedis(port string) (*exec.Cmd, error) {
+	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start redis-server on port %s: %w", port, err)
+	}
+	time.Sleep(3500 * time.Millisecond)
+	return cmd, nil
+}
+
+// NewClient returns a go-redis client for addr configured as lease
+// configures its own (RESP2, no CLIENT SETINFO, no retries, no maintenance
+// notifications, 10 s read and write timeouts), so that libraries compared
+// on it differ by their algorithms only.
+func NewClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, DialTimeout: 5 * time.Second,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+}
+
+// Counters are this process's CPU time, the server's CPU time and the Go
+// allocations at one moment.
+type Counters struct {
+	at, self, server time.Duration
+	mallocs, bytes   uint64
+}
+
+// Read takes the counters now; admin is a client of the server measured.
+func Read(ctx context.Context, admin *redis.Client) Counters {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return Counters{
+		at:      time.Duration(time.Now().UnixNano()),
+		self:    time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		server:  serverCPU(ctx, admin),
+		mallocs: ms.Mallocs,
+		bytes:   ms.TotalAlloc,
+	}
+}
+
+// serverCPU is the redis-server's user and system CPU time (INFO cpu).
+func serverCPU(ctx context.Context, c *redis.Client) time.Duration {
+	var t float64
+	for _, line := range strings.Split(c.Info(ctx, "cpu").Val(), "\n") {
+		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), f); ok {
+				x, _ := strconv.ParseFloat(v, 64)
+				t += x
+			}
+		}
+	}
+	return time.Duration(t * float64(time.Second))
+}
+
+// PerOp formats what n operations between before and after cost each:
+// wall time, client CPU, server CPU, allocations and bytes allocated.
+func PerOp(before, after Counters, n int) string {
+	f := float64(n)
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / f }
+	return fmt.Sprintf("%.1f µs/op wall, client CPU %.1f µs/op, Redis CPU %.1f µs/op, %d allocs/op, %d B/op",
+		us(after.at-before.at), us(after.self-before.self), us(after.server-before.server),
+		(after.mallocs-before.mallocs)/uint64(n), (after.bytes-before.bytes)/uint64(n))
+}
+
+// Rate formats n operations over d wall time with their CPU per operation
+// and how many cores the client and the server kept busy together.
+func Rate(before, after Counters, n int) string {
+	wall := after.at - before.at
+	busy := (after.self - before.self) + (after.server - before.server)
+	f := float64(n)
+	return fmt.Sprintf("%.0f ops/s, client CPU %.1f µs/op, Redis CPU %.1f µs/op, cores busy %.2f",
+		f/wall.Seconds(), float64((after.self-before.self).Microseconds())/f,
+		float64((after.server-before.server).Microseconds())/f, busy.Seconds()/wall.Seconds())
+}
+
+// Batch formats what one batch of n keys between before and after cost in
+// all: wall time, client CPU, server CPU, allocations per key and MiB
+// allocated.
+func Batch(before, after Counters, n int) string {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return fmt.Sprintf("%.1f ms wall, client CPU %.1f ms, Redis CPU %.1f ms, %d allocs/key, %.1f MiB",
+		ms(after.at-before.at), ms(after.self-before.self), ms(after.server-before.server),
+		(after.mallocs-before.mallocs)/uint64(n), float64(after.bytes-before.bytes)/(1<<20))
+}
