@@ -78,3 +78,35 @@ func TestHeldWait(t *testing.T) {
 		t.Errorf("held on a quorum, free in 10ms: wait %s, want 15ms", got)
 	}
 }
+
+// TestTickOffset: a tick whose jobs the ranking gives one host each fires
+// at the tick itself; one with a job every host tries (candidates 0), or
+// without a fresh view of the live hosts (every host ranks itself first),
+// fires at the host's offset, so that hosts do not split the votes.
+func TestTickOffset(t *testing.T) {
+	at := time.Unix(1_800_000_007, 0)
+	cfg := &Config{Heartbeat: time.Second, Jobs: []*Job{{Name: "ranked", Candidates: 3}, {Name: "everyone", Candidates: 0}}}
+	next := map[string]time.Time{"ranked": at, "everyone": at.Add(time.Minute)}
+	// A host whose offset at this tick is not 0 (else the check below
+	// could not tell the cases apart).
+	s := &Scheduler{host: "a"}
+	for i := 0; s.fireOffset(at) == 0; i++ {
+		s.host = "a" + string(rune('0'+i))
+	}
+	if got := s.tickOffset(cfg, next, at); got != s.fireOffset(at) {
+		t.Errorf("no view of the live hosts: offset %s, want the host's %s", got, s.fireOffset(at))
+	}
+	s.view.Store(&fleetView{hosts: []HostBeat{{Host: s.host}, {Host: "b"}}, read: time.Now()})
+	if got := s.tickOffset(cfg, next, at); got != 0 {
+		t.Errorf("ranked jobs only, with a view: offset %s, want 0", got)
+	}
+	next["everyone"] = at
+	if got := s.tickOffset(cfg, next, at); got != s.fireOffset(at) {
+		t.Errorf("a job with candidates 0 is due: offset %s, want the host's %s", got, s.fireOffset(at))
+	}
+	s.view.Store(&fleetView{hosts: []HostBeat{{Host: s.host}}, read: time.Now().Add(-time.Hour)})
+	next["everyone"] = at.Add(time.Minute)
+	if got := s.tickOffset(cfg, next, at); got != s.fireOffset(at) {
+		t.Errorf("a stale view: offset %s, want the host's %s", got, s.fireOffset(at))
+	}
+}

@@ -420,8 +420,10 @@ func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*
 		}
 		recheck := cmp.Or(s.recheck, clockRecheck)
 		wait := recheck
+		var offset time.Duration
 		if !at.IsZero() {
-			wait = min(max(s.until(at)+s.fireOffset(at), 0), recheck)
+			offset = s.tickOffset(cfg, next, at)
+			wait = min(max(s.until(at)+offset, 0), recheck)
 		}
 		timer.Reset(wait)
 		select {
@@ -435,7 +437,7 @@ func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*
 		case <-timer.C:
 		}
 		now := s.now()
-		if at.IsZero() || now.Before(at.Add(s.fireOffset(at))) {
+		if at.IsZero() || now.Before(at.Add(offset)) {
 			continue
 		}
 		var batch []*Job
@@ -481,6 +483,25 @@ func current(j *Job, now time.Time) time.Time {
 		return p
 	}
 	return j.Next(now)
+}
+
+// tickOffset is how long after at this host fires the jobs due at at
+// (next maps each job to its next tick): fireOffset when several hosts may
+// try one of them at the same instant — a job with candidates 0, or no
+// fresh view of the live hosts (every eligible host then ranks itself
+// first) — and 0 when the ranking already gives each job one host at the
+// tick (the others try a rank stagger later), so that those jobs start
+// without the offset's delay.
+func (s *Scheduler) tickOffset(cfg *Config, next map[string]time.Time, at time.Time) time.Duration {
+	if s.liveHosts(cfg) == nil {
+		return s.fireOffset(at)
+	}
+	for _, j := range cfg.Jobs {
+		if t, ok := next[j.Name]; ok && t.Equal(at) && j.Candidates == 0 {
+			return s.fireOffset(at)
+		}
+	}
+	return 0
 }
 
 // fireOffset is how long after tick this host fires it: a value in
