@@ -27,16 +27,32 @@ func (n *node) submit(o *op) bool {
 // runLane sends queued ops in order, one pipelined round at a time, so
 // requests to this node are applied in the order they were submitted (a
 // release never overtakes the acquire it cleans up after). It returns when
-// the node is closed and its queue is empty.
+// the node is closed, its queue is empty and no inline round (inline.go)
+// is running.
+//
+// One executor at a time: the lane takes a batch and sets executing in
+// the same critical section, and an inline caller runs only when the queue
+// is empty and nobody is executing; while an inline round runs, the lane
+// waits for the caller's wake. So every request to the node is sent after
+// every request submitted before it was sent (and answered, or its
+// connection killed before anything else is sent: see inlineLost).
 func (n *node) runLane() {
 	defer close(n.laneDone)
-	defer n.dropConn()
+	defer n.dropConns()
 	ctx := context.Background()
 	for {
 		n.mu.Lock()
+		if n.executing {
+			n.mu.Unlock()
+			<-n.wake
+			continue
+		}
 		batch := n.queue
 		n.queue = nil
 		closed := n.closed
+		if len(batch) > 0 {
+			n.executing = true
+		}
 		n.mu.Unlock()
 		if len(batch) == 0 {
 			if closed {
@@ -45,11 +61,22 @@ func (n *node) runLane() {
 			<-n.wake
 			continue
 		}
-		n.exec(ctx, batch)
+		if err := n.exec(ctx, batch, &n.lane); err == nil && n.inline != nil {
+			// Not after a failed round: the server may be unreachable,
+			// and a dial would hold up the lane once more.
+			n.warmInline(ctx)
+		}
+		n.mu.Lock()
+		n.executing = false
+		n.mu.Unlock()
 	}
 }
 
-func (n *node) exec(ctx context.Context, batch []*op) {
+// exec sends one round of ops on sc (the lane's connection, or the inline
+// path's) and replies to each op. Only the node's executor calls it. It
+// returns the error every op got (nil when the round went through or no op
+// was left to send).
+func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) error {
 	live := batch[:0]
 	for _, o := range batch {
 		if o.abandoned != nil {
@@ -63,9 +90,11 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 		live = append(live, o)
 	}
 	if len(live) == 0 {
-		return
+		return nil
 	}
-	pipe := n.pipeline()
+	sc.failed = nil
+	pipe := n.pipeline(sc)
+	kill := n.queueKill(ctx, pipe, sc)
 	info := n.recheck(ctx, pipe)
 	// The last script call of the round also checks the data marker
 	// (birth.go); a round of PINGs, or one whose last script has no
@@ -101,8 +130,11 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 		bc := n.birthCall()
 		birth = pipe.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
 	}
-	_, err := pipe.Exec(ctx)
-	n.connUsed = time.Now()
+	res, err := sc.run(ctx, pipe)
+	sc.used = time.Now()
+	if kill != nil {
+		err = n.killed(kill, res)
+	}
 	var wrapped []*redis.Cmd // marker-checking calls, in the order they ran
 	standaloneNewer := false // a resend ended with birth on its own
 	if last.i >= 0 {
@@ -112,7 +144,7 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 		(anyNoScript(cmds) || birth != nil && isNoScript(birth.Err())) {
 		var again *redis.Cmd
 		before := birth
-		birth, again = n.reloadAndRetry(ctx, live, cmds, birth, clock)
+		birth, again = n.reloadAndRetry(ctx, sc, live, cmds, birth, clock)
 		standaloneNewer = birth != nil && birth != before
 		if again != nil {
 			if len(wrapped) > 0 && isNoScript(wrapped[0].Err()) {
@@ -144,10 +176,10 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 		birthVals, _ = birth.Val().([]any)
 		birthErr = birth.Err()
 	}
-	if err != nil {
+	if err != nil || sc.failed != nil {
 		// A failed round may leave the connection unusable (go-redis
 		// then refuses it for good): the next round dials afresh.
-		n.dropConn()
+		sc.drop()
 	}
 	var nodeErr error
 	if err != nil && (!isReplyError(err) || !cmdErr && !birthRan) {
@@ -158,7 +190,7 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 	}
 	if nodeErr == nil && checked {
 		// A round whose data marker could not be checked counts as failed.
-		nodeErr = n.noteBirth(birthVals, birthErr, n.connUsed)
+		nodeErr = n.noteBirth(birthVals, birthErr, sc.used)
 	}
 	n.mu.Lock()
 	if cerr := n.onConnectErr; cerr != nil && nodeErr != nil {
@@ -171,14 +203,55 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 		nodeErr = lerr
 	}
 	n.mu.Lock()
-	n.lastFail = nodeErr
+	timedOut := false
+	if sc.inline {
+		nodeErr, timedOut = n.inlineLost(sc, nodeErr)
+	}
+	if !timedOut {
+		n.lastFail = nodeErr
+	}
 	n.mu.Unlock()
 	for i, o := range live {
 		o.reply(cmds[i], nodeErr)
 	}
+	return nodeErr
 }
 
-// pipeline returns a pipeline for the lane's next round. A lane sends one
+// stickyConn is a connection that one executor of a node's rounds (the
+// lane, or the inline path's callers: see inline.go) keeps checked out of a
+// go-redis pool between rounds. Only the node's executor uses it.
+type stickyConn struct {
+	conn   *redis.Conn // nil: none checked out
+	used   time.Time   // when its last round ended
+	failed error       // the current round's connection-level failure (nil: none)
+	inline bool        // the inline path's connection (created by warmInline only)
+}
+
+// run sends pipe and records in failed a connection-level failure of any of
+// its commands (a Redis error reply is a command's own).
+func (sc *stickyConn) run(ctx context.Context, pipe redis.Pipeliner) ([]redis.Cmder, error) {
+	res, err := pipe.Exec(ctx)
+	if err != nil {
+		for _, c := range res {
+			if e := c.Err(); e != nil && !isReplyError(e) {
+				sc.failed = e
+				break
+			}
+		}
+	}
+	return res, err
+}
+
+// drop gives the connection back to its pool (which closes it if a round
+// failed on it), if there is one.
+func (sc *stickyConn) drop() {
+	if sc.conn != nil {
+		_ = sc.conn.Close()
+		sc.conn = nil
+	}
+}
+
+// pipeline returns a pipeline for the next round on sc. A lane sends one
 // round at a time, so a node that is one server (plain or Sentinel-managed)
 // keeps one connection checked out of the client's pool while rounds follow
 // each other closely: back-to-back rounds skip the pool's health check
@@ -190,30 +263,37 @@ func (n *node) exec(ctx context.Context, batch []*op) {
 // before it is used instead of failing a round. A Cluster routes by key
 // and uses the client's pools as they are. New connections run onConnect
 // like any other.
-func (n *node) pipeline() redis.Pipeliner {
+//
+// The inline path's connection is set up by the lane (warmInline) and used
+// inline only while it is fresh (see tryInline).
+func (n *node) pipeline(sc *stickyConn) redis.Pipeliner {
+	if sc.inline {
+		return sc.conn.Pipeline()
+	}
 	c, ok := n.rdb.(*redis.Client)
 	if !ok {
 		return n.rdb.Pipeline()
 	}
-	if n.conn != nil && time.Since(n.connUsed) > connIdleRecheck {
-		n.dropConn()
+	if sc.conn != nil && time.Since(sc.used) > connIdleRecheck {
+		sc.drop()
 	}
-	if n.conn == nil {
-		n.conn = c.Conn()
+	if sc.conn == nil {
+		sc.conn = c.Conn()
 	}
-	return n.conn.Pipeline()
+	return sc.conn.Pipeline()
 }
 
 // connIdleRecheck is how long a lane keeps its connection without a round
-// before handing it back to the pool (see pipeline).
+// before handing it back to the pool (see pipeline), and how long the
+// inline path's connection may go unused and still be used inline.
 const connIdleRecheck = 100 * time.Millisecond
 
-// dropConn gives the lane's connection back to the pool (which closes it
-// if a round failed on it), if it has one.
-func (n *node) dropConn() {
-	if n.conn != nil {
-		_ = n.conn.Close()
-		n.conn = nil
+// dropConns gives the lane's connection and the inline path's back to
+// their pools (lane goroutine, on exit: nothing executes any more).
+func (n *node) dropConns() {
+	n.lane.drop()
+	if n.inline != nil {
+		n.inline.sc.drop()
 	}
 }
 

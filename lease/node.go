@@ -59,12 +59,16 @@ type node struct {
 	markerSeen bool
 	nonce      string
 
-	// conn is the lane's own connection to a single-server node (nil
+	// lane is the lane's own connection to a single-server node (none
 	// until the first round, after a round that failed or an idle spell,
-	// and for a Cluster), last used at connUsed; only the lane goroutine
-	// uses them.
-	conn     *redis.Conn
-	connUsed time.Time
+	// and for a Cluster); only the executor uses it.
+	lane stickyConn
+
+	// executing is set while a round runs, on the lane or inline (one
+	// executor at a time, see runLane); inline is the single-node fast
+	// path (nil: none; see inline.go).
+	executing bool
+	inline    *inlinePath
 }
 
 // call is one script invocation inside an op.
@@ -136,13 +140,10 @@ func parseNode(raw string, tlsConf *tls.Config, connTimeout time.Duration, onCon
 	}
 	switch kind {
 	case "":
-		o, err := redis.ParseURL(plain.String())
+		o, err := plainOptions(plain.String(), raw, tlsConf, connTimeout)
 		if err != nil {
-			return name, nil, errors.New(scrub(err, raw))
+			return name, nil, err
 		}
-		setTLS(&o.TLSConfig)
-		tuneOptions(&o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.Protocol, &o.DisableIdentity, connTimeout, &o.DialTimeout)
-		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 		o.OnConnect = onConnect
 		return name, redis.NewClient(o), nil
 	case "sentinel":
@@ -179,6 +180,22 @@ func parseNode(raw string, tlsConf *tls.Config, connTimeout time.Duration, onCon
 		return name, redis.NewClusterClient(o), nil
 	}
 	return name, nil, fmt.Errorf("unsupported scheme %q (use redis, rediss, redis+sentinel, redis+cluster)", u.Scheme)
+}
+
+// plainOptions returns the go-redis options of a plain server's URL
+// (redis:// or rediss://, its scheme already checked); raw is the URL as
+// given, whose passwords errors must not quote.
+func plainOptions(plain, raw string, tlsConf *tls.Config, connTimeout time.Duration) (*redis.Options, error) {
+	o, err := redis.ParseURL(plain)
+	if err != nil {
+		return nil, errors.New(scrub(err, raw))
+	}
+	if strings.HasPrefix(plain, "rediss:") && tlsConf != nil {
+		o.TLSConfig = tlsConf.Clone()
+	}
+	tuneOptions(&o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.Protocol, &o.DisableIdentity, connTimeout, &o.DialTimeout)
+	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	return o, nil
 }
 
 func tuneOptions(read, write *time.Duration, retries, proto *int, noIdent *bool, connTimeout time.Duration, dial *time.Duration) {

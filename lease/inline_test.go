@@ -1,0 +1,360 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
+)
+
+// warmInline runs Acquire+Release cycles on a key of its own until one ran
+// on the caller's goroutine and the inline connection is ready.
+func warmInline(t *testing.T, c *lease.Client) {
+	t.Helper()
+	ok := waitFor(15*time.Second, func() bool {
+		before := lease.InlineRounds(c)
+		l := mustAcquire(t, c, lease.Request{Key: key(t, "warm"), TTL: 10 * time.Second, Owner: "warm"})
+		if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		_, _, ready := lease.InlineConn(c)
+		return lease.InlineRounds(c) > before && ready
+	})
+	if !ok {
+		t.Fatalf("no inline round after 15s (disabled: %v)", lease.InlineDisabled(c))
+	}
+}
+
+// TestInlineRounds: with one plain node, sequential single-key rounds
+// (Acquire, Extend, Inspect, Release) run on the caller's goroutine once the
+// inline connection is warm, and give the same results as through the
+// lane; a batch of two keys goes through the lane; three nodes, a Sentinel
+// node and a Cluster node have no fast path.
+func TestInlineRounds(t *testing.T) {
+	t.Parallel()
+	rc := start(t, 1)
+	c := votingClient(t, rc.URLs())
+	if !lease.HasInline(c) {
+		t.Fatal("one redis:// node: no fast path")
+	}
+	warmInline(t, c)
+	k := key(t)
+	// Under load a cycle may leave the connection unused for more than
+	// 100 ms (it then goes back through the lane once): wait for one
+	// cycle whose four rounds all ran inline.
+	cycle := func() int64 {
+		before := lease.InlineRounds(c)
+		l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "me"})
+		if err := l.Extend(ctxT(t, 5*time.Second), 0); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		info, err := c.Inspect(ctxT(t, 5*time.Second), k)
+		if err != nil || info.Holder != "me" || info.Answered != 1 {
+			t.Fatalf("Inspect while held: %+v, %v", info, err)
+		}
+		if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if ks := lockKeys(t, rc.Nodes[0]); len(ks) != 0 {
+			t.Fatalf("lock keys after Release: %v", ks)
+		}
+		return lease.InlineRounds(c) - before
+	}
+	if !waitFor(20*time.Second, func() bool { return cycle() == 4 }) {
+		t.Fatal("no Acquire/Extend/Inspect/Release cycle ran all inline in 20s")
+	}
+
+	// A batch of two keys: the lane, even with the connection warm (the
+	// rounds right before and after it run inline).
+	if !waitFor(20*time.Second, func() bool {
+		b0 := lease.InlineRounds(c)
+		l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "me"})
+		b1 := lease.InlineRounds(c)
+		res := c.TryAcquireBatch(ctxT(t, 5*time.Second), []lease.Request{
+			{Key: k + ".b1", TTL: 10 * time.Second}, {Key: k + ".b2", TTL: 10 * time.Second}})
+		b2 := lease.InlineRounds(c)
+		for i, r := range res {
+			if r.Err != nil {
+				t.Fatalf("batch key %d: %v", i, r.Err)
+			}
+			if err := r.Lease.Release(ctxT(t, 5*time.Second)); err != nil {
+				t.Fatalf("Release batch key %d: %v", i, err)
+			}
+		}
+		if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if b2 != b1 {
+			t.Fatalf("a batch of 2 keys ran %d round(s) inline", b2-b1)
+		}
+		return b1 == b0+1
+	}) {
+		t.Fatal("the single-key acquire before the batch never ran inline")
+	}
+
+	rc3 := start(t, 3)
+	c3 := votingClient(t, rc3.URLs())
+	if lease.HasInline(c3) {
+		t.Fatal("three nodes: a fast path")
+	}
+	for i := 0; i < 5; i++ {
+		l := mustAcquire(t, c3, lease.Request{Key: k, TTL: 10 * time.Second})
+		if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatalf("K=3 Release: %v", err)
+		}
+	}
+	if n := lease.InlineRounds(c3); n != 0 {
+		t.Fatalf("K=3: %d inline rounds", n)
+	}
+	for _, u := range []string{"redis+sentinel://127.0.0.1:1?master_name=m", "redis+cluster://127.0.0.1:1"} {
+		cs := newClient(t, []string{u})
+		if lease.HasInline(cs) {
+			t.Errorf("%s: a fast path", u)
+		}
+	}
+}
+
+// inlineTimeout makes one inline Acquire time out while its request is
+// held back on the way to the node for hold, past the per-node timeout,
+// and returns the node's lock keys for that lease once the request
+// arrived (or was dropped), with the client. kill false switches the
+// kill of the timed-out connection off.
+func inlineTimeout(t *testing.T, kill bool) (*redistest.Node, *lease.Client, string, []string) {
+	t.Helper()
+	const timeout, hold = 400 * time.Millisecond, 1500 * time.Millisecond
+	rc := start(t, 1)
+	fwd := newDelayFwd(t, rc.Nodes[0].Addr())
+	c := votingClient(t, []string{"redis://" + fwd.Addr()}, lease.WithTimeout(timeout))
+	if !kill {
+		lease.DisableInlineKill(c)
+	}
+	warmInline(t, c)
+	k := key(t)
+	// The Acquire runs inline only if the connection was used within the
+	// last 100 ms; under load it may go through the lane (and succeed):
+	// try again.
+	var err error
+	var began time.Time
+	ran := waitFor(20*time.Second, func() bool {
+		_, addr, _ := lease.InlineConn(c)
+		fwd.Delay(addr, hold)
+		before := lease.InlineRounds(c)
+		began = time.Now()
+		var l *lease.Lease
+		l, err = c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: k, TTL: 60 * time.Second, Owner: "late"})
+		if lease.InlineRounds(c) > before {
+			return true
+		}
+		fwd.Delay(addr, 0)
+		if l != nil {
+			if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+		}
+		warmInline(t, c)
+		return false
+	})
+	if !ran {
+		t.Fatal("the Acquire never ran inline in 20s")
+	}
+	took := time.Since(began)
+	if err == nil {
+		t.Fatalf("Acquire held back %s with a %s timeout succeeded", hold, timeout)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("Acquire returned after %s, want < 2s (timeout %s)", took, timeout)
+	}
+	if !errors.Is(err, lease.ErrNoQuorum) {
+		t.Fatalf("Acquire: %v, want ErrNoQuorum", err)
+	}
+	var te interface{ Timeout() bool }
+	if ne := nodeErrors(err); len(ne) != 1 || !errors.As(ne[0].Err, &te) || !te.Timeout() {
+		t.Fatalf("Acquire: %v, want the node's timeout", err)
+	}
+	// The held-back request reaches the node (or its dead connection) at
+	// began+hold; the lost attempt's cleanup was sent before that.
+	time.Sleep(time.Until(began.Add(hold + time.Second)))
+	var left []string
+	for _, lk := range lockKeys(t, rc.Nodes[0]) {
+		if lk == "{"+k+"}:lock" {
+			left = append(left, lk)
+		}
+	}
+	return rc.Nodes[0], c, k, left
+}
+
+// TestInlineTimeout: an inline Acquire whose request is held back on the
+// network for longer than the per-node timeout returns at the timeout
+// (far below the lane's 10 s read timeout) with the node's timeout; its
+// cleanup kills the timed-out connection before it releases, so the
+// request, arriving after the release, is never applied: no lock key is
+// left behind. The next Acquire+Release work and run inline again.
+func TestInlineTimeout(t *testing.T) {
+	t.Parallel()
+	_, c, k, left := inlineTimeout(t, true)
+	if len(left) != 0 {
+		t.Fatalf("lock key left behind by the timed-out inline acquire: %v", left)
+	}
+	if err := lease.InlineDisabled(c); err != nil {
+		t.Fatalf("fast path disabled: %v", err)
+	}
+	if !waitFor(20*time.Second, func() bool {
+		before := lease.InlineRounds(c)
+		l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "next"})
+		if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		return lease.InlineRounds(c) >= before+2
+	}) {
+		t.Fatal("no Acquire+Release ran inline after the kill")
+	}
+}
+
+// TestInlineTimeoutNoKill is the negative control of TestInlineTimeout:
+// with the kill switched off, the held-back acquire is applied after its
+// cleanup and leaves its lock key behind.
+func TestInlineTimeoutNoKill(t *testing.T) {
+	t.Parallel()
+	_, _, k, left := inlineTimeout(t, false)
+	if len(left) != 1 {
+		t.Fatalf("no lock key of %s left behind without the kill: the test does not reproduce the overtaking", k)
+	}
+}
+
+// TestInlineACL: a node whose ACL user may not run CLIENT KILL. Refused
+// from the start, the fast path is never used; refused only after an
+// inline round timed out (the permission revoked meanwhile), the node
+// goes through its lane for good. Either way the results stay right.
+func TestInlineACL(t *testing.T) {
+	t.Parallel()
+	check := func(t *testing.T, c *lease.Client, k string) {
+		t.Helper()
+		if err := lease.InlineDisabled(c); err == nil {
+			t.Fatal("fast path still on")
+		}
+		before := lease.InlineRounds(c)
+		for i := 0; i < 10; i++ {
+			l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "acl"})
+			_, err := c.Acquire(ctxT(t, 5*time.Second), lease.Request{Key: k, TTL: time.Second})
+			refused(t, err, lease.ErrHeld)
+			if err := l.Extend(ctxT(t, 5*time.Second), 0); err != nil {
+				t.Fatalf("Extend: %v", err)
+			}
+			if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+		}
+		if n := lease.InlineRounds(c) - before; n != 0 {
+			t.Fatalf("%d inline rounds with the fast path off", n)
+		}
+	}
+	aclURL := func(n *redistest.Node, addr, rules string) string {
+		ctx := ctxT(t, 5*time.Second)
+		args := []any{"acl", "setuser", "lim", "on", ">pw", "~*", "&*", "+@all"}
+		if rules != "" {
+			args = append(args, rules)
+		}
+		if err := n.Client().Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("ACL SETUSER: %v", err)
+		}
+		return fmt.Sprintf("redis://lim:pw@%s/0", addr)
+	}
+
+	t.Run("refused from the start", func(t *testing.T) {
+		t.Parallel()
+		rc := start(t, 1)
+		c := votingClient(t, []string{aclURL(rc.Nodes[0], rc.Nodes[0].Addr(), "-client|kill")})
+		if !waitFor(15*time.Second, func() bool {
+			l := mustAcquire(t, c, lease.Request{Key: key(t, "warm"), TTL: 10 * time.Second})
+			if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			return lease.InlineDisabled(c) != nil
+		}) {
+			t.Fatal("fast path not disabled for a user without CLIENT KILL")
+		}
+		if n := lease.InlineRounds(c); n != 0 {
+			t.Fatalf("%d inline rounds for a user without CLIENT KILL", n)
+		}
+		check(t, c, key(t))
+	})
+
+	t.Run("refused at the kill", func(t *testing.T) {
+		t.Parallel()
+		const timeout, hold = 400 * time.Millisecond, 1500 * time.Millisecond
+		rc := start(t, 1)
+		nd := rc.Nodes[0]
+		fwd := newDelayFwd(t, nd.Addr())
+		c := votingClient(t, []string{aclURL(nd, fwd.Addr(), "")}, lease.WithTimeout(timeout))
+		warmInline(t, c)
+		if err := nd.Client().Do(ctxT(t, 5*time.Second), "acl", "setuser", "lim", "-client|kill").Err(); err != nil {
+			t.Fatalf("ACL SETUSER: %v", err)
+		}
+		k := key(t)
+		if !waitFor(20*time.Second, func() bool {
+			_, addr, _ := lease.InlineConn(c)
+			fwd.Delay(addr, hold)
+			before := lease.InlineRounds(c)
+			l, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: k + ".late", TTL: 5 * time.Second})
+			if lease.InlineRounds(c) > before {
+				if err == nil {
+					t.Fatal("Acquire held back past the timeout succeeded")
+				}
+				return true
+			}
+			fwd.Delay(addr, 0)
+			if l != nil {
+				_ = l.Release(ctxT(t, 5*time.Second))
+			}
+			warmInline(t, c)
+			return false
+		}) {
+			t.Fatal("the Acquire never ran inline in 20s")
+		}
+		// The cleanup's round carries the kill, which is refused.
+		if !waitFor(10*time.Second, func() bool { return lease.InlineDisabled(c) != nil }) {
+			t.Fatal("fast path not disabled after a refused kill")
+		}
+		check(t, c, k)
+	})
+}
+
+// TestInlineCallerDeadline: a caller's ctx that ends before the per-node
+// timeout ends an inline round at its deadline, with the context's error,
+// like the lane path.
+func TestInlineCallerDeadline(t *testing.T) {
+	t.Parallel()
+	rc := start(t, 1)
+	fwd := newDelayFwd(t, rc.Nodes[0].Addr())
+	c := votingClient(t, []string{"redis://" + fwd.Addr()}, lease.WithTimeout(5*time.Second))
+	warmInline(t, c)
+	k := key(t)
+	if !waitFor(20*time.Second, func() bool {
+		_, addr, _ := lease.InlineConn(c)
+		fwd.Delay(addr, time.Second)
+		before := lease.InlineRounds(c)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		began := time.Now()
+		info, err := c.Inspect(ctx, k)
+		took := time.Since(began)
+		fwd.Delay(addr, 0)
+		if lease.InlineRounds(c) == before {
+			warmInline(t, c)
+			return false
+		}
+		if err == nil || !errors.Is(info.NodeErrs, context.DeadlineExceeded) {
+			t.Fatalf("Inspect past the caller's deadline: %v, want context.DeadlineExceeded", err)
+		}
+		if took > 3*time.Second {
+			t.Fatalf("Inspect returned after %s with a 200ms deadline", took)
+		}
+		return true
+	}) {
+		t.Fatal("Inspect never ran inline in 20s")
+	}
+}
