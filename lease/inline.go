@@ -57,8 +57,10 @@ type inlinePath struct {
 	sc      stickyConn    // used by the node's executor only
 
 	// own is whether the current inline round's deadline is its own (not
-	// an earlier one of the caller's ctx); executor only.
-	own bool
+	// an earlier one of the caller's ctx); batch holds its op. Executor
+	// only.
+	own   bool
+	batch [1]*op
 
 	// Under the node's mu.
 	disabled   error     // why the path is off for good (nil: it is not)
@@ -116,12 +118,15 @@ func (n *node) tryInline(ctx context.Context, o *op) bool {
 	n.mu.Unlock()
 
 	in.rounds.Add(1)
-	deadline := time.Now().Add(in.timeout)
+	rctx := &roundCtx{Context: ctx, deadline: time.Now().Add(in.timeout)}
 	d, ok := ctx.Deadline()
-	in.own = !ok || !d.Before(deadline)
-	rctx, cancel := context.WithDeadline(ctx, deadline)
-	n.exec(rctx, []*op{o}, &in.sc)
-	cancel()
+	in.own = !ok || !d.Before(rctx.deadline)
+	if !in.own {
+		rctx.deadline = d
+	}
+	in.batch[0] = o
+	n.exec(rctx, in.batch[:], &in.sc)
+	in.batch[0] = nil
 
 	n.mu.Lock()
 	n.executing = false
@@ -138,6 +143,18 @@ func (n *node) tryInline(ctx context.Context, o *op) bool {
 	}
 	return true
 }
+
+// roundCtx is the context of an inline round: its Deadline bounds the
+// round's reads and writes (go-redis sets the socket deadlines from it, as
+// the inline client has ContextTimeoutEnabled), without the timer of a
+// context.WithDeadline; the rest is the caller's context.
+type roundCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+// Deadline returns the round's deadline.
+func (c *roundCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // inlineLost handles the end of an inline round (n.mu held; sc's
 // connection already dropped if the round failed): after a
@@ -157,6 +174,7 @@ func (n *node) inlineLost(sc *stickyConn, nodeErr error) (error, bool) {
 	}
 	in.ready = false
 	in.killID, in.killAddr = in.id, in.addr
+	in.warmWanted = true // once the kill ran (warmInline waits for it)
 	switch {
 	case isTimeout(sc.failed) && in.own:
 		return timeoutErr{d: in.timeout, last: n.lastFail}, true
@@ -236,7 +254,11 @@ func (n *node) killed(kill *redis.Cmd, res []redis.Cmder) error {
 func (n *node) warmInline(ctx context.Context) {
 	in := n.inline
 	n.mu.Lock()
-	want := in.warmWanted && in.disabled == nil && in.killID == 0
+	if in.killID != 0 {
+		n.mu.Unlock()
+		return // still wanted after the kill
+	}
+	want := in.warmWanted && in.disabled == nil
 	in.warmWanted = false
 	probed := in.probed
 	n.mu.Unlock()
