@@ -116,6 +116,7 @@ func (n *node) tryInline(ctx context.Context, o *op) bool {
 	}
 	n.executing = true
 	n.mu.Unlock()
+	defer n.inlineDone()
 
 	in.rounds.Add(1)
 	rctx := &roundCtx{Context: ctx, deadline: time.Now().Add(in.timeout)}
@@ -127,7 +128,14 @@ func (n *node) tryInline(ctx context.Context, o *op) bool {
 	in.batch[0] = o
 	n.exec(rctx, in.batch[:], &in.sc)
 	in.batch[0] = nil
+	return true
+}
 
+// inlineDone ends an inline round (also one that panicked, so that the
+// lane is not left waiting): nobody executes any more, and the lane is
+// woken if requests were queued meanwhile or the client is closing.
+func (n *node) inlineDone() {
+	in := n.inline
 	n.mu.Lock()
 	n.executing = false
 	if in.ready {
@@ -141,7 +149,6 @@ func (n *node) tryInline(ctx context.Context, o *op) bool {
 		default:
 		}
 	}
-	return true
 }
 
 // roundCtx is the context of an inline round: its Deadline bounds the
