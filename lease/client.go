@@ -119,6 +119,15 @@ func New(urls []string, opts ...Option) (*Client, error) {
 		n.rdb = rdb
 		c.nodes = append(c.nodes, n)
 	}
+	if len(c.nodes) == 1 {
+		// The single-node fast path (inline.go).
+		in, err := newInline(c.nodes[0], urls[0], o.tls, o.connTimeout, o.timeout)
+		if err != nil {
+			_ = c.nodes[0].rdb.Close()
+			return nil, fmt.Errorf("lease: node 1: node %s: %w", c.nodes[0].name, err)
+		}
+		c.nodes[0].inline = in
+	}
 	c.stores = storeLanes(c.nodes, c.guard)
 	for i, n := range c.nodes {
 		go n.runLane()
@@ -165,6 +174,12 @@ func (c *Client) Close() error {
 			}
 			<-n.laneDone
 			<-c.stores[i].laneDone
+			if n.inline != nil {
+				// The lane has ended, so no inline round runs any more.
+				if err := n.inline.rdb.Close(); err != nil {
+					errs = append(errs, fmt.Errorf("close %s (inline): %w", n.name, err))
+				}
+			}
 		}
 	})
 	return errors.Join(errs...)
@@ -261,19 +276,26 @@ type answer struct {
 
 // fanout submits one op per node, built by calls, and returns the channel
 // on which the answers arrive (buffered: the lanes never block on it).
-func (c *Client) fanout(start time.Time, calls func(i int) []call, abandoned <-chan struct{}) (<-chan answer, int) {
+// inline says that the caller's decision timeout is the per-node timeout:
+// a single node's fast path may then run the op on the caller's goroutine
+// (see inline.go), its answer already on the channel when fanout returns.
+func (c *Client) fanout(ctx context.Context, start time.Time, calls func(i int) []call, abandoned <-chan struct{}, inline bool) (<-chan answer, int) {
 	ch := make(chan answer, len(c.nodes))
 	sent := 0
 	for i, n := range c.nodes {
 		i := i
-		ok := n.submit(&op{
+		o := &op{
 			calls:     calls(i),
 			abandoned: abandoned,
 			reply: func(res []*redis.Cmd, err error) {
 				ch <- answer{node: i, cmds: res, err: err, at: time.Since(start)}
 			},
-		})
-		if ok {
+		}
+		if inline && n.tryInline(ctx, o) {
+			sent++
+			continue
+		}
+		if n.submit(o) {
 			sent++
 		} else {
 			ch <- answer{node: i, err: ErrClosed, at: 0}
@@ -351,7 +373,7 @@ func (c *Client) simpleRound(ctx context.Context, opName string, mk func(i int) 
 		abandon = make(chan struct{})
 		defer close(abandon)
 	}
-	ch, total := c.fanout(start, func(i int) []call { return []call{mk(i)} }, abandon)
+	ch, total := c.fanout(ctx, start, func(i int) []call { return []call{mk(i)} }, abandon, true)
 	timer := time.NewTimer(c.opts.timeout)
 	defer timer.Stop()
 	good, bad := 0, 0

@@ -8,3 +8,53 @@ func DisableScriptReload(c *Client) {
 		n.noReload.Store(true)
 	}
 }
+
+// InlineRounds returns how many rounds c's nodes ran on their callers'
+// goroutines (the single-node fast path).
+func InlineRounds(c *Client) int64 {
+	var sum int64
+	for _, n := range c.nodes {
+		if n.inline != nil {
+			sum += n.inline.rounds.Load()
+		}
+	}
+	return sum
+}
+
+// InlineConn returns the CLIENT ID and address (as the server sees it) of
+// the inline path's connection of c's single node, and whether it is
+// ready to be used inline.
+func InlineConn(c *Client) (id int64, addr string, ready bool) {
+	n := c.nodes[0]
+	if n.inline == nil {
+		return 0, "", false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.inline.id, n.inline.addr, n.inline.ready
+}
+
+// InlineDisabled returns why c's single node has its fast path off for
+// good (nil: it has not, or has none).
+func InlineDisabled(c *Client) error {
+	n := c.nodes[0]
+	if n.inline == nil {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.inline.disabled
+}
+
+// HasInline reports whether c's single node has a fast path at all.
+func HasInline(c *Client) bool { return len(c.nodes) == 1 && c.nodes[0].inline != nil }
+
+// DisableInlineKill makes c's single node forget the connection of a
+// failed inline round instead of killing it (the negative control of the
+// kill).
+func DisableInlineKill(c *Client) {
+	n := c.nodes[0]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.inline.noKill = true
+}

@@ -64,9 +64,9 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 	start := time.Now()
 	abandon := make(chan struct{})
 	defer close(abandon)
-	ch, total := c.fanout(start, func(int) []call {
+	ch, total := c.fanout(ctx, start, func(int) []call {
 		return []call{{script: inspectScript, keys: []string{k.lock, k.fence, k.epoch, k.note}}}
-	}, abandon)
+	}, abandon, true)
 	timer := time.NewTimer(c.opts.timeout)
 	defer timer.Stop()
 	info := Info{NoteVersion: -1}

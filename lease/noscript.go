@@ -54,7 +54,7 @@ func hashTag(key string) string {
 // A round without script calls has its marker call (birth) on its own: it
 // only reads or creates the marker, so it is resent whenever it failed
 // with NOSCRIPT; reloadAndRetry returns its reply.
-func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.Cmd, birth *redis.Cmd, clock bool) (*redis.Cmd, *redis.Cmd) {
+func (n *node) reloadAndRetry(ctx context.Context, sc *stickyConn, live []*op, cmds [][]*redis.Cmd, birth *redis.Cmd, clock bool) (*redis.Cmd, *redis.Cmd) {
 	var again []pos
 	reached := map[string]bool{}
 	for i := len(live) - 1; i >= 0; i-- {
@@ -85,9 +85,9 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 				return birth, nil
 			}
 		}
-		pipe = n.pipeline()
+		pipe = n.pipeline(sc)
 	} else {
-		pipe = n.pipeline()
+		pipe = n.pipeline(sc)
 		for _, src := range allScriptSources {
 			pipe.ScriptLoad(ctx, src)
 		}
@@ -113,7 +113,7 @@ func (n *node) reloadAndRetry(ctx context.Context, live []*op, cmds [][]*redis.C
 		bc := n.birthCall()
 		birth = pipe.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
 	}
-	_, _ = pipe.Exec(ctx) // each command carries its own error
+	_, _ = sc.run(ctx, pipe) // each command carries its own error
 	for k, p := range again {
 		cmds[p.i][p.j] = resent[k]
 	}
