@@ -28,7 +28,7 @@ func (s *Scheduler) rankStagger() time.Duration {
 func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick time.Time, jobs []*Job) {
 	cfg := s.cfg.Load()
 	pausesNow, live := s.unpaused(ctx, tick, jobs)
-	rk := rankJobs(live, s.liveHosts(cfg), s.host, cfg.Labels)
+	rk := s.rankFor(cfg, live, s.liveHosts(cfg))
 	groups := map[time.Duration][]*Job{}
 	var standby []*Job
 	for _, j := range live {
@@ -150,7 +150,7 @@ func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick 
 		case s.standbyWithoutView: // the old ranking, for a negative control
 			rk = rankJobs(all, hosts, s.host, cfg.Labels)
 		case hosts != nil && (rk.rank == nil || !sameHosts(hosts, rankedBy)):
-			rk, rankedBy = rankJobs(all, hosts, s.host, cfg.Labels), hosts
+			rk, rankedBy = s.rankFor(cfg, all, hosts), hosts
 		}
 		now, paused := s.now(), s.cachedPauses()
 		var try []*Job

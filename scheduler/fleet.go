@@ -301,12 +301,30 @@ func (s *Scheduler) readPauses(ctx context.Context) (pauses, error) {
 	}
 	p := decodePauses(entries)
 	s.pauses.Store(&p)
+	s.notePaused(p)
+	return p, nil
+}
+
+// notePaused sets the paused gauge of every job whose state differs from
+// the last read, and of every job on the first read and after a reload
+// (pause reads come every heartbeat and before every tick; setting 10,000
+// gauges each time was a sixth of a busy host's CPU).
+func (s *Scheduler) notePaused(p pauses) {
 	cfg := s.cfg.Load()
+	s.pausedMu.Lock()
+	defer s.pausedMu.Unlock()
+	all := s.pausedCfg != cfg
+	if all || s.pausedSet == nil {
+		s.pausedSet = make(map[string]bool, len(cfg.Jobs))
+	}
 	for _, j := range cfg.Jobs {
 		_, paused := p.paused(j.Name)
-		s.opts.Metrics.Paused(j.Name, paused)
+		if was, ok := s.pausedSet[j.Name]; all || !ok || was != paused {
+			s.opts.Metrics.Paused(j.Name, paused)
+			s.pausedSet[j.Name] = paused
+		}
 	}
-	return p, nil
+	s.pausedCfg = cfg
 }
 
 // cachedPauses is the last read of the pause flags (empty before the

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Who tries a tick first.
@@ -149,4 +150,58 @@ func rankJobs(jobs []*Job, hosts []HostBeat, self string, selfLabels map[string]
 		r.rank[j.Name] = rank
 	}
 	return r
+}
+
+// rankCache is a ranking with what it was computed from.
+type rankCache struct {
+	cfg    *Config
+	hosts  []HostBeat
+	jobs   uint64 // jobsDigest of the jobs ranked
+	njobs  int
+	ranked ranking
+}
+
+// rankFor is rankJobs for this host under cfg, from the last ranking when
+// it was computed for the same config, the same live hosts and the same
+// jobs. rankJobs costs O(jobs × hosts) (10 ms for 10,000 jobs on 100
+// hosts, on every host at every tick); the tick loop computes the
+// ranking of the next tick ahead of it (warmRanking), so that the tick
+// itself finds it ready. A ranking is never modified once computed.
+func (s *Scheduler) rankFor(cfg *Config, jobs []*Job, hosts []HostBeat) ranking {
+	d := jobsDigest(jobs)
+	if c := s.ranked.Load(); c != nil && c.cfg == cfg && c.jobs == d && c.njobs == len(jobs) && sameHosts(c.hosts, hosts) {
+		return c.ranked
+	}
+	r := rankJobs(jobs, hosts, s.host, cfg.Labels)
+	s.ranked.Store(&rankCache{cfg: cfg, hosts: hosts, jobs: d, njobs: len(jobs), ranked: r})
+	return r
+}
+
+// jobsDigest is FNV-64a over the names of jobs, in order.
+func jobsDigest(jobs []*Job) uint64 {
+	h := fnv.New64a()
+	for _, j := range jobs {
+		h.Write([]byte(j.Name))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+// warmRanking computes ahead of time the ranking fire will ask for at
+// tick at: the jobs due then (next maps each job to its next tick) that
+// the last read of the pause flags does not pause, under the current view
+// of the live hosts.
+func (s *Scheduler) warmRanking(cfg *Config, next map[string]time.Time, at time.Time) {
+	paused := s.cachedPauses()
+	var due []*Job
+	for _, j := range cfg.Jobs {
+		if t, ok := next[j.Name]; ok && t.Equal(at) {
+			if _, p := paused.paused(j.Name); !p {
+				due = append(due, j)
+			}
+		}
+	}
+	if len(due) > 0 {
+		s.rankFor(cfg, due, s.liveHosts(cfg))
+	}
 }

@@ -92,7 +92,16 @@ type Scheduler struct {
 	started time.Time
 	// view is the live hosts from the last heartbeat read; pauses the
 	// last read of the pause flags.
-	view   atomic.Pointer[fleetView]
+	view atomic.Pointer[fleetView]
+
+	// pausedSet is each job's paused gauge as last set, for the config
+	// pausedCfg (see notePaused).
+	pausedMu  sync.Mutex
+	pausedSet map[string]bool
+	pausedCfg *Config
+
+	// ranked is the last ranking computed (see rankFor).
+	ranked atomic.Pointer[rankCache]
 	pauses atomic.Pointer[pauses]
 
 	mu      sync.Mutex
@@ -424,6 +433,9 @@ func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*
 		if !at.IsZero() {
 			offset = s.tickOffset(cfg, next, at)
 			wait = min(max(s.until(at)+offset, 0), recheck)
+			if wait > warmAhead {
+				s.warmRanking(cfg, next, at)
+			}
 		}
 		timer.Reset(wait)
 		select {
@@ -520,6 +532,9 @@ func (s *Scheduler) fireOffset(tick time.Time) time.Duration {
 }
 
 const (
+	// warmAhead is how much time before a tick the loop must have to
+	// compute the tick's ranking ahead of it (warmRanking).
+	warmAhead = 20 * time.Millisecond
 	// fireSpread bounds fireOffset.
 	fireSpread = 3 * time.Millisecond
 	// splitRetries is how many times a loser that saw the tick held by
