@@ -21,6 +21,7 @@ type delayFwd struct {
 
 	mu     sync.Mutex
 	delay  map[string]time.Duration // server-side address -> hold-back
+	fresh  time.Duration            // hold-back of connections accepted from now on
 	conns  []net.Conn
 	closed bool
 	wg     sync.WaitGroup
@@ -43,6 +44,14 @@ func newDelayFwd(t *testing.T, target string) *delayFwd {
 
 // Addr returns the forwarder's "127.0.0.1:port".
 func (f *delayFwd) Addr() string { return f.ln.Addr().String() }
+
+// DelayNew holds back each chunk the client sends on every connection
+// accepted from now on by d (0: none).
+func (f *delayFwd) DelayNew(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fresh = d
+}
 
 // Delay holds back each chunk the client sends on the connection the
 // server sees as addr by d (from when it was read), from now on.
@@ -78,6 +87,9 @@ func (f *delayFwd) accept() {
 			return
 		}
 		f.conns = append(f.conns, c, s)
+		if f.fresh > 0 {
+			f.delay[s.LocalAddr().String()] = f.fresh
+		}
 		f.wg.Add(2)
 		f.mu.Unlock()
 		go func() {

@@ -1,5 +1,7 @@
 package lease
 
+import "time"
+
 // DisableScriptReload makes c's lanes leave NOSCRIPT errors as they are
 // (the behaviour before they reloaded the scripts), for the negative
 // control of the reload.
@@ -57,4 +59,13 @@ func DisableInlineKill(c *Client) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.inline.noKill = true
+}
+
+// SetInlineWarmRetry sets how long c's single node waits after a failed
+// set-up of its inline connection before the next one (0: none).
+func SetInlineWarmRetry(c *Client, d time.Duration) {
+	n := c.nodes[0]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.inline.warmRetry = d
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,10 +29,11 @@ import (
 //   - A caller stops waiting at the per-node timeout. The inline round uses
 //     a connection of its own (a second go-redis client of the node with
 //     one connection) whose reads and writes are bounded by a deadline of
-//     now + the per-node timeout. Only the lane sets that connection up
-//     (warmInline, without that deadline: dial, TLS and onConnect may take
-//     longer), after a round in which a caller found it missing or unused
-//     for connIdleRecheck.
+//     now + the per-node timeout. That connection is set up on a goroutine
+//     of its own (warmInline, bounded by warmTimeout: dial, TLS and
+//     onConnect may take longer than a round) when a caller found it
+//     missing or unused for connIdleRecheck; neither the lane nor a caller
+//     waits for it, and that caller's round goes through the lane.
 //   - Requests to the node are applied in submission order. Only one
 //     executor runs at a time (node.executing): the lane, or one inline
 //     caller when the lane's queue is empty. When an inline round fails at
@@ -63,16 +65,25 @@ type inlinePath struct {
 	batch [1]*op
 
 	// Under the node's mu.
-	disabled   error     // why the path is off for good (nil: it is not)
-	ready      bool      // sc holds a connection set up by warmInline
-	probed     bool      // CLIENT KILL was found allowed
-	used       time.Time // when sc's connection was last set up or used
-	warmWanted bool      // a caller found sc not ready or stale
-	id         int64     // sc's connection: CLIENT ID and address
-	addr       string
-	killID     int64 // a failed inline round's connection, to kill (0: none)
-	killAddr   string
-	noKill     bool // tests only: forget a pending kill instead of sending it
+	disabled  error         // why the path is off for good (nil: it is not)
+	ready     bool          // sc holds a connection set up by warmInline
+	probed    bool          // CLIENT KILL was found allowed
+	used      time.Time     // when sc's connection was last set up or used
+	next      *warmConn     // a connection warmInline set up, for sc
+	warming   bool          // warmInline runs
+	warmAfter time.Time     // no set-up before then (after one that failed)
+	warmRetry time.Duration // the pause after a failed set-up
+	id        int64         // sc's connection: CLIENT ID and address
+	addr      string
+	killID    int64 // a failed inline round's connection, to kill (0: none)
+	killAddr  string
+	noKill    bool // tests only: forget a pending kill instead of sending it
+
+	// ctx ends the set-up goroutine (warmInline) when the node closes; wg
+	// waits for it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	rounds atomic.Int64 // inline rounds run (tests)
 }
@@ -93,7 +104,9 @@ func newInline(n *node, raw string, tlsConf *tls.Config, connTimeout, timeout ti
 	o.MinIdleConns = 0
 	o.PipelinePoolSize = -1
 	o.ContextTimeoutEnabled = true
-	return &inlinePath{rdb: redis.NewClient(o), timeout: timeout, sc: stickyConn{inline: true}}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	return &inlinePath{rdb: redis.NewClient(o), timeout: timeout, warmRetry: warmRetry, sc: stickyConn{inline: true},
+		ctx: ctx, cancel: cancel}, nil
 }
 
 // tryInline runs o on the caller's goroutine, within the per-node timeout,
@@ -109,14 +122,25 @@ func (n *node) tryInline(ctx context.Context, o *op) bool {
 		n.mu.Unlock()
 		return false
 	}
+	var install *warmConn
 	if !in.ready || time.Since(in.used) > connIdleRecheck {
-		in.warmWanted = true
-		n.mu.Unlock()
-		return false
+		if nx := in.next; nx != nil && time.Since(nx.at) <= connIdleRecheck {
+			install, in.next = nx, nil
+		} else {
+			n.unready()
+			return false
+		}
 	}
 	n.executing = true
 	n.mu.Unlock()
 	defer n.inlineDone()
+	if install != nil {
+		in.sc.drop()
+		in.sc.conn = install.cn
+		n.mu.Lock()
+		in.ready, in.id, in.addr = true, install.id, install.addr
+		n.mu.Unlock()
+	}
 
 	in.rounds.Add(1)
 	rctx := &roundCtx{Context: ctx, deadline: time.Now().Add(in.timeout)}
@@ -129,6 +153,31 @@ func (n *node) tryInline(ctx context.Context, o *op) bool {
 	n.exec(rctx, in.batch[:], &in.sc)
 	in.batch[0] = nil
 	return true
+}
+
+// unready handles a caller that found the inline connection missing or
+// unused for connIdleRecheck (n.mu held, nobody executing, nothing
+// queued; it unlocks n.mu): an unused one goes back to its pool, where the
+// set-up finds it again after the pool's health check, and a set-up is
+// started.
+func (n *node) unready() {
+	in := n.inline
+	if in.ready {
+		in.ready = false
+		n.executing = true
+		n.mu.Unlock()
+		in.sc.drop()
+		n.mu.Lock()
+		n.executing = false
+		if len(n.queue) > 0 || n.closed {
+			select {
+			case n.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	n.startWarm()
+	n.mu.Unlock()
 }
 
 // inlineDone ends an inline round (also one that panicked, so that the
@@ -176,12 +225,12 @@ func (n *node) inlineLost(sc *stickyConn, nodeErr error) (error, bool) {
 	if sc.failed == nil {
 		if sc.conn == nil {
 			in.ready = false // dropped after an error reply: set up again
+			n.startWarm()
 		}
 		return nodeErr, false
 	}
 	in.ready = false
 	in.killID, in.killAddr = in.id, in.addr
-	in.warmWanted = true // once the kill ran (warmInline waits for it)
 	switch {
 	case isTimeout(sc.failed) && in.own:
 		return timeoutErr{d: in.timeout, last: n.lastFail}, true
@@ -245,6 +294,7 @@ func (n *node) killed(kill *redis.Cmd, res []redis.Cmder) error {
 	switch {
 	case kerr == nil || redis.HasErrorPrefix(kerr, "ERR No such client"):
 		in.killID = 0
+		n.startWarm()
 	case isReplyError(kerr) && !setup:
 		in.killID = 0
 		in.disabled = fmt.Errorf("CLIENT KILL refused: %w", kerr)
@@ -252,27 +302,50 @@ func (n *node) killed(kill *redis.Cmd, res []redis.Cmder) error {
 	return err
 }
 
-// warmInline sets up the inline path's connection when a caller asked for
-// it (lane goroutine, executing): a connection from its pool (the pool's
-// health check and, on a new one, onConnect), then CLIENT INFO for its ID
-// and address and, the first time, a CLIENT KILL that matches no client
-// to check that kills are allowed. The ctx has no deadline: dial, TLS and
-// onConnect are not bounded by the per-node timeout.
-func (n *node) warmInline(ctx context.Context) {
+// warmConn is a connection warmInline set up for the inline path, with
+// its CLIENT ID and address as the server sees it.
+type warmConn struct {
+	cn   *redis.Conn
+	id   int64
+	addr string
+	at   time.Time // when it was set up
+}
+
+// startWarm starts warmInline unless it runs, is not due (after a failed
+// set-up), is not wanted (the path is off, a kill is pending, a fresh
+// connection is waiting) or the node is closed (n.mu held).
+func (n *node) startWarm() {
 	in := n.inline
-	n.mu.Lock()
-	if in.killID != 0 {
-		n.mu.Unlock()
-		return // still wanted after the kill
-	}
-	want := in.warmWanted && in.disabled == nil
-	in.warmWanted = false
-	probed := in.probed
-	n.mu.Unlock()
-	if !want {
+	if in.warming || in.disabled != nil || in.killID != 0 || n.closed || time.Now().Before(in.warmAfter) ||
+		in.next != nil && time.Since(in.next.at) <= connIdleRecheck {
 		return
 	}
-	in.sc.drop()
+	in.warming = true
+	in.wg.Add(1)
+	go n.warmInline()
+}
+
+// warmInline sets up a connection for the inline path, on a goroutine of
+// its own (startWarm), so that neither the lane nor a caller waits for it:
+// a connection from the inline client's pool (the pool's health check
+// and, on a new one, dial, TLS and onConnect), then CLIENT INFO for its ID
+// and address and, the first time, a CLIENT KILL that matches no client
+// to check that kills are allowed. It leaves the connection in next, where
+// the next inline caller takes it. It is bounded by warmTimeout, longer
+// than a round may take; after a set-up that failed none is tried for
+// warmRetry, and rounds go through the lane meanwhile.
+func (n *node) warmInline() {
+	in := n.inline
+	defer in.wg.Done()
+	ctx, cancel := context.WithTimeout(in.ctx, in.warmTimeout())
+	defer cancel()
+	n.mu.Lock()
+	probed := in.probed
+	if old := in.next; old != nil {
+		in.next = nil
+		_ = old.cn.Close() // stale: back to the pool, health-checked again below
+	}
+	n.mu.Unlock()
 	cn := in.rdb.Conn()
 	pipe := cn.Pipeline()
 	ping := pipe.Ping(ctx)
@@ -304,22 +377,46 @@ func (n *node) warmInline(ctx context.Context) {
 			err = kerr
 		}
 	}
-	if err != nil || refused != nil {
-		_ = cn.Close()
-		cn = nil
-	}
-	in.sc.conn = cn
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if refused != nil {
+	in.warming = false
+	switch {
+	case refused != nil:
 		in.disabled = refused
+	case err != nil:
+		in.warmAfter = time.Now().Add(in.warmRetry) // not ready; tried again then
+	case n.closed:
+	default:
+		in.probed = true
+		in.next = &warmConn{cn: cn, id: id, addr: addr, at: time.Now()}
 		return
 	}
-	if err != nil {
-		return // not ready; the next caller asks again
+	_ = cn.Close()
+}
+
+// stopWarm ends a running set-up, waits for it and gives a connection it
+// left back to its pool (the lane, when it exits: nothing executes any more).
+func (n *node) stopWarm() {
+	in := n.inline
+	in.cancel()
+	in.wg.Wait()
+	n.mu.Lock()
+	nx := in.next
+	in.next = nil
+	n.mu.Unlock()
+	if nx != nil {
+		_ = nx.cn.Close()
 	}
-	in.probed = true
-	in.ready, in.used, in.id, in.addr = true, time.Now(), id, addr
+}
+
+// warmRetry is how long after a failed set-up of the inline path's
+// connection the next one may be tried.
+const warmRetry = 10 * time.Second
+
+// warmTimeout bounds one set-up of the inline path's connection: 20 times
+// the per-node timeout, between 250 ms and 1 s.
+func (in *inlinePath) warmTimeout() time.Duration {
+	return min(max(20*in.timeout, 250*time.Millisecond), time.Second)
 }
 
 // parseClientInfo returns the id= and addr= fields of a CLIENT INFO line.

@@ -292,3 +292,55 @@ func killInFront(t *testing.T, kill bool) {
 		t.Fatalf("fast path disabled: %v", err)
 	}
 }
+
+// TestInlineSetupOffThePath: when new connections to the server hang (a
+// full connection-tracking table, say) while the existing ones work, the
+// set-up of a new inline connection holds up neither the lane nor a
+// caller: rounds go through the lane at their usual speed, and the fast
+// path comes back once new connections work again. The control shows the
+// scenario is real: a client that has to open a connection for its round
+// waits for it.
+func TestInlineSetupOffThePath(t *testing.T) {
+	t.Parallel()
+	const hold = 3 * time.Second
+	rc := start(t, 1)
+	fwd := newDelayFwd(t, rc.Nodes[0].Addr())
+	c := votingClient(t, []string{"redis://" + fwd.Addr()}, lease.WithTimeout(testTimeout))
+	lease.SetInlineWarmRetry(c, 500*time.Millisecond)
+	warmInline(t, c)
+	id, _, _ := lease.InlineConn(c)
+	fwd.DelayNew(hold)
+	// The inline connection dies; the next set-up needs a new one.
+	if err := rc.Nodes[0].Client().Do(ctxT(t, 5*time.Second), "client", "kill", "id", id).Err(); err != nil {
+		t.Fatalf("CLIENT KILL of the inline connection: %v", err)
+	}
+	before := lease.InlineRounds(c)
+	for i := range 8 {
+		time.Sleep(150 * time.Millisecond) // past connIdleRecheck: a set-up is wanted
+		began := time.Now()
+		l, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: key(t, fmt.Sprint(i)), TTL: 5 * time.Second, Owner: "o"})
+		if err != nil {
+			t.Fatalf("Acquire %d: %v", i, err)
+		}
+		if err := l.Release(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatalf("Release %d: %v", i, err)
+		}
+		if d := time.Since(began); d > 700*time.Millisecond {
+			t.Errorf("round %d took %s: it waited for the set-up of a connection", i, d)
+		}
+	}
+	if n := lease.InlineRounds(c) - before; n != 0 {
+		t.Errorf("%d rounds ran inline while no connection could be set up", n)
+	}
+
+	// Control: a fresh client's first round needs a new connection.
+	fresh := newClient(t, []string{"redis://" + fwd.Addr()}, lease.WithTimeout(testTimeout))
+	began := time.Now()
+	_, err := fresh.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: key(t, "fresh"), TTL: 5 * time.Second, Owner: "o"})
+	if d := time.Since(began); err == nil && d < 700*time.Millisecond {
+		t.Errorf("a fresh client got through in %s: new connections do not hang, the test shows nothing", d)
+	}
+
+	fwd.DelayNew(0)
+	warmInline(t, c) // fails the test if the fast path does not come back
+}

@@ -61,11 +61,7 @@ func (n *node) runLane() {
 			<-n.wake
 			continue
 		}
-		if err := n.exec(ctx, batch, &n.lane); err == nil && n.inline != nil {
-			// Not after a failed round: the server may be unreachable,
-			// and a dial would hold up the lane once more.
-			n.warmInline(ctx)
-		}
+		_ = n.exec(ctx, batch, &n.lane)
 		n.mu.Lock()
 		n.executing = false
 		n.mu.Unlock()
@@ -224,7 +220,7 @@ type stickyConn struct {
 	conn   *redis.Conn // nil: none checked out
 	used   time.Time   // when its last round ended
 	failed error       // the current round's connection-level failure (nil: none)
-	inline bool        // the inline path's connection (created by warmInline only)
+	inline bool        // the inline path's connection (set up by warmInline only)
 }
 
 // run sends pipe and records in failed a connection-level failure of any of
@@ -264,8 +260,8 @@ func (sc *stickyConn) drop() {
 // and uses the client's pools as they are. New connections run onConnect
 // like any other.
 //
-// The inline path's connection is set up by the lane (warmInline) and used
-// inline only while it is fresh (see tryInline).
+// The inline path's connection is set up by warmInline and used inline
+// only while it is fresh (see tryInline).
 func (n *node) pipeline(sc *stickyConn) redis.Pipeliner {
 	if sc.inline {
 		return sc.conn.Pipeline()
@@ -293,6 +289,7 @@ const connIdleRecheck = 100 * time.Millisecond
 func (n *node) dropConns() {
 	n.lane.drop()
 	if n.inline != nil {
+		n.stopWarm()
 		n.inline.sc.drop()
 	}
 }
