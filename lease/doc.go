@@ -35,7 +35,10 @@
 // when nothing else is queued or running on the node: that saves the
 // hand-off to the lane and back, about a third of the client's CPU per
 // Acquire+Release. The round uses a connection of its own whose reads and
-// writes end at the per-node timeout, and the order holds all the same:
+// writes end at the per-node timeout (set up on a goroutine of its own, so
+// that a hanging dial holds up neither a caller nor the lane; after 100 ms
+// unused it is set up again, and rounds take the lane meanwhile), and the
+// order holds all the same:
 // after such a round failed on its connection (a timeout), nothing runs
 // that way until the lane's next round has killed that connection
 // (CLIENT KILL ID, in front of the round's calls), so its request is
