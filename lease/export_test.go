@@ -69,3 +69,7 @@ func SetInlineWarmRetry(c *Client, d time.Duration) {
 	defer n.mu.Unlock()
 	n.inline.warmRetry = d
 }
+
+// InlineWarmups returns how many set-ups of its inline connection c's
+// single node has started.
+func InlineWarmups(c *Client) int64 { return c.nodes[0].inline.warmups.Load() }

@@ -71,6 +71,7 @@ type inlinePath struct {
 	used      time.Time     // when sc's connection was last set up or used
 	next      *warmConn     // a connection warmInline set up, for sc
 	warming   bool          // warmInline runs
+	lastTry   time.Time     // the last call that could have run inline
 	warmAfter time.Time     // no set-up before then (after one that failed)
 	warmRetry time.Duration // the pause after a failed set-up
 	id        int64         // sc's connection: CLIENT ID and address
@@ -85,7 +86,8 @@ type inlinePath struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	rounds atomic.Int64 // inline rounds run (tests)
+	rounds  atomic.Int64 // inline rounds run (tests)
+	warmups atomic.Int64 // set-ups started (tests)
 }
 
 // newInline returns the fast path of node n, whose URL is raw: nil unless
@@ -122,12 +124,14 @@ func (n *node) tryInline(ctx context.Context, o *op) bool {
 		n.mu.Unlock()
 		return false
 	}
+	prevTry := in.lastTry
+	in.lastTry = time.Now()
 	var install *warmConn
 	if !in.ready || time.Since(in.used) > connIdleRecheck {
 		if nx := in.next; nx != nil && time.Since(nx.at) <= connIdleRecheck {
 			install, in.next = nx, nil
 		} else {
-			n.unready()
+			n.unready(time.Since(prevTry) <= connIdleRecheck)
 			return false
 		}
 	}
@@ -159,8 +163,11 @@ func (n *node) tryInline(ctx context.Context, o *op) bool {
 // unused for connIdleRecheck (n.mu held, nobody executing, nothing
 // queued; it unlocks n.mu): an unused one goes back to its pool, where the
 // set-up finds it again after the pool's health check, and a set-up is
-// started.
-func (n *node) unready() {
+// started when calls come close together (burst: the previous call came
+// within connIdleRecheck). Sparse calls (a daemon's ticks, renewals every
+// few seconds) stay on the lane: a connection set up for them would be
+// stale again by the next call.
+func (n *node) unready(burst bool) {
 	in := n.inline
 	if in.ready {
 		in.ready = false
@@ -176,7 +183,9 @@ func (n *node) unready() {
 			}
 		}
 	}
-	n.startWarm()
+	if burst {
+		n.startWarm()
+	}
 	n.mu.Unlock()
 }
 
@@ -321,6 +330,7 @@ func (n *node) startWarm() {
 		return
 	}
 	in.warming = true
+	in.warmups.Add(1)
 	in.wg.Add(1)
 	go n.warmInline()
 }
@@ -341,11 +351,12 @@ func (n *node) warmInline() {
 	defer cancel()
 	n.mu.Lock()
 	probed := in.probed
-	if old := in.next; old != nil {
-		in.next = nil
+	old := in.next
+	in.next = nil
+	n.mu.Unlock()
+	if old != nil {
 		_ = old.cn.Close() // stale: back to the pool, health-checked again below
 	}
-	n.mu.Unlock()
 	cn := in.rdb.Conn()
 	pipe := cn.Pipeline()
 	ping := pipe.Ping(ctx)
@@ -378,8 +389,8 @@ func (n *node) warmInline() {
 		}
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	in.warming = false
+	keep := false
 	switch {
 	case refused != nil:
 		in.disabled = refused
@@ -389,9 +400,12 @@ func (n *node) warmInline() {
 	default:
 		in.probed = true
 		in.next = &warmConn{cn: cn, id: id, addr: addr, at: time.Now()}
-		return
+		keep = true
 	}
-	_ = cn.Close()
+	n.mu.Unlock()
+	if !keep {
+		_ = cn.Close() // not under n.mu: closing a TLS connection may block
+	}
 }
 
 // stopWarm ends a running set-up, waits for it and gives a connection it

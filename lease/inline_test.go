@@ -175,3 +175,42 @@ func TestInlineCallerDeadline(t *testing.T) {
 		t.Fatal("Inspect never ran inline in 20s")
 	}
 }
+
+// TestInlineSparseCalls: calls further apart than the inline connection
+// stays fresh (100 ms) go through the lane without setting a connection up
+// for each (it would be stale by the next call); calls close together
+// set one up and then run inline.
+func TestInlineSparseCalls(t *testing.T) {
+	t.Parallel()
+	rc := start(t, 1)
+	c := votingClient(t, rc.URLs(), lease.WithTimeout(testTimeout))
+	warmInline(t, c)
+	k := key(t)
+	time.Sleep(200 * time.Millisecond)
+	warmups, rounds := lease.InlineWarmups(c), lease.InlineRounds(c)
+	for range 8 {
+		time.Sleep(150 * time.Millisecond)
+		if _, err := c.Inspect(ctxT(t, 5*time.Second), k); err != nil {
+			t.Fatalf("Inspect: %v", err)
+		}
+	}
+	if n := lease.InlineWarmups(c) - warmups; n != 0 {
+		t.Errorf("8 calls 150 ms apart started %d set-ups of the inline connection, want 0", n)
+	}
+	if n := lease.InlineRounds(c) - rounds; n != 0 {
+		t.Errorf("%d of 8 calls 150 ms apart ran inline on a stale connection", n)
+	}
+	// Control: calls close together do set it up and run inline.
+	ok := waitFor(10*time.Second, func() bool {
+		before := lease.InlineRounds(c)
+		for range 5 {
+			if _, err := c.Inspect(ctxT(t, 5*time.Second), k); err != nil {
+				t.Fatalf("Inspect: %v", err)
+			}
+		}
+		return lease.InlineRounds(c) > before
+	})
+	if !ok {
+		t.Error("calls close together never ran inline")
+	}
+}

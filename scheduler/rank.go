@@ -156,8 +156,7 @@ func rankJobs(jobs []*Job, hosts []HostBeat, self string, selfLabels map[string]
 type rankCache struct {
 	cfg    *Config
 	hosts  []HostBeat
-	jobs   uint64 // jobsDigest of the jobs ranked
-	njobs  int
+	jobs   []*Job // the jobs ranked (compared by identity: a reload makes new *Job values)
 	ranked ranking
 }
 
@@ -168,23 +167,12 @@ type rankCache struct {
 // ranking of the next tick ahead of it (warmRanking), so that the tick
 // itself finds it ready. A ranking is never modified once computed.
 func (s *Scheduler) rankFor(cfg *Config, jobs []*Job, hosts []HostBeat) ranking {
-	d := jobsDigest(jobs)
-	if c := s.ranked.Load(); c != nil && c.cfg == cfg && c.jobs == d && c.njobs == len(jobs) && sameHosts(c.hosts, hosts) {
+	if c := s.ranked.Load(); c != nil && c.cfg == cfg && slices.Equal(c.jobs, jobs) && sameHosts(c.hosts, hosts) {
 		return c.ranked
 	}
 	r := rankJobs(jobs, hosts, s.host, cfg.Labels)
-	s.ranked.Store(&rankCache{cfg: cfg, hosts: hosts, jobs: d, njobs: len(jobs), ranked: r})
+	s.ranked.Store(&rankCache{cfg: cfg, hosts: hosts, jobs: slices.Clone(jobs), ranked: r})
 	return r
-}
-
-// jobsDigest is FNV-64a over the names of jobs, in order.
-func jobsDigest(jobs []*Job) uint64 {
-	h := fnv.New64a()
-	for _, j := range jobs {
-		h.Write([]byte(j.Name))
-		h.Write([]byte{0})
-	}
-	return h.Sum64()
 }
 
 // warmRanking computes ahead of time the ranking fire will ask for at

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -52,6 +53,25 @@ func TestRankForCache(t *testing.T) {
 	check("a reloaded config", &Config{Jobs: jobs}, jobs[50:], nil, false)
 }
 
+// TestRankForReloadedJob: a reload that changes a job's run_on but not its
+// name gives new *Job values; a ranking of the old ones under the new
+// config (standby of a tick from before the reload) must not be served
+// for the new ones (the host would skip a job it may now run, on every
+// tick).
+func TestRankForReloadedJob(t *testing.T) {
+	old := &Job{Name: "x", Candidates: 3, RunOn: RunOn{Hosts: []string{"c"}}}
+	cur := &Job{Name: "x", Candidates: 3, RunOn: RunOn{Hosts: []string{"b"}}}
+	cfg := &Config{Jobs: []*Job{cur}}
+	hs := []HostBeat{{Host: "a"}, {Host: "b"}, {Host: "c"}}
+	s := &Scheduler{host: "b"}
+	if r := s.rankFor(cfg, []*Job{old}, hs); r.rank["x"] != -1 {
+		t.Fatalf("old run_on: rank %d, want -1", r.rank["x"])
+	}
+	if r := s.rankFor(cfg, []*Job{cur}, hs); r.rank["x"] != 0 {
+		t.Errorf("new run_on after the old one was ranked under the same config: rank %d, want 0", r.rank["x"])
+	}
+}
+
 // TestWarmRanking: the tick loop's warm-up computes the ranking that fire
 // then asks for, leaving out paused jobs as fire does.
 func TestWarmRanking(t *testing.T) {
@@ -66,7 +86,7 @@ func TestWarmRanking(t *testing.T) {
 	next := map[string]time.Time{"a": at, "b": at, "later": at.Add(time.Minute), "held": at}
 	s.warmRanking(cfg, next, at)
 	c := s.ranked.Load()
-	if c == nil || c.njobs != 2 || c.jobs != jobsDigest(jobs[:2]) {
+	if c == nil || !slices.Equal(c.jobs, jobs[:2]) {
 		t.Fatalf("warmRanking ranked %+v, want jobs a and b", c)
 	}
 	if r := s.rankFor(cfg, jobs[:2], s.liveHosts(cfg)); reflect.ValueOf(r.rank).Pointer() != reflect.ValueOf(c.ranked.rank).Pointer() {

@@ -431,11 +431,13 @@ func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*
 		wait := recheck
 		var offset time.Duration
 		if !at.IsZero() {
-			offset = s.tickOffset(cfg, next, at)
-			wait = min(max(s.until(at)+offset, 0), recheck)
-			if wait > warmAhead {
+			if s.until(at) > warmAhead {
+				// Before the wait is computed: a ranking not yet
+				// computed takes time (10 ms for 10,000 jobs × 100 hosts).
 				s.warmRanking(cfg, next, at)
 			}
+			offset = s.tickOffset(cfg, next, at)
+			wait = min(max(s.until(at)+offset, 0), recheck)
 		}
 		timer.Reset(wait)
 		select {
