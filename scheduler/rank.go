@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
 )
 
 // Who tries a tick first.
@@ -175,21 +174,14 @@ func (s *Scheduler) rankFor(cfg *Config, jobs []*Job, hosts []HostBeat) ranking 
 	return r
 }
 
-// warmRanking computes ahead of time the ranking fire will ask for at
-// tick at: the jobs due then (next maps each job to its next tick) that
-// the last read of the pause flags does not pause, under the current view
-// of the live hosts.
-func (s *Scheduler) warmRanking(cfg *Config, next map[string]time.Time, at time.Time) {
+// warmRanking computes ahead of time the ranking fire will ask for when
+// due, the jobs of the next tick, are due: those the last read of the
+// pause flags does not pause (as fire leaves them out), under the current
+// view of the live hosts.
+func (s *Scheduler) warmRanking(cfg *Config, due []*Job) {
 	paused := s.cachedPauses()
-	var due []*Job
-	for _, j := range cfg.Jobs {
-		if t, ok := next[j.Name]; ok && t.Equal(at) {
-			if _, p := paused.paused(j.Name); !p {
-				due = append(due, j)
-			}
-		}
-	}
-	if len(due) > 0 {
-		s.rankFor(cfg, due, s.liveHosts(cfg))
+	live := slices.DeleteFunc(slices.Clone(due), func(j *Job) bool { _, p := paused.paused(j.Name); return p })
+	if len(live) > 0 {
+		s.rankFor(cfg, live, s.liveHosts(cfg))
 	}
 }

@@ -431,12 +431,13 @@ func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*
 		wait := recheck
 		var offset time.Duration
 		if !at.IsZero() {
+			due := dueAt(cfg, next, at)
 			if s.until(at) > warmAhead {
 				// Before the wait is computed: a ranking not yet
 				// computed takes time (10 ms for 10,000 jobs × 100 hosts).
-				s.warmRanking(cfg, next, at)
+				s.warmRanking(cfg, due)
 			}
-			offset = s.tickOffset(cfg, next, at)
+			offset = s.tickOffset(cfg, due, at)
 			wait = min(max(s.until(at)+offset, 0), recheck)
 		}
 		timer.Reset(wait)
@@ -455,11 +456,7 @@ func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*
 			continue
 		}
 		var batch []*Job
-		for _, j := range cfg.Jobs {
-			t, ok := next[j.Name]
-			if !ok || !t.Equal(at) {
-				continue
-			}
+		for _, j := range dueAt(cfg, next, at) {
 			if !startable(j, at, now) {
 				// Woken too late for at: its deadline passed or a later
 				// tick overtook it. c is the latest tick if it may still
@@ -499,21 +496,27 @@ func current(j *Job, now time.Time) time.Time {
 	return j.Next(now)
 }
 
-// tickOffset is how long after at this host fires the jobs due at at
-// (next maps each job to its next tick): fireOffset when several hosts may
-// try one of them at the same instant — a job with candidates 0, or no
-// fresh view of the live hosts (every eligible host then ranks itself
-// first) — and 0 when the ranking already gives each job one host at the
-// tick (the others try a rank stagger later), so that those jobs start
-// without the offset's delay.
-func (s *Scheduler) tickOffset(cfg *Config, next map[string]time.Time, at time.Time) time.Duration {
-	if s.liveHosts(cfg) == nil {
-		return s.fireOffset(at)
-	}
+// dueAt returns the jobs of cfg whose next tick (next maps each job to
+// it) is at, in the config's order.
+func dueAt(cfg *Config, next map[string]time.Time, at time.Time) []*Job {
+	var due []*Job
 	for _, j := range cfg.Jobs {
-		if t, ok := next[j.Name]; ok && t.Equal(at) && j.Candidates == 0 {
-			return s.fireOffset(at)
+		if t, ok := next[j.Name]; ok && t.Equal(at) {
+			due = append(due, j)
 		}
+	}
+	return due
+}
+
+// tickOffset is how long after at this host fires due, the jobs due at
+// at: fireOffset when several hosts may try one of them at the same
+// instant — a job with candidates 0, or no fresh view of the live hosts
+// (every eligible host then ranks itself first) — and 0 when the ranking
+// already gives each job one host at the tick (the others try a rank
+// stagger later), so that those jobs start without the offset's delay.
+func (s *Scheduler) tickOffset(cfg *Config, due []*Job, at time.Time) time.Duration {
+	if s.liveHosts(cfg) == nil || slices.ContainsFunc(due, func(j *Job) bool { return j.Candidates == 0 }) {
+		return s.fireOffset(at)
 	}
 	return 0
 }
