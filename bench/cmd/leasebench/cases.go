@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/leasecron/leasecron/bench/internal/probe"
 	"sync"
 	"time"
 
@@ -232,7 +233,7 @@ func (b *bench) runPing(ctx context.Context, c kase, addrs []string) (stats.Run,
 	}
 	clients := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
-		clients[i] = newGoRedis(a)
+		clients[i] = probe.NewClient(a)
 	}
 	defer func() {
 		for _, cl := range clients {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leasecron/leasecron/bench/internal/probe"
 	"io"
 	"strconv"
 	"strings"
@@ -59,7 +60,7 @@ func (b *bench) startNodes(ctx context.Context) error {
 		b.mu.Lock()
 		b.proxies = append(b.proxies, p)
 		b.mu.Unlock()
-		b.admin = append(b.admin, newGoRedis(s.Addr))
+		b.admin = append(b.admin, probe.NewClient(s.Addr))
 		fmt.Fprintf(b.log, "redis-server pid %d on %s (proxy %s)\n", s.PID(), s.Addr, p.Addr())
 	}
 	return nil

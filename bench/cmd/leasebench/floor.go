@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/leasecron/leasecron/bench/internal/probe"
 	"sync"
 	"time"
 
@@ -22,7 +23,7 @@ type floorRun struct {
 // fencing, no epochs, no data marker), to all 5 nodes in parallel, all
 // daemons at the same instant; a daemon is done when a quorum (3) of its
 // nodes answered its whole pipeline, the rule a Redlock round decides by.
-// Every client is configured as lease's own (newGoRedis).
+// Every client is configured as lease's own (probe.NewClient).
 func (b *bench) batchFloor(ctx context.Context, daemons, keys int) (floorRun, error) {
 	const k = maxNodes
 	q := k/2 + 1
@@ -39,7 +40,7 @@ func (b *bench) batchFloor(ctx context.Context, daemons, keys int) (floorRun, er
 	}()
 	for d := range clients {
 		for _, a := range b.addrs(k, 0) {
-			c := newGoRedis(a)
+			c := probe.NewClient(a)
 			if err := c.Ping(ctx).Err(); err != nil {
 				return floorRun{}, err
 			}

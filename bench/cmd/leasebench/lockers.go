@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leasecron/leasecron/bench/internal/probe"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -12,7 +13,6 @@ import (
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/leasecron/leasecron/lease"
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Library names, as they appear in the tables.
@@ -39,27 +39,6 @@ type held interface {
 	unlock(ctx context.Context) error
 }
 
-// newGoRedis builds a go-redis client configured exactly as lease
-// configures its own (lease/node.go, tuneOptions): RESP2, no CLIENT
-// SETINFO, no maintenance notifications, no retries, 10 s read and write
-// timeouts, a 5 s dial timeout and go-redis's default pool size. Every
-// library, and the PING floor, use it, so that the ratios between the
-// libraries are those of their algorithms, not of their client settings
-// (with go-redis's defaults, RESP3 adds a push-notification check with a
-// non-blocking read to every command).
-func newGoRedis(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{
-		Addr:                     addr,
-		Protocol:                 2,
-		DisableIdentity:          true,
-		MaxRetries:               -1,
-		ReadTimeout:              10 * time.Second,
-		WriteTimeout:             10 * time.Second,
-		DialTimeout:              5 * time.Second,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	})
-}
-
 func newLocker(lib string, addrs []string, ttl time.Duration) (locker, error) {
 	switch lib {
 	case libLease, libLeaseNoFence:
@@ -83,7 +62,7 @@ func newLocker(lib string, addrs []string, ttl time.Duration) (locker, error) {
 		pools := make([]rsredis.Pool, 0, len(addrs))
 		clients := make([]*redis.Client, 0, len(addrs))
 		for _, a := range addrs {
-			c := newGoRedis(a)
+			c := probe.NewClient(a)
 			clients = append(clients, c)
 			pools = append(pools, rsgoredis.NewPool(c))
 		}
@@ -96,7 +75,7 @@ func newLocker(lib string, addrs []string, ttl time.Duration) (locker, error) {
 		if len(addrs) != 1 {
 			return nil, fmt.Errorf("%s works on one node only", lib)
 		}
-		c := newGoRedis(addrs[0])
+		c := probe.NewClient(addrs[0])
 		return &redislockLocker{c: c, rl: redislock.New(c), ttl: ttl}, nil
 	}
 	return nil, fmt.Errorf("unknown library %q", lib)

@@ -17,6 +17,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/leasecron/leasecron/bench/internal/probe"
 	"io"
 	"os"
 	"os/signal"
@@ -116,20 +117,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	b := &bench{cfg: cfg, log: m.Stderr}
 	// Kill the servers on a signal even if a case is stuck somewhere:
 	// the deferred cleanup below covers the normal and the error path.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	quit := make(chan struct{})
-	defer close(quit)
-	go func() {
-		select {
-		case <-sig:
-			time.Sleep(3 * time.Second) // give the normal path a chance
-			b.killAll()
-			os.Exit(130)
-		case <-quit:
-		}
-	}()
+	defer probe.KillOnSignal(3*time.Second, b.killAll)()
 	defer b.killAll()
 
 	start := time.Now()

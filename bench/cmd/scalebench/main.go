@@ -19,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/leasecron/leasecron/bench/internal/probe"
 	"io"
 	"os"
 	"os/signal"
@@ -121,21 +122,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Kill the servers on a signal even if a scenario is stuck.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	quit := make(chan struct{})
-	defer close(quit)
-	go func() {
-		select {
-		case <-sig:
-			time.Sleep(5 * time.Second)
-			b.killAll()
-			os.Exit(130)
-		case <-quit:
-		}
-	}()
+	defer probe.KillOnSignal(5*time.Second, b.killAll)()
 	defer b.killAll()
+	quit := make(chan struct{}) // ends the memory guard
+	defer close(quit)
 	if b.set.maxRSS > 0 {
 		// Memory: a scenario stops at the bound (see runScenario), and
 		// the whole run at 1.5 × the bound, checked apart from the

@@ -1,7 +1,8 @@
-// Package probe holds what the small measuring commands of bench/cmd
-// (perfprobe, c16probe) share: a throwaway redis-server, go-redis clients
-// configured as lease configures its own, and CPU and allocation counters
-// read around a loop.
+// Package probe holds what the measuring commands of bench/cmd share: a
+// throwaway redis-server, go-redis clients configured as lease configures
+// its own, CPU and allocation counters read around a loop (perfprobe,
+// c16probe), and killing the servers on a signal when a run is stuck
+// (leasebench, scalebench).
 package probe
 
 import (
@@ -32,10 +33,14 @@ func StartRedis(port string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// NewClient returns a go-redis client for addr configured as lease
-// configures its own (RESP2, no CLIENT SETINFO, no retries, no maintenance
-// notifications, 10 s read and write timeouts), so that libraries compared
-// on it differ by their algorithms only.
+// NewClient returns a go-redis client for addr configured exactly as lease
+// configures its own (lease/node.go, tuneOptions): RESP2, no CLIENT
+// SETINFO, no maintenance notifications, no retries, 10 s read and write
+// timeouts, a 5 s dial timeout and go-redis's default pool size. Every
+// library and floor the benchmarks compare uses it, so that their ratios
+// are those of their algorithms, not of their client settings (with
+// go-redis's defaults, RESP3 adds a push-notification check with a
+// non-blocking read to every command).
 func NewClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr: addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1,
