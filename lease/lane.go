@@ -61,7 +61,7 @@ func (n *node) runLane() {
 			<-n.wake
 			continue
 		}
-		_ = n.exec(ctx, batch, &n.lane)
+		n.exec(ctx, batch, &n.lane)
 		n.mu.Lock()
 		n.executing = false
 		n.mu.Unlock()
@@ -69,10 +69,8 @@ func (n *node) runLane() {
 }
 
 // exec sends one round of ops on sc (the lane's connection, or the inline
-// path's) and replies to each op. Only the node's executor calls it. It
-// returns the error every op got (nil when the round went through or no op
-// was left to send).
-func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) error {
+// path's) and replies to each op. Only the node's executor calls it.
+func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
 	live := batch[:0]
 	for _, o := range batch {
 		if o.abandoned != nil {
@@ -86,7 +84,7 @@ func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) error {
 		live = append(live, o)
 	}
 	if len(live) == 0 {
-		return nil
+		return
 	}
 	sc.failed = nil
 	pipe := n.pipeline(sc)
@@ -210,7 +208,6 @@ func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) error {
 	for i, o := range live {
 		o.reply(cmds[i], nodeErr)
 	}
-	return nodeErr
 }
 
 // stickyConn is a connection that one executor of a node's rounds (the
