@@ -59,6 +59,9 @@ func cases() []kase {
 	for _, k := range []int{1, 3, 5} {
 		for _, conc := range []int{1, 16} {
 			cs = append(cs, kase{kind: kindPing, k: k, conc: conc})
+			if k == 1 {
+				cs = append(cs, kase{kind: kindRT2, k: k, conc: conc})
+			}
 			for _, lib := range libsFor(k) {
 				cs = append(cs, kase{kind: kindAR, lib: lib, k: k, conc: conc})
 			}
@@ -100,6 +103,7 @@ func (b *bench) run(ctx context.Context) error {
 		return err
 	}
 	b.results = map[string][]stats.Summary{}
+	b.cmdStats = map[string][]cmdProfile{}
 	all := cases()
 	var sel []kase
 	for _, c := range all {
@@ -120,6 +124,9 @@ func (b *bench) run(ctx context.Context) error {
 			fmt.Fprintf(b.log, "rep %d/%d %-48s %9.0f ops/s  p50 %-9s p99 %-9s err %d %v\n", rep+1, b.cfg.reps, c.id(), s.Rate,
 				s.P50.Round(time.Microsecond), s.P99.Round(time.Microsecond), s.Errors, s.Counts)
 		}
+	}
+	if err := b.profileCPU(ctx); err != nil {
+		return err
 	}
 	b.tickRes = map[string][]*tickResult{}
 	if !b.cfg.skipStores {
@@ -213,6 +220,8 @@ func (b *bench) runCase(ctx context.Context, c kase, prefix string) (stats.Summa
 	switch c.kind {
 	case kindPing, kindSlowRTT:
 		run, err = b.runPing(ctx, c, addrs)
+	case kindRT2:
+		run, err = b.runRT2(ctx, c, addrs)
 	case kindAR, kindExtend, kindContend:
 		run, err = b.runLock(ctx, c, addrs, prefix)
 	default:

@@ -31,7 +31,9 @@ type bench struct {
 	proxies []*delayproxy.Proxy
 	admin   []*redis.Client // direct, for SCAN/INFO/FLUSHALL
 
-	results map[string][]stats.Summary // case id -> one summary per repetition
+	results  map[string][]stats.Summary // case id -> one summary per repetition
+	cmdStats map[string][]cmdProfile    // case id -> the servers' commands per operation, per repetition
+	cpuCases []cpuCase                  // client CPU profiles of a few cases
 
 	storeProcs []*storeproc.Proc        // PostgreSQL, etcd, ZooKeeper (guarded by mu)
 	stores     []*storeKit              // their benchmark kits

@@ -15,6 +15,7 @@ type floorRun struct {
 	decided   time.Duration
 	cpuClient time.Duration
 	cpuRedis  time.Duration
+	cmds      cmdProfile // the servers' commands per key (all nodes)
 }
 
 // batchFloor measures what no Redlock batch can beat on this machine: each
@@ -55,6 +56,9 @@ func (b *bench) batchFloor(ctx context.Context, daemons, keys int) (floorRun, er
 	values := make([]string, daemons)
 	for d := range values {
 		values[d] = fmt.Sprintf("%032x host=d%d tick=%d", d+1, d, tick)
+	}
+	if err := b.resetCommandStats(ctx, k); err != nil {
+		return floorRun{}, err
 	}
 	cpu0 := cpuSelf()
 	rcpu0, err := b.redisCPUAll(ctx, k)
@@ -112,5 +116,7 @@ func (b *bench) batchFloor(ctx context.Context, daemons, keys int) (floorRun, er
 			return floorRun{}, fmt.Errorf("batch floor: %w", err)
 		}
 	}
-	return floorRun{decided: decided, cpuClient: cpu1 - cpu0, cpuRedis: rcpu1 - rcpu0}, b.flushAll(ctx)
+	cmds := b.readCommandStats(ctx, k, keys)
+	cmds.redis = (rcpu1 - rcpu0) / time.Duration(keys)
+	return floorRun{decided: decided, cpuClient: cpu1 - cpu0, cpuRedis: rcpu1 - rcpu0, cmds: cmds}, b.flushAll(ctx)
 }

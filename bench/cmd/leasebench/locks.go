@@ -54,6 +54,12 @@ func (b *bench) runLock(ctx context.Context, c kase, addrs []string, prefix stri
 		return fmt.Sprintf("%s-w%d", prefix, w)
 	}
 
+	if profiled(c) {
+		if err := b.resetCommandStats(ctx, c.k); err != nil {
+			_ = closeAll()
+			return stats.Run{}, err
+		}
+	}
 	cpu0 := cpuSelf()
 	rcpu0, err := b.redisCPUAll(ctx, c.k)
 	if err != nil {
@@ -81,6 +87,11 @@ func (b *bench) runLock(ctx context.Context, c kase, addrs []string, prefix stri
 	if n := run.Counts[cntOps]; n > 0 {
 		run.Counts[cntCPUClient] = int((cpu1 - cpu0) / time.Duration(n))
 		run.Counts[cntCPURedis] = int((rcpu1 - rcpu0) / time.Duration(n))
+		if profiled(c) && !strings.HasPrefix(prefix, "prof-") {
+			p := b.readCommandStats(ctx, c.k, n)
+			p.redis = (rcpu1 - rcpu0) / time.Duration(n)
+			b.cmdStats[c.id()] = append(b.cmdStats[c.id()], p)
+		}
 	}
 	if run.Ops == 0 && run.Errors > 0 {
 		_ = closeAll()

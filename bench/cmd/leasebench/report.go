@@ -120,6 +120,7 @@ func (b *bench) report(w io.Writer) error {
 
 	b.writeMethod(w)
 	b.writeTargets13(w)
+	b.writeProfiles13(w)
 	b.writeTargets(w)
 	b.writeLeaseTables(w)
 	b.writeStores(w)

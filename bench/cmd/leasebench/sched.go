@@ -37,6 +37,7 @@ type batchRow struct {
 	allocMiB   []float64       // Go heap allocated per daemon for the batch
 	cpuClient  []time.Duration // client CPU (this process) for the batch
 	cpuRedis   []time.Duration // CPU of all redis-servers for the batch
+	cmds       []cmdProfile    // the servers' commands per key (all nodes)
 	firstError string
 }
 
@@ -201,6 +202,9 @@ func (b *bench) batchOnce(ctx context.Context, r *batchRow) error {
 		}
 	}
 	runtime.GC()
+	if err := b.resetCommandStats(ctx, k); err != nil {
+		return err
+	}
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	cpu0 := cpuSelf()
@@ -243,6 +247,8 @@ func (b *bench) batchOnce(ctx context.Context, r *batchRow) error {
 	if err != nil {
 		return err
 	}
+	cmds := b.readCommandStats(ctx, k, r.keys)
+	cmds.redis = (rcpu1 - rcpu0) / time.Duration(r.keys)
 
 	wins, failed, doubles := 0, 0, 0
 	for i := 0; i < r.keys; i++ {
@@ -275,6 +281,7 @@ func (b *bench) batchOnce(ctx context.Context, r *batchRow) error {
 	r.allocMiB = append(r.allocMiB, float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(r.daemons)/(1<<20))
 	r.cpuClient = append(r.cpuClient, cpu1-cpu0)
 	r.cpuRedis = append(r.cpuRedis, rcpu1-rcpu0)
+	r.cmds = append(r.cmds, cmds)
 	return b.flushAll(ctx)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/leasecron/leasecron/bench/internal/stats"
@@ -13,7 +14,7 @@ import (
 // the same run.
 func (b *bench) writeTargets13(w io.Writer) {
 	fmt.Fprintf(w, "## Targets (issue 13)\n\n")
-	fmt.Fprintf(w, "Every library uses go-redis clients configured exactly as lease configures its own (RESP2, no `CLIENT SETINFO`, no retries, the same timeouts and pool size); ratios are of medians from this run. leasecron lease has fencing on unless the row says otherwise.\n\n")
+	fmt.Fprintf(w, "Every library uses go-redis clients configured exactly as lease configures its own (RESP2, no `CLIENT SETINFO`, no retries, the same timeouts and pool size); a ratio between two cases is the median of their ratios within each repetition (the cases of one setting run back to back, under the same load; the speed of this shared machine moves much more between repetitions), shown with the range over the repetitions; the ops/s are each case's median. leasecron lease has fencing on unless the row says otherwise. Where a target is not met, \"Profiles behind the targets\" below shows what limits it, measured in this run.\n\n")
 	t := mdTable{head: []string{"target", "measured", "verdict"}}
 	kc := func(kind, lib string, k, c int) kase { return kase{kind: kind, lib: lib, k: k, conc: c} }
 	cpuOf := func(c kase) time.Duration {
@@ -32,9 +33,10 @@ func (b *bench) writeTargets13(w io.Writer) {
 				continue
 			}
 			or := b.medRate(o)
+			pr := b.pairRatio(l, o, rate)
 			t.add(fmt.Sprintf("Acquire+Release, K=1, c=%d: lease ≥ 1.2× %s ops/s", c, other),
-				fmt.Sprintf("%s vs %s ops/s = **%.2f×** (client CPU/op %s vs %s)", fmtRate(lr), fmtRate(or), ratio(lr, or), fmtDur(cpuOf(l)), fmtDur(cpuOf(o))),
-				yes(ratio(lr, or) >= 1.2))
+				fmt.Sprintf("%s vs %s ops/s: %s (client CPU/op %s vs %s)", fmtRate(lr), fmtRate(or), pr, fmtDur(cpuOf(l)), fmtDur(cpuOf(o))),
+				yes(pr.med >= 1.2))
 		}
 	}
 	// Redlock, K=3 and 5, c=1.
@@ -52,21 +54,22 @@ func (b *bench) writeTargets13(w io.Writer) {
 			if b.get(oc) == nil {
 				continue
 			}
-			or := b.medRate(oc)
+			or, pr := b.medRate(oc), b.pairRatio(l, oc, rate)
 			t.add(fmt.Sprintf("Acquire+Release, K=%d, c=1: lease ≥ %.1f× %s ops/s", k, o.goal, o.lib),
-				fmt.Sprintf("%s vs %s ops/s = **%.2f×**", fmtRate(lr), fmtRate(or), ratio(lr, or)), yes(ratio(lr, or) >= o.goal))
+				fmt.Sprintf("%s vs %s ops/s: %s", fmtRate(lr), fmtRate(or), pr), yes(pr.med >= o.goal))
 		}
-		if q := b.medP50(kase{kind: kindPing, k: k, conc: 1}); q > 0 {
-			p := b.medP50(l)
-			r := float64(p) / float64(2*q)
+		if pk := (kase{kind: kindPing, k: k, conc: 1}); b.medP50(pk) > 0 {
+			p, q := b.medP50(l), b.medP50(pk)
+			pr := b.pairRatio(l, pk, func(s stats.Summary) float64 { return float64(s.P50) })
+			pr.med, pr.lo, pr.hi = pr.med/2, pr.lo/2, pr.hi/2 // against two RTTs
 			t.add(fmt.Sprintf("Acquire+Release, K=%d, c=1: lease p50 ≤ 1.3 × two quorum RTTs", k),
-				fmt.Sprintf("%s vs 2 × %s = **%.2f×**", fmtDur(p), fmtDur(q), r), yes(r <= 1.3))
+				fmt.Sprintf("%s vs 2 × %s: %s", fmtDur(p), fmtDur(q), pr), yes(pr.med <= 1.3))
 		}
 		e, er := kc(kindExtend, libLease, k, 1), kc(kindExtend, libRedsync, k, 1)
 		if b.get(e) != nil && b.get(er) != nil {
-			a, o := b.medRate(e), b.medRate(er)
+			a, o, pr := b.medRate(e), b.medRate(er), b.pairRatio(e, er, rate)
 			t.add(fmt.Sprintf("Extend, K=%d, c=1: lease ≥ 1.3× redsync ops/s", k),
-				fmt.Sprintf("%s vs %s ops/s = **%.2f×**", fmtRate(a), fmtRate(o), ratio(a, o)), yes(ratio(a, o) >= 1.3))
+				fmt.Sprintf("%s vs %s ops/s: %s", fmtRate(a), fmtRate(o), pr), yes(pr.med >= 1.3))
 		}
 	}
 	// The 10,000-job tick against the raw pipelined SET NX PX floor.
@@ -102,6 +105,35 @@ func (b *bench) writeTargets13(w io.Writer) {
 	t.write(w)
 }
 
+// pairedRatio is the median over the repetitions of one case's statistic
+// divided by another's in the same repetition, and the range of those
+// ratios. The cases of one setting run back to back in each repetition,
+// so a ratio within one repetition is taken under the same load; the
+// machine's speed moves much more between repetitions.
+type pairedRatio struct{ med, lo, hi float64 }
+
+func (p pairedRatio) String() string {
+	if p.lo == p.hi {
+		return fmt.Sprintf("**%.2f×**", p.med)
+	}
+	return fmt.Sprintf("**%.2f×** (per repetition %.2f–%.2f×)", p.med, p.lo, p.hi)
+}
+
+// pairRatio computes a's statistic f over b's, repetition by repetition.
+func (b *bench) pairRatio(a, o kase, f func(stats.Summary) float64) pairedRatio {
+	as, os := b.get(a), b.get(o)
+	var rs []float64
+	for i := range min(len(as), len(os)) {
+		if d := f(os[i]); d > 0 {
+			rs = append(rs, f(as[i])/d)
+		}
+	}
+	if len(rs) == 0 {
+		return pairedRatio{}
+	}
+	return pairedRatio{med: stats.Median(rs), lo: slices.Min(rs), hi: slices.Max(rs)}
+}
+
 func (d daemonResults) floorP50For(n int) time.Duration {
 	for _, f := range d.floors {
 		if f.procs == n {
@@ -132,20 +164,7 @@ func (b *bench) writeFindings13(w io.Writer) {
 	cpu := func(c kase) time.Duration { return time.Duration(stats.MedianOf(b.get(c), countRaw(cntCPUClient))) }
 	rcpu := func(c kase) time.Duration { return time.Duration(stats.MedianOf(b.get(c), countRaw(cntCPURedis))) }
 	if l, r := ar(libLease, 1, 1), ar(libRedislock, 1, 1); b.get(l) != nil && b.get(r) != nil {
-		verdict := "not met"
-		if b.medRate(l) >= 1.2*b.medRate(r) {
-			verdict = "met"
-		}
-		fmt.Fprintf(w, "*Single node, c=1 (%s).* lease's Acquire+Release costs %s of client and %s of Redis CPU per operation against redislock's %s and %s; both take two round trips. "+
-			"The profile shows where the difference is: lease hands every round to the node's lane goroutine and back (two goroutine switches per round, each waking an idle thread: the scheduler and futex shares above), where redislock does its system calls on the caller's goroutine; and lease's scripts do more (the fencing counter, the epoch, the data marker). "+
-			"The lane is what keeps the guarantees: it applies a node's requests in the order they were made (a cleanup can never overtake the request it cleans up after) and lets a caller stop waiting at the per-node timeout while its request stays in order. Running a round on the caller's goroutine naively would block the caller for the lane's 10 s read timeout when a node hangs, or close the connection on the timeout and lose the order (go-redis drops a connection whose read timed out). "+
-			"The single-node fast path (`lease/inline.go`, in this run) does it with both guarantees: one-key rounds on the caller's goroutine when nothing is queued, one executor at a time (the lane or one caller), a connection of its own whose reads and writes end at the per-node timeout, and after a round that failed on its connection, `CLIENT KILL ID` of that connection in front of the lane's next round, so that its request is applied before what follows or never (`TestInlineTimeout` and its negative control). "+
-			"In `bench/cmd/perfprobe` (5 alternating runs of the build before and after it, 2026-11-24, busy machine) lease's client CPU per Acquire+Release fell from 101–154 µs (median 145) to 61–126 µs (median 95) and the time per operation from a median of 206 to 157 µs, the third an earlier experiment without the guarantees had shown. What remains between lease and redislock at c=1 is the larger scripts (the Redis CPU per operation above: fencing counter, epoch, data marker) and go-redis's cost per round, which both pay. WithoutFencing: %s client CPU per op. "+
-			"At c=16 the lanes put concurrent callers into shared pipelined rounds: %s vs redislock's %s ops/s (%.2f×). "+
-			"There lease and redislock spend about the same CPU per operation (client 40–45 µs against 46–50 µs, Redis 32–34 µs against 30–32 µs in `bench/cmd/c16probe`, 4 runs on 2026-11-24), but one lease client keeps 1.25 of the 2 cores busy where redislock keeps 1.6: a node's lane has one pipelined round in flight, so the client's work and Redis's take turns instead of overlapping, while redislock's 16 connections keep Redis busy while the client works. "+
-			"Two lease clients (two lanes, two rounds in flight) keep 1.45 cores busy but spend more per operation (smaller rounds: 46–61 µs and 37–43 µs), for between 10 %% fewer and 6 %% more ops/s over 4 runs; four clients do no better. On a machine whose client and Redis share 2 cores that is the limit; several rounds in flight per node on one connection (a pipelined reader of lease's own) would let the two overlap without smaller rounds.\n\n",
-			verdict, fmtDur(cpu(l)), fmtDur(rcpu(l)), fmtDur(cpu(r)), fmtDur(rcpu(r)), fmtDur(cpu(ar(libLeaseNoFence, 1, 1))),
-			fmtRate(b.medRate(ar(libLease, 1, 16))), fmtRate(b.medRate(ar(libRedislock, 1, 16))), ratio(b.medRate(ar(libLease, 1, 16)), b.medRate(ar(libRedislock, 1, 16))))
+		b.writeSingleNode(w)
 	}
 	if l := ar(libLease, 5, 1); b.get(l) != nil {
 		fmt.Fprintf(w, "*Redlock at c=1.* At K=5 one Acquire+Release uses %s of client CPU and %s of Redis CPU (redsync: %s and %s) in %s: with 5 redis-servers and the client on 2 cores the machine is busy even at c=1, and the 2 nodes a round does not wait for still take CPU from the next round, which is why the two-PING floor is not reached. What separates lease from redsync here is that it decides at quorum; the costs per node and round are of the same kind (one pipelined round per node, goroutine hand-offs on both sides).\n\n",
@@ -177,7 +196,7 @@ func (b *bench) writeFindings13(w io.Writer) {
 		}
 		fmt.Fprintf(w, "; Redis used %s of CPU for it, the floor %s. "+
 			"The client side is no longer the cost (%s of client CPU for 3 daemons, against the floor's %s: one reply string per key instead of a go-redis command object per key and node). "+
-			"What limits it is the work in Redis: a key's acquisition is a script step with an epoch check, a grant (SET with PX) and, with fencing, a second write (the counter, and on later ticks a PTTL to keep its expiry), where the floor is one SET parsed straight from the socket. In Redis 7.0 every `redis.call` inside a script costs about 1–2 µs beyond the command itself (INFO commandstats on one node, 10,000 keys with fencing: about 65–100 ms of EVALSHA time, of which the SETs and MGETs themselves are 30–40 ms). "+
+			"What limits it is the work in Redis: a key's acquisition is a script step with an epoch check, a grant (SET with PX) and, with fencing, a second write (the counter, and on later ticks a PTTL to keep its expiry), where the floor is one SET parsed straight from the socket. The table \"The 10,000-job tick: Redis's work per key\" above shows it per key, from INFO commandstats of this run: the scripts' time is mostly the Lua interpreter and its `redis.call`s around commands that themselves cost about what the floor's SET does. "+
 			"Calls per key are at their least for the guarantees (one MGET per 128 keys, then one SET per key, plus the counter's SET with fencing); the rest would need a different data layout (lock and counter in one key), which older clients on the same keys would not understand.\n\n",
 			fmtDur(time.Duration(stats.Median(durs(r.cpuRedis)))), fmtDur(medFloor(b.sched.floors[3], func(f floorRun) time.Duration { return f.cpuRedis })),
 			fmtDur(time.Duration(stats.Median(durs(r.cpuClient)))), fmtDur(medFloor(b.sched.floors[3], func(f floorRun) time.Duration { return f.cpuClient })))

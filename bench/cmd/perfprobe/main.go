@@ -73,9 +73,11 @@ func main() {
 		cpuprof, _ = os.Create(f)
 		_ = pprof.StartCPUProfile(cpuprof)
 	}
+	admin.ConfigResetStat(ctx)
 	before := probe.Read(ctx, admin)
 	ar(n)
 	fmt.Printf("AR K=1 c=1: %s\n", probe.PerOp(before, probe.Read(ctx, admin), n))
+	fmt.Printf("  Redis commands per op: %s\n", probe.FormatCommandStats(probe.CommandStats(ctx, admin), n, "info", "config|resetstat"))
 
 	if cpuprof != nil {
 		pprof.StopCPUProfile()
@@ -126,7 +128,9 @@ func redislockLoop(ctx context.Context, port string, admin *redis.Client, n int)
 		}
 	}
 	loop(500)
+	admin.ConfigResetStat(ctx)
 	before := probe.Read(ctx, admin)
 	loop(n)
 	fmt.Printf("redislock AR c=1: %s\n", probe.PerOp(before, probe.Read(ctx, admin), n))
+	fmt.Printf("  Redis commands per op: %s\n", probe.FormatCommandStats(probe.CommandStats(ctx, admin), n, "info", "config|resetstat"))
 }
