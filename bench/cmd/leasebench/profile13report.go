@@ -225,3 +225,47 @@ func (cc *cpuCase) pct(cat string) float64 {
 	}
 	return 100 * float64(cc.share[cat]) / float64(cc.total)
 }
+
+// writeRedlock explains the Redlock targets at c=1 (K=3 and K=5) from
+// this run's CPU and command statistics.
+func (b *bench) writeRedlock(w io.Writer) {
+	ar := func(lib string, k int) kase { return kase{kind: kindAR, lib: lib, k: k, conc: 1} }
+	cpu := func(c kase, n string) time.Duration { return time.Duration(stats.MedianOf(b.get(c), countRaw(n))) }
+	for _, k := range []int{3, 5} {
+		l, rs, ff := ar(libLease, k), ar(libRedsync, k), ar(libRedsyncFF, k)
+		if b.get(l) == nil || b.get(rs) == nil {
+			continue
+		}
+		wall := time.Duration(float64(time.Second) / b.medRate(l))
+		busy := float64(cpu(l, cntCPUClient)+cpu(l, cntCPURedis)) / float64(wall)
+		fmt.Fprintf(w, "*Redlock, K=%d, c=1.* lease %s against redsync, %s against redsync WithFailFast. One lease Acquire+Release takes %s of client and %s of Redis CPU (all nodes) in %s of wall time on average: %.2f of the 2 cores busy at c=1 (redsync: %s and %s).",
+			k, b.pairRatio(l, rs, rate), b.pairRatio(l, ff, rate), fmtUs(cpu(l, cntCPUClient)), fmtUs(cpu(l, cntCPURedis)), fmtUs(wall), busy,
+			fmtUs(cpu(rs, cntCPUClient)), fmtUs(cpu(rs, cntCPURedis)))
+		lp, ok1 := b.medCmdProfile(l)
+		rp, ok2 := b.medCmdProfile(rs)
+		if ok1 && ok2 {
+			fmt.Fprintf(w, " Of the Redis CPU, %s is lease's scripts (%.1f calls, %s each) against %s in redsync's commands (%s each): the fencing counter, the epoch and the data marker again, now on every node.",
+				fmtUs(lp.topLevel()), lp.cmds["evalsha"].calls, fmtUs(usec(lp.cmds["evalsha"].usec/max(lp.cmds["evalsha"].calls, 1))),
+				fmtUs(rp.topLevel(direct(libRedsync)...)), fmtUs(rp.topLevel(direct(libRedsync)...)/time.Duration(2*k)))
+		}
+		if pk := (kase{kind: kindPing, k: k, conc: 1}); b.medP50(pk) > 0 {
+			fmt.Fprintf(w, " The p50 target (1.3 × two quorum RTTs = %s) is for a round that costs no more than a PING; here the rounds of the 5 servers and the client share 2 cores, so the nodes a round does not wait for still take CPU from the next round, and lease's p50 is %s.",
+				fmtUs(time.Duration(2.6*float64(b.medP50(pk)))), fmtUs(b.medP50(l)))
+		}
+		if lc, rc := b.cpuCase(l), b.cpuCase(rs); lc != nil && rc != nil {
+			fmt.Fprintf(w, " In the client profile, write system calls (one per node and round, and on loopback they include delivering the request to the server) are %.0f %% of lease's samples and %.0f %% of redsync's; lease's own code %.0f %%.",
+				lc.pct("write syscalls"), rc.pct("write syscalls"), lc.pct("lease"))
+		}
+		fmt.Fprint(w, " Deciding at a quorum saves waiting, not work; the one remaining way to cut a round would be a Release that returns before a quorum answered, which Release's contract (an error means the key may still be held) rules out.\n\n")
+	}
+	e3, r3 := kase{kind: kindExtend, lib: libLease, k: 3, conc: 1}, kase{kind: kindExtend, lib: libRedsync, k: 3, conc: 1}
+	if b.get(e3) != nil && b.get(r3) != nil {
+		fmt.Fprintf(w, "*Extend, K=3, c=1* (%s redsync): one round for both.", b.pairRatio(e3, r3, rate))
+		if lp, ok := b.medCmdProfile(e3); ok {
+			if rp, ok := b.medCmdProfile(r3); ok {
+				fmt.Fprintf(w, " lease's extend script (compare and PEXPIRE, plus the data marker read) costs %s of Redis time per Extend against redsync's %s.", fmtUs(lp.topLevel()), fmtUs(rp.topLevel()))
+			}
+		}
+		fmt.Fprint(w, " lease answers at the second of three nodes where redsync waits for all three; with three fast local nodes the third answers almost as soon, so deciding at a quorum gains little, where at K=5 it gains two nodes.\n\n")
+	}
+}

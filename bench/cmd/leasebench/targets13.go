@@ -161,19 +161,10 @@ func (b *bench) writeFindings13(w io.Writer) {
 	t.write(w)
 
 	ar := func(lib string, k, c int) kase { return kase{kind: kindAR, lib: lib, k: k, conc: c} }
-	cpu := func(c kase) time.Duration { return time.Duration(stats.MedianOf(b.get(c), countRaw(cntCPUClient))) }
-	rcpu := func(c kase) time.Duration { return time.Duration(stats.MedianOf(b.get(c), countRaw(cntCPURedis))) }
 	if l, r := ar(libLease, 1, 1), ar(libRedislock, 1, 1); b.get(l) != nil && b.get(r) != nil {
 		b.writeSingleNode(w)
 	}
-	if l := ar(libLease, 5, 1); b.get(l) != nil {
-		fmt.Fprintf(w, "*Redlock at c=1.* At K=5 one Acquire+Release uses %s of client CPU and %s of Redis CPU (redsync: %s and %s) in %s: with 5 redis-servers and the client on 2 cores the machine is busy even at c=1, and the 2 nodes a round does not wait for still take CPU from the next round, which is why the two-PING floor is not reached. What separates lease from redsync here is that it decides at quorum; the costs per node and round are of the same kind (one pipelined round per node, goroutine hand-offs on both sides).\n\n",
-			fmtDur(cpu(l)), fmtDur(rcpu(l)), fmtDur(cpu(ar(libRedsync, 5, 1))), fmtDur(rcpu(ar(libRedsync, 5, 1))), fmtDur(b.medP50(l)))
-	}
-	if l, ff := ar(libLease, 3, 1), ar(libRedsyncFF, 3, 1); b.get(l) != nil && b.get(ff) != nil {
-		fmt.Fprintf(w, "*Three nodes, c=1, against redsync WithFailFast* (%.2f×), which also returns at a quorum: the rounds are alike, so the cost per round decides, and lease's is higher on both sides: %s of client and %s of Redis CPU per Acquire+Release against %s and %s (the same hand-off to the lanes as on one node, and the larger scripts: the fencing counter, the epoch, the data marker). WithFailFast buys its speed by not waiting for the last node's SET, which is also why it leaves keys behind (see \"Keys left behind\" below).\n\n",
-			ratio(b.medRate(l), b.medRate(ff)), fmtDur(cpu(l)), fmtDur(rcpu(l)), fmtDur(cpu(ff)), fmtDur(rcpu(ff)))
-	}
+	b.writeRedlock(w)
 	for _, r := range b.sched.batch {
 		if r.daemons != 3 || !r.fencing || r.timeout != time.Second || len(r.decided) == 0 {
 			continue
