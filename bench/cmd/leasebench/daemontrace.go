@@ -44,21 +44,26 @@ type tickTrace struct {
 	// daemon's part (tick -> the job handed to the supervisor) and the
 	// process part (-> the job's first instruction), per start.
 	daemonPart, procPart traceStep
-	// attempts are the tick's batch attempts by all daemons in the order
-	// they were made (1st, 2nd, ...): when, and how many jobs each tried.
-	attempts []attemptRow
-	// overlapped is how many starts had a batch attempt of the same tick
-	// by another daemon begin before the job's first instruction (the
-	// other candidates' look a rank stagger later).
+	// batches are the tick's batches by all daemons in the order they
+	// were decided (1st, 2nd, ...): when, how many jobs each tried and
+	// how many it won.
+	batches []tickBatchRow
+	// losers are when the batches that won nothing were decided: the
+	// other candidates' looks at a tick whose jobs were taken (a rank
+	// stagger later).
+	losers traceStep
+	// overlapped is how many starts had such a batch of another daemon
+	// decided before the job's first instruction: its round (and the
+	// nodes' work for it) overlapped the job's start.
 	overlapped int
 }
 
-// attemptRow is the k-th batch attempt of a tick over the measured ticks.
-type attemptRow struct {
-	order    int // 1 for the tick's first attempt
-	p50, p99 time.Duration
-	jobs     int // median number of jobs tried
-	ticks    int // how many ticks had a k-th attempt
+// tickBatchRow is the k-th batch decided of a tick over the measured ticks.
+type tickBatchRow struct {
+	order     int // 1 for the tick's first batch decided
+	p50, p99  time.Duration
+	jobs, won int // median number of jobs tried, and won
+	ticks     int // how many ticks had a k-th batch
 }
 
 // traceLine is the part of a daemon's JSON log line the trace reads.
@@ -92,19 +97,19 @@ type jobTick struct {
 	tick int64
 }
 
-// attempt is one "trying the tick" line: by which daemon, when, and how
-// many jobs.
-type attempt struct {
-	host string
-	at   time.Time
-	jobs int
+// batch is one "tick decided" line: by which daemon, when, how many jobs
+// it tried and how many it won.
+type batch struct {
+	host      string
+	at        time.Time
+	jobs, won int
 }
 
 // daemonLog is what one daemon's log says about the ticks.
 type daemonLog struct {
 	tried, decided    map[int64]time.Time   // earliest per tick (decided: with a win)
 	starting, started map[jobTick]time.Time // earliest per (job, tick)
-	attempts          map[int64][]attempt
+	batches           map[int64][]batch
 }
 
 // readDaemonTrace reads the trace lines of host's JSON log at path.
@@ -116,7 +121,7 @@ func readDaemonTrace(host, path string) (*daemonLog, error) {
 	}
 	defer f.Close()
 	dl := &daemonLog{tried: map[int64]time.Time{}, decided: map[int64]time.Time{},
-		starting: map[jobTick]time.Time{}, started: map[jobTick]time.Time{}, attempts: map[int64][]attempt{}}
+		starting: map[jobTick]time.Time{}, started: map[jobTick]time.Time{}, batches: map[int64][]batch{}}
 	earliest := func(m map[int64]time.Time, k int64, t time.Time) {
 		if old, ok := m[k]; !ok || t.Before(old) {
 			m[k] = t
@@ -145,8 +150,8 @@ func readDaemonTrace(host, path string) (*daemonLog, error) {
 		switch l.Msg {
 		case msgTrying:
 			earliest(dl.tried, tick, l.Time)
-			dl.attempts[tick] = append(dl.attempts[tick], attempt{host: host, at: l.Time, jobs: l.Jobs})
 		case msgDecided:
+			dl.batches[tick] = append(dl.batches[tick], batch{host: host, at: l.Time, jobs: l.Jobs, won: l.Won})
 			if l.Won > 0 {
 				earliest(dl.decided, tick, l.Time)
 			}
@@ -202,7 +207,8 @@ func readStarts(file string, from, to int64) (map[jobTick]jobStart, error) {
 // was reached on the daemon that ran it: that daemon's first batch
 // attempt of the tick, its first batch of the tick with a win, "starting
 // the job", "job started" and the job's first instruction. logs maps each
-// daemon's host name (LEASECRON_HOST) to its JSON log.
+// daemon's host name (LEASECRON_HOST) to its JSON log. It also sums up
+// the batches of the ticks in the window by all daemons.
 func parseTrace(logs map[string]string, startsFile string, from, to int64) (tickTrace, error) {
 	starts, err := readStarts(startsFile, from, to)
 	if err != nil {
@@ -212,15 +218,17 @@ func parseTrace(logs map[string]string, startsFile string, from, to int64) (tick
 		return tickTrace{}, errors.New("no job started in the measured window")
 	}
 	dls := map[string]*daemonLog{}
-	allAttempts := map[int64][]attempt{}
+	allBatches := map[int64][]batch{}
+	tried := 0
 	for _, host := range slices.Sorted(maps.Keys(logs)) {
 		dl, err := readDaemonTrace(host, logs[host])
 		if err != nil {
 			return tickTrace{}, err
 		}
 		dls[host] = dl
-		for t, as := range dl.attempts {
-			allAttempts[t] = append(allAttempts[t], as...)
+		tried += len(dl.tried)
+		for t, bs := range dl.batches {
+			allBatches[t] = append(allBatches[t], bs...)
 		}
 	}
 	names := []string{"first batch attempt of the tick (" + msgTrying + ")", "first batch with a win decided (" + msgDecided + ")",
@@ -243,14 +251,14 @@ func parseTrace(logs map[string]string, startsFile string, from, to int64) (tick
 			daemonPart = append(daemonPart, s.Sub(at))
 			procPart = append(procPart, st.first.Sub(s))
 		}
-		for _, a := range allAttempts[k.tick] {
-			if a.host != st.host && a.at.Before(st.first) {
+		for _, bt := range allBatches[k.tick] {
+			if bt.host != st.host && bt.won == 0 && bt.at.Before(st.first) {
 				tr.overlapped++
 				break
 			}
 		}
 	}
-	if len(allAttempts) == 0 {
+	if tried == 0 {
 		return tickTrace{}, fmt.Errorf("the daemons' logs have no %q line (not run with --log-format json --log-level debug?)", msgTrying)
 	}
 	for i, name := range names {
@@ -258,7 +266,7 @@ func parseTrace(logs map[string]string, startsFile string, from, to int64) (tick
 	}
 	tr.daemonPart = stepOf("tick → "+msgStarting, daemonPart)
 	tr.procPart = stepOf(msgStarting+" → job's first instruction", procPart)
-	tr.attempts = attemptRows(allAttempts, from, to)
+	tr.batches, tr.losers = tickBatchRows(allBatches, from, to)
 	return tr, nil
 }
 
@@ -273,30 +281,35 @@ func stepOf(name string, ds []time.Duration) traceStep {
 	return s
 }
 
-// attemptRows summarizes the batch attempts of the ticks in [from, to]
-// by their order within the tick.
-func attemptRows(all map[int64][]attempt, from, to int64) []attemptRow {
+// tickBatchRows summarizes the batches of the ticks in [from, to] by their
+// order within the tick, and when those that won nothing were decided.
+func tickBatchRows(all map[int64][]batch, from, to int64) ([]tickBatchRow, traceStep) {
 	var byOrder [][]time.Duration
-	var jobs [][]float64
-	for t, as := range all {
+	var jobs, won [][]float64
+	var losers []time.Duration
+	for t, bs := range all {
 		if t < from || t > to {
 			continue
 		}
-		slices.SortFunc(as, func(a, b attempt) int { return a.at.Compare(b.at) })
-		for i, a := range as {
+		slices.SortFunc(bs, func(a, b batch) int { return a.at.Compare(b.at) })
+		for i, bt := range bs {
 			if i == len(byOrder) {
-				byOrder, jobs = append(byOrder, nil), append(jobs, nil)
+				byOrder, jobs, won = append(byOrder, nil), append(jobs, nil), append(won, nil)
 			}
-			byOrder[i] = append(byOrder[i], a.at.Sub(time.Unix(t, 0)))
-			jobs[i] = append(jobs[i], float64(a.jobs))
+			off := bt.at.Sub(time.Unix(t, 0))
+			byOrder[i] = append(byOrder[i], off)
+			jobs[i], won[i] = append(jobs[i], float64(bt.jobs)), append(won[i], float64(bt.won))
+			if bt.won == 0 {
+				losers = append(losers, off)
+			}
 		}
 	}
-	rows := make([]attemptRow, len(byOrder))
+	rows := make([]tickBatchRow, len(byOrder))
 	for i, ds := range byOrder {
 		s := stepOf("", ds)
-		rows[i] = attemptRow{order: i + 1, p50: s.p50, p99: s.p99, jobs: int(stats.Median(jobs[i])), ticks: s.n}
+		rows[i] = tickBatchRow{order: i + 1, p50: s.p50, p99: s.p99, jobs: int(stats.Median(jobs[i])), won: int(stats.Median(won[i])), ticks: s.n}
 	}
-	return rows
+	return rows, stepOf("batches that won nothing", losers)
 }
 
 // writeTickTrace writes the tick-to-start breakdown measured from the
@@ -336,17 +349,17 @@ func (b *bench) writeTickTrace(w io.Writer) {
 			fmt.Fprintf(w, "The daemon's part's p99 is %.0f %% of the tick-to-start p99 (%s). ", 100*float64(dp.p99)/float64(d.p99), fmtDur(d.p99))
 		}
 	}
-	if n := tr.steps[len(tr.steps)-1].n; n > 0 {
-		fmt.Fprintf(w, "In %d of %d starts (%.0f %%) another daemon began a batch attempt of the same tick before the job's first instruction.",
-			tr.overlapped, n, 100*float64(tr.overlapped)/float64(n))
+	if n := tr.steps[len(tr.steps)-1].n; n > 0 && tr.losers.n > 0 {
+		fmt.Fprintf(w, "The other candidates' looks at the tick (%d batches that won nothing: their jobs were taken) were decided p50 %s, p99 %s after it; in %d of %d starts (%.0f %%) one of another daemon was decided before the job's first instruction, so its round overlapped the job's start.",
+			tr.losers.n, fmtDur(tr.losers.p50), fmtDur(tr.losers.p99), tr.overlapped, n, 100*float64(tr.overlapped)/float64(n))
 	}
 	fmt.Fprint(w, "\n\n")
-	if len(tr.attempts) > 0 {
-		at := mdTable{head: []string{"the tick's batch attempts, all daemons, in order", "p50 after the tick", "p99 after the tick", "jobs tried (median)", "ticks"}}
-		for _, a := range tr.attempts {
-			at.add(ordinal(a.order), fmtDur(a.p50), fmtDur(a.p99), strconv.Itoa(a.jobs), strconv.Itoa(a.ticks))
+	if len(tr.batches) > 0 {
+		bt := mdTable{head: []string{"the tick's batches, all daemons, in the order decided", "p50 after the tick", "p99 after the tick", "jobs tried (median)", "won (median)", "ticks"}}
+		for _, r := range tr.batches {
+			bt.add(ordinal(r.order), fmtDur(r.p50), fmtDur(r.p99), strconv.Itoa(r.jobs), strconv.Itoa(r.won), strconv.Itoa(r.ticks))
 		}
-		at.write(w)
+		bt.write(w)
 	}
 }
 

@@ -27,8 +27,9 @@ func tickAttr(tick int64) string {
 // TestParseTrace: the offsets after the tick of each step, taken on the
 // daemon that ran the job (the tickstamp file says which), the earliest
 // line of each kind, batches without a win left out of "decided", lines
-// of other ticks, manual runs and non-JSON lines ignored; another
-// daemon's attempt before the job's first instruction counts as an
+// of other ticks, manual runs and non-JSON lines ignored; the batches of
+// all daemons in the order decided; another daemon's batch that won
+// nothing decided before the job's first instruction counts as an
 // overlap; logs without debug lines are an error.
 func TestParseTrace(t *testing.T) {
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
@@ -42,7 +43,8 @@ func TestParseTrace(t *testing.T) {
 		daemon     time.Duration // tick -> starting the job
 		proc       time.Duration // starting the job -> first instruction
 		overlapped int
-		attempts   []attemptRow
+		batches    []tickBatchRow
+		losers     traceStep // n, p50, p99 only
 		err        string
 	}{
 		{
@@ -68,8 +70,9 @@ func TestParseTrace(t *testing.T) {
 			wantN:      []int{1, 1, 1, 1, 1},
 			daemon:     ms(2),
 			proc:       ms(10),
-			overlapped: 0,
-			attempts:   []attemptRow{{order: 1, p50: ms(0.5), p99: ms(0.5), jobs: 8, ticks: 1}, {order: 2, p50: ms(51), p99: ms(51), jobs: 3, ticks: 1}},
+			overlapped: 0, // d1's batch that won nothing was decided after the job's first instruction
+			batches:    []tickBatchRow{{order: 1, p50: ms(1.5), p99: ms(1.5), jobs: 8, won: 8, ticks: 1}, {order: 2, p50: ms(52), p99: ms(52), jobs: 3, won: 0, ticks: 1}},
+			losers:     traceStep{n: 1, p50: ms(52), p99: ms(52)},
 		},
 		{
 			name: "earliest lines, a win in a later batch, an overlap, a duplicate start",
@@ -84,6 +87,7 @@ func TestParseTrace(t *testing.T) {
 				},
 				"d1": {
 					logLine(1, msgTrying, fmt.Sprintf(`,"tick":%d,"jobs":8`, traceTick)),
+					logLine(3, msgDecided, fmt.Sprintf(`,"tick":%d,"jobs":8,"won":0`, traceTick)),
 				},
 			},
 			starts: []string{
@@ -95,9 +99,10 @@ func TestParseTrace(t *testing.T) {
 			wantN:      []int{1, 1, 1, 1, 1},
 			daemon:     ms(71),
 			proc:       ms(4),
-			overlapped: 1,
-			attempts: []attemptRow{{order: 1, p50: ms(1), p99: ms(1), jobs: 8, ticks: 1},
-				{order: 2, p50: ms(10), p99: ms(10), jobs: 6, ticks: 1}, {order: 3, p50: ms(60), p99: ms(60), jobs: 2, ticks: 1}},
+			overlapped: 1, // d1's batch that won nothing, at 3 ms
+			batches: []tickBatchRow{{order: 1, p50: ms(3), p99: ms(3), jobs: 8, won: 0, ticks: 1},
+				{order: 2, p50: ms(20), p99: ms(20), jobs: 6, won: 0, ticks: 1}, {order: 3, p50: ms(70), p99: ms(70), jobs: 2, won: 1, ticks: 1}},
+			losers: traceStep{n: 2, p50: ms(3), p99: ms(20)},
 		},
 		{
 			name: "a start without daemon lines of its own",
@@ -108,10 +113,9 @@ func TestParseTrace(t *testing.T) {
 			starts: []string{fmt.Sprintf("tick-0 %d d1 %d", traceTick, traceTick*1e9+int64(ms(30)))},
 			want:   []time.Duration{0, 0, 0, 0, ms(30)},
 			wantN:  []int{0, 0, 0, 0, 1},
-			// d1's log has no attempt: the step table has no data but the
-			// start itself.
-			overlapped: 1,
-			attempts:   []attemptRow{{order: 1, p50: ms(1), p99: ms(1), jobs: 8, ticks: 1}},
+			// d1's log has no line: the steps have no data but the start
+			// itself; no batch was decided.
+			batches: []tickBatchRow{},
 		},
 		{
 			name:   "info logs only",
@@ -165,8 +169,11 @@ func TestParseTrace(t *testing.T) {
 			if tr.overlapped != tc.overlapped {
 				t.Errorf("overlapped = %d, want %d", tr.overlapped, tc.overlapped)
 			}
-			if fmt.Sprint(tr.attempts) != fmt.Sprint(tc.attempts) {
-				t.Errorf("attempts = %v, want %v", tr.attempts, tc.attempts)
+			if fmt.Sprint(tr.batches) != fmt.Sprint(tc.batches) {
+				t.Errorf("batches = %v, want %v", tr.batches, tc.batches)
+			}
+			if l := tr.losers; l.n != tc.losers.n || l.p50 != tc.losers.p50 || l.p99 != tc.losers.p99 {
+				t.Errorf("losers: n %d p50 %v p99 %v, want %d, %v, %v", l.n, l.p50, l.p99, tc.losers.n, tc.losers.p50, tc.losers.p99)
 			}
 		})
 	}
@@ -184,7 +191,8 @@ func TestWriteTickTrace(t *testing.T) {
 			daemonPart: traceStep{p50: 2 * ms, p99: 4 * ms, n: 10},
 			procPart:   traceStep{p50: 13 * ms, p99: 30 * ms, n: 10},
 			overlapped: 5,
-			attempts:   []attemptRow{{order: 1, p50: ms, p99: 2 * ms, jobs: 8, ticks: 10}},
+			losers:     traceStep{n: 20, p50: 50 * ms, p99: 52 * ms},
+			batches:    []tickBatchRow{{order: 1, p50: ms, p99: 2 * ms, jobs: 3, won: 3, ticks: 10}},
 		}}
 	var sb strings.Builder
 	b.writeTickTrace(&sb)
@@ -195,8 +203,8 @@ func TestWriteTickTrace(t *testing.T) {
 		"p50 13.0 ms, p99 30.0 ms",
 		"p50 10.0 ms, p99 20.0 ms (process part / floor at p99: 1.50×)",
 		"is 10 % of the tick-to-start p99 (40.0 ms)",
-		"In 5 of 10 starts (50 %)",
-		"| 1st | 1.00 ms | 2.00 ms | 8 | 10 |",
+		"(20 batches that won nothing: their jobs were taken) were decided p50 50.0 ms, p99 52.0 ms after it; in 5 of 10 starts (50 %)",
+		"| 1st | 1.00 ms | 2.00 ms | 3 | 3 | 10 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
