@@ -42,8 +42,10 @@ type tickTrace struct {
 	steps []traceStep // offsets after the tick, in the order of the way
 	// daemonPart and procPart split each start at "starting the job": the
 	// daemon's part (tick -> the job handed to the supervisor) and the
-	// process part (-> the job's first instruction), per start.
-	daemonPart, procPart traceStep
+	// process part (-> the job's first instruction), per start; handoff
+	// is the process part's first piece ("starting the job" -> "job
+	// started": the supervisor reported the job's pid).
+	daemonPart, procPart, handoff traceStep
 	// batches are the tick's batches by all daemons in the order they
 	// were decided (1st, 2nd, ...): when, how many jobs each tried and
 	// how many it won.
@@ -234,7 +236,7 @@ func parseTrace(logs map[string]string, startsFile string, from, to int64) (tick
 	names := []string{"first batch attempt of the tick (" + msgTrying + ")", "first batch with a win decided (" + msgDecided + ")",
 		"job handed to a supervisor (" + msgStarting + ")", "supervisor reported the pid (" + msgStarted + ")", "job's first instruction"}
 	offs := make([][]time.Duration, len(names))
-	var daemonPart, procPart []time.Duration
+	var daemonPart, procPart, handoff []time.Duration
 	var tr tickTrace
 	for k, st := range starts {
 		dl := dls[st.host]
@@ -250,6 +252,9 @@ func parseTrace(logs map[string]string, startsFile string, from, to int64) (tick
 		if s := dl.starting[k]; !s.IsZero() {
 			daemonPart = append(daemonPart, s.Sub(at))
 			procPart = append(procPart, st.first.Sub(s))
+			if r := dl.started[k]; !r.IsZero() {
+				handoff = append(handoff, r.Sub(s))
+			}
 		}
 		for _, bt := range allBatches[k.tick] {
 			if bt.host != st.host && bt.won == 0 && bt.at.Before(st.first) {
@@ -266,6 +271,7 @@ func parseTrace(logs map[string]string, startsFile string, from, to int64) (tick
 	}
 	tr.daemonPart = stepOf("tick → "+msgStarting, daemonPart)
 	tr.procPart = stepOf(msgStarting+" → job's first instruction", procPart)
+	tr.handoff = stepOf(msgStarting+" → "+msgStarted, handoff)
 	tr.batches, tr.losers = tickBatchRows(allBatches, from, to)
 	return tr, nil
 }
@@ -339,8 +345,11 @@ func (b *bench) writeTickTrace(w io.Writer) {
 	fl, fl50 := d.floorFor(daemonJobs), d.floorP50For(daemonJobs)
 	dp, pp := tr.daemonPart, tr.procPart
 	if dp.n > 0 {
-		fmt.Fprintf(w, "Per start, the daemon's part (tick → %q) is p50 %s, p99 %s; the process part (%q → the job's first instruction: the supervisor's fork and exec and the job's start-up) is p50 %s, p99 %s",
+		fmt.Fprintf(w, "Per start, the daemon's part (tick → %q) is p50 %s, p99 %s; the process part (%q → the job's first instruction: the hand-off to a supervisor, its fork and exec of the job, the job's start-up) is p50 %s, p99 %s",
 			msgStarting, fmtDur(dp.p50), fmtDur(dp.p99), msgStarting, fmtDur(pp.p50), fmtDur(pp.p99))
+		if h := tr.handoff; h.n > 0 {
+			fmt.Fprintf(w, ", of which p50 %s, p99 %s pass until the supervisor reports the job's pid (%q)", fmtDur(h.p50), fmtDur(h.p99), msgStarted)
+		}
 		if fl > 0 {
 			fmt.Fprintf(w, ", against the spawn floor of %d processes at once with no daemon of p50 %s, p99 %s (process part / floor at p99: %.2f×)", daemonJobs, fmtDur(fl50), fmtDur(fl), float64(pp.p99)/float64(fl))
 		}
@@ -349,9 +358,19 @@ func (b *bench) writeTickTrace(w io.Writer) {
 			fmt.Fprintf(w, "The daemon's part's p99 is %.0f %% of the tick-to-start p99 (%s). ", 100*float64(dp.p99)/float64(d.p99), fmtDur(d.p99))
 		}
 	}
+	winners := 0 // the batches with a win at a typical tick
+	for _, r := range tr.batches {
+		if r.won > 0 {
+			winners = r.order
+		}
+	}
+	if winners > 1 {
+		fmt.Fprintf(w, "At a typical tick %d batches win jobs (the ranking spreads the tick's jobs over the daemons, so they start them at the same time), the last decided p50 %s after the tick. ",
+			winners, fmtDur(tr.batches[winners-1].p50))
+	}
 	if n := tr.steps[len(tr.steps)-1].n; n > 0 && tr.losers.n > 0 {
-		fmt.Fprintf(w, "The other candidates' looks at the tick (%d batches that won nothing: their jobs were taken) were decided p50 %s, p99 %s after it; in %d of %d starts (%.0f %%) one of another daemon was decided before the job's first instruction, so its round overlapped the job's start.",
-			tr.losers.n, fmtDur(tr.losers.p50), fmtDur(tr.losers.p99), tr.overlapped, n, 100*float64(tr.overlapped)/float64(n))
+		fmt.Fprintf(w, "The other candidates' looks at the tick (%d batches that won nothing: their jobs were taken) were decided p50 %s, p99 %s after it; in %d of %d starts such a batch of another daemon was decided before the job's first instruction (its round overlapped the job's start).",
+			tr.losers.n, fmtDur(tr.losers.p50), fmtDur(tr.losers.p99), tr.overlapped, n)
 	}
 	fmt.Fprint(w, "\n\n")
 	if len(tr.batches) > 0 {

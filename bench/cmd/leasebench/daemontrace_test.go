@@ -42,6 +42,7 @@ func TestParseTrace(t *testing.T) {
 		wantN      []int
 		daemon     time.Duration // tick -> starting the job
 		proc       time.Duration // starting the job -> first instruction
+		handoff    time.Duration // starting the job -> job started
 		overlapped int
 		batches    []tickBatchRow
 		losers     traceStep // n, p50, p99 only
@@ -70,6 +71,7 @@ func TestParseTrace(t *testing.T) {
 			wantN:      []int{1, 1, 1, 1, 1},
 			daemon:     ms(2),
 			proc:       ms(10),
+			handoff:    ms(7),
 			overlapped: 0, // d1's batch that won nothing was decided after the job's first instruction
 			batches:    []tickBatchRow{{order: 1, p50: ms(1.5), p99: ms(1.5), jobs: 8, won: 8, ticks: 1}, {order: 2, p50: ms(52), p99: ms(52), jobs: 3, won: 0, ticks: 1}},
 			losers:     traceStep{n: 1, p50: ms(52), p99: ms(52)},
@@ -99,6 +101,7 @@ func TestParseTrace(t *testing.T) {
 			wantN:      []int{1, 1, 1, 1, 1},
 			daemon:     ms(71),
 			proc:       ms(4),
+			handoff:    ms(9),
 			overlapped: 1, // d1's batch that won nothing, at 3 ms
 			batches: []tickBatchRow{{order: 1, p50: ms(3), p99: ms(3), jobs: 8, won: 0, ticks: 1},
 				{order: 2, p50: ms(20), p99: ms(20), jobs: 6, won: 0, ticks: 1}, {order: 3, p50: ms(70), p99: ms(70), jobs: 2, won: 1, ticks: 1}},
@@ -163,8 +166,9 @@ func TestParseTrace(t *testing.T) {
 					t.Errorf("step %q: p50 %v p99 %v n %d, want %v, %v, %d", s.name, s.p50, s.p99, s.n, tc.want[i], tc.want[i], tc.wantN[i])
 				}
 			}
-			if tr.daemonPart.p50 != tc.daemon || tr.procPart.p50 != tc.proc {
-				t.Errorf("daemon part %v, process part %v; want %v, %v", tr.daemonPart.p50, tr.procPart.p50, tc.daemon, tc.proc)
+			if tr.daemonPart.p50 != tc.daemon || tr.procPart.p50 != tc.proc || tr.handoff.p50 != tc.handoff {
+				t.Errorf("daemon part %v, process part %v, hand-off %v; want %v, %v, %v",
+					tr.daemonPart.p50, tr.procPart.p50, tr.handoff.p50, tc.daemon, tc.proc, tc.handoff)
 			}
 			if tr.overlapped != tc.overlapped {
 				t.Errorf("overlapped = %d, want %d", tr.overlapped, tc.overlapped)
@@ -190,9 +194,11 @@ func TestWriteTickTrace(t *testing.T) {
 			steps:      []traceStep{{name: "first", p50: ms, p99: 2 * ms, n: 10}, {name: "job's first instruction", p50: 15 * ms, p99: 40 * ms, n: 10}},
 			daemonPart: traceStep{p50: 2 * ms, p99: 4 * ms, n: 10},
 			procPart:   traceStep{p50: 13 * ms, p99: 30 * ms, n: 10},
+			handoff:    traceStep{p50: 6 * ms, p99: 20 * ms, n: 10},
 			overlapped: 5,
 			losers:     traceStep{n: 20, p50: 50 * ms, p99: 52 * ms},
-			batches:    []tickBatchRow{{order: 1, p50: ms, p99: 2 * ms, jobs: 3, won: 3, ticks: 10}},
+			batches: []tickBatchRow{{order: 1, p50: ms, p99: 2 * ms, jobs: 3, won: 3, ticks: 10},
+				{order: 2, p50: 3 * ms, p99: 5 * ms, jobs: 5, won: 5, ticks: 10}, {order: 3, p50: 50 * ms, p99: 52 * ms, jobs: 3, won: 0, ticks: 10}},
 		}}
 	var sb strings.Builder
 	b.writeTickTrace(&sb)
@@ -203,7 +209,10 @@ func TestWriteTickTrace(t *testing.T) {
 		"p50 13.0 ms, p99 30.0 ms",
 		"p50 10.0 ms, p99 20.0 ms (process part / floor at p99: 1.50×)",
 		"is 10 % of the tick-to-start p99 (40.0 ms)",
-		"(20 batches that won nothing: their jobs were taken) were decided p50 50.0 ms, p99 52.0 ms after it; in 5 of 10 starts (50 %)",
+		", of which p50 6.00 ms, p99 20.0 ms pass until the supervisor reports",
+		"At a typical tick 2 batches win jobs",
+		"the last decided p50 3.00 ms after the tick.",
+		"(20 batches that won nothing: their jobs were taken) were decided p50 50.0 ms, p99 52.0 ms after it; in 5 of 10 starts such a batch",
 		"| 1st | 1.00 ms | 2.00 ms | 3 | 3 | 10 |",
 	} {
 		if !strings.Contains(out, want) {
