@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -205,7 +206,23 @@ func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg 
 		reqs[i] = s.request(cfg, j, tick)
 	}
 	lateBy := -s.until(at)
+	// The trace of a tick's way to its job starts (leasebench measures
+	// the steps from these lines); the tick is formatted only when debug
+	// logging is on.
+	debug := s.log.Enabled(ctx, slog.LevelDebug)
+	if debug {
+		s.log.Debug("trying the tick", "tick", tick.UTC().Format(time.RFC3339), "jobs", len(reqs))
+	}
 	results := s.be.TryAcquireBatch(ctx, reqs)
+	if debug {
+		won := 0
+		for _, r := range results {
+			if r.Err == nil && r.Lease != nil {
+				won++
+			}
+		}
+		s.log.Debug("tick decided", "tick", tick.UTC().Format(time.RFC3339), "jobs", len(reqs), "won", won)
+	}
 	for i, j := range jobs {
 		j, res := j, results[i]
 		wg.Add(1)

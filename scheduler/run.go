@@ -86,6 +86,7 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 		return rec, time.Time{}
 	}
 
+	log.Debug("starting the job")
 	proc, err := s.startJob(j, tick, l, manual, attempt)
 	if err != nil {
 		log.Error("job could not be started", "err", err)

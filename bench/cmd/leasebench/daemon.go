@@ -37,6 +37,7 @@ type daemonResults struct {
 	floors      []floorRow // spawning the job binary directly, no daemon
 	busyFloor   floorRow   // the same, half-way between ticks while the daemons run
 	logExcerpts []string
+	trace       tickTrace // where the tick-to-start time goes, from the daemons' logs
 }
 
 const (
@@ -149,7 +150,9 @@ func (b *bench) daemonBench(ctx context.Context) error {
 			return err
 		}
 		defer logf.Close()
-		p := exec.Command(bin, "run", "-c", conf, "--id", fmt.Sprintf("d%d", i))
+		// JSON at debug: the trace of each tick's way to its job starts
+		// (parseTrace).
+		p := exec.Command(bin, "run", "-c", conf, "--id", fmt.Sprintf("d%d", i), "--log-format", "json", "--log-level", "debug")
 		p.Stdout, p.Stderr = logf, logf
 		p.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := p.Start(); err != nil {
@@ -205,7 +208,20 @@ func (b *bench) daemonBench(ctx context.Context) error {
 	for i := 0; i < daemonCount; i++ {
 		b.daemon.logExcerpts = append(b.daemon.logExcerpts, tailLines(filepath.Join(dir, fmt.Sprintf("d%d.log", i)), 3)...)
 	}
-	return b.daemon.parseStarts(out, started.Unix()+daemonIgnore, stopAt.Unix()-2)
+	from, to := started.Unix()+daemonIgnore, stopAt.Unix()-2
+	if err := b.daemon.parseStarts(out, from, to); err != nil {
+		return err
+	}
+	logs := map[string]string{}
+	for i := 0; i < daemonCount; i++ {
+		logs[fmt.Sprintf("d%d", i)] = filepath.Join(dir, fmt.Sprintf("d%d.log", i))
+	}
+	tr, err := parseTrace(logs, out, from, to)
+	if err != nil {
+		tr.note = err.Error()
+	}
+	b.daemon.trace = tr
+	return nil
 }
 
 // parseStarts reads the job start lines and computes the delays of the

@@ -1,0 +1,398 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasecron/leasecron/bench/internal/stats"
+)
+
+// The daemon's debug lines that trace a tick to its job starts (see
+// scheduler/fire.go tryGroup and scheduler/run.go runLeased), and its info
+// line once the supervisor reported the job's pid.
+const (
+	msgTrying   = "trying the tick"
+	msgDecided  = "tick decided"
+	msgStarting = "starting the job"
+	msgStarted  = "job started"
+)
+
+// traceStep is one step of the way from a tick to its job's first
+// instruction: how long after the tick it was reached, over the (job,
+// tick) starts of the measured window that have it.
+type traceStep struct {
+	name     string
+	p50, p99 time.Duration
+	n        int
+}
+
+// tickTrace is the tick-to-start breakdown measured from the daemons'
+// logs in the same run as the tick-to-start delays.
+type tickTrace struct {
+	note  string      // why there is no breakdown ("" when there is one)
+	steps []traceStep // offsets after the tick, in the order of the way
+	// daemonPart and procPart split each start at "starting the job": the
+	// daemon's part (tick -> the job handed to the supervisor) and the
+	// process part (-> the job's first instruction), per start; handoff
+	// is the process part's first piece ("starting the job" -> "job
+	// started": the supervisor reported the job's pid).
+	daemonPart, procPart, handoff traceStep
+	// batches are the tick's batches by all daemons in the order they
+	// were decided (1st, 2nd, ...): when, how many jobs each tried and
+	// how many it won.
+	batches []tickBatchRow
+	// losers are when the batches that won nothing were decided: the
+	// other candidates' looks at a tick whose jobs were taken (a rank
+	// stagger later).
+	losers traceStep
+	// overlapped is how many starts had such a batch of another daemon
+	// decided before the job's first instruction: its round (and the
+	// nodes' work for it) overlapped the job's start.
+	overlapped int
+}
+
+// tickBatchRow is the k-th batch decided of a tick over the measured ticks.
+type tickBatchRow struct {
+	order     int // 1 for the tick's first batch decided
+	p50, p99  time.Duration
+	jobs, won int // median number of jobs tried, and won
+	ticks     int // how many ticks had a k-th batch
+}
+
+// traceLine is the part of a daemon's JSON log line the trace reads.
+type traceLine struct {
+	Time time.Time       `json:"time"`
+	Msg  string          `json:"msg"`
+	Job  string          `json:"job"`
+	Tick json.RawMessage `json:"tick"`
+	Jobs int             `json:"jobs"`
+	Won  int             `json:"won"`
+}
+
+// tickUnix reads a "tick" attribute: RFC 3339 text (as the scheduler
+// logs it) or Unix seconds; false for anything else ("manual").
+func tickUnix(raw json.RawMessage) (int64, bool) {
+	if len(raw) == 0 {
+		return 0, false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		t, err := time.Parse(time.RFC3339, s)
+		return t.Unix(), err == nil
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	return n, err == nil
+}
+
+// jobTick names one tick of one job.
+type jobTick struct {
+	job  string
+	tick int64
+}
+
+// batch is one "tick decided" line: by which daemon, when, how many jobs
+// it tried and how many it won.
+type batch struct {
+	host      string
+	at        time.Time
+	jobs, won int
+}
+
+// daemonLog is what one daemon's log says about the ticks.
+type daemonLog struct {
+	tried, decided    map[int64]time.Time   // earliest per tick (decided: with a win)
+	starting, started map[jobTick]time.Time // earliest per (job, tick)
+	batches           map[int64][]batch
+}
+
+// readDaemonTrace reads the trace lines of host's JSON log at path.
+// Lines that are not JSON are skipped.
+func readDaemonTrace(host, path string) (*daemonLog, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("daemon log of %s: %w", host, err)
+	}
+	defer f.Close()
+	dl := &daemonLog{tried: map[int64]time.Time{}, decided: map[int64]time.Time{},
+		starting: map[jobTick]time.Time{}, started: map[jobTick]time.Time{}, batches: map[int64][]batch{}}
+	earliest := func(m map[int64]time.Time, k int64, t time.Time) {
+		if old, ok := m[k]; !ok || t.Before(old) {
+			m[k] = t
+		}
+	}
+	earliestJT := func(m map[jobTick]time.Time, k jobTick, t time.Time) {
+		if old, ok := m[k]; !ok || t.Before(old) {
+			m[k] = t
+		}
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		b := sc.Bytes()
+		if len(b) == 0 || b[0] != '{' {
+			continue
+		}
+		var l traceLine
+		if json.Unmarshal(b, &l) != nil || l.Time.IsZero() {
+			continue
+		}
+		tick, ok := tickUnix(l.Tick)
+		if !ok {
+			continue
+		}
+		switch l.Msg {
+		case msgTrying:
+			earliest(dl.tried, tick, l.Time)
+		case msgDecided:
+			dl.batches[tick] = append(dl.batches[tick], batch{host: host, at: l.Time, jobs: l.Jobs, won: l.Won})
+			if l.Won > 0 {
+				earliest(dl.decided, tick, l.Time)
+			}
+		case msgStarting:
+			earliestJT(dl.starting, jobTick{l.Job, tick}, l.Time)
+		case msgStarted:
+			earliestJT(dl.started, jobTick{l.Job, tick}, l.Time)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("daemon log of %s: %w", host, err)
+	}
+	return dl, nil
+}
+
+// jobStart is one (job, tick) start from the tickstamp file.
+type jobStart struct {
+	host  string
+	first time.Time // the job's first instruction
+}
+
+// readStarts reads the first start of each (job, tick) in [from, to] (Unix
+// seconds) from the tickstamp file, as parseStarts counts them (later
+// duplicates are left out).
+func readStarts(file string, from, to int64) (map[jobTick]jobStart, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	starts := map[jobTick]jobStart{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 4 {
+			continue
+		}
+		tick, err1 := strconv.ParseInt(fs[1], 10, 64)
+		ns, err2 := strconv.ParseInt(fs[3], 10, 64)
+		if err1 != nil || err2 != nil || tick < from || tick > to {
+			continue
+		}
+		k := jobTick{fs[0], tick}
+		if _, dup := starts[k]; !dup {
+			starts[k] = jobStart{host: fs[2], first: time.Unix(0, ns)}
+		}
+	}
+	return starts, sc.Err()
+}
+
+// parseTrace measures, for every (job, tick) started in [from, to] (the
+// window of parseStarts), how long after the tick each step of its way
+// was reached on the daemon that ran it: that daemon's first batch
+// attempt of the tick, its first batch of the tick with a win, "starting
+// the job", "job started" and the job's first instruction. logs maps each
+// daemon's host name (LEASECRON_HOST) to its JSON log. It also sums up
+// the batches of the ticks in the window by all daemons.
+func parseTrace(logs map[string]string, startsFile string, from, to int64) (tickTrace, error) {
+	starts, err := readStarts(startsFile, from, to)
+	if err != nil {
+		return tickTrace{}, fmt.Errorf("job starts: %w", err)
+	}
+	if len(starts) == 0 {
+		return tickTrace{}, errors.New("no job started in the measured window")
+	}
+	dls := map[string]*daemonLog{}
+	allBatches := map[int64][]batch{}
+	tried := 0
+	for _, host := range slices.Sorted(maps.Keys(logs)) {
+		dl, err := readDaemonTrace(host, logs[host])
+		if err != nil {
+			return tickTrace{}, err
+		}
+		dls[host] = dl
+		tried += len(dl.tried)
+		for t, bs := range dl.batches {
+			allBatches[t] = append(allBatches[t], bs...)
+		}
+	}
+	names := []string{"first batch attempt of the tick (" + msgTrying + ")", "first batch with a win decided (" + msgDecided + ")",
+		"job handed to a supervisor (" + msgStarting + ")", "supervisor reported the pid (" + msgStarted + ")", "job's first instruction"}
+	offs := make([][]time.Duration, len(names))
+	var daemonPart, procPart, handoff []time.Duration
+	var tr tickTrace
+	for k, st := range starts {
+		dl := dls[st.host]
+		if dl == nil {
+			continue
+		}
+		at := time.Unix(k.tick, 0)
+		for i, t := range []time.Time{dl.tried[k.tick], dl.decided[k.tick], dl.starting[k], dl.started[k], st.first} {
+			if !t.IsZero() {
+				offs[i] = append(offs[i], t.Sub(at))
+			}
+		}
+		if s := dl.starting[k]; !s.IsZero() {
+			daemonPart = append(daemonPart, s.Sub(at))
+			procPart = append(procPart, st.first.Sub(s))
+			if r := dl.started[k]; !r.IsZero() {
+				handoff = append(handoff, r.Sub(s))
+			}
+		}
+		for _, bt := range allBatches[k.tick] {
+			if bt.host != st.host && bt.won == 0 && bt.at.Before(st.first) {
+				tr.overlapped++
+				break
+			}
+		}
+	}
+	if tried == 0 {
+		return tickTrace{}, fmt.Errorf("the daemons' logs have no %q line (not run with --log-format json --log-level debug?)", msgTrying)
+	}
+	for i, name := range names {
+		tr.steps = append(tr.steps, stepOf(name, offs[i]))
+	}
+	tr.daemonPart = stepOf("tick → "+msgStarting, daemonPart)
+	tr.procPart = stepOf(msgStarting+" → job's first instruction", procPart)
+	tr.handoff = stepOf(msgStarting+" → "+msgStarted, handoff)
+	tr.batches, tr.losers = tickBatchRows(allBatches, from, to)
+	return tr, nil
+}
+
+// stepOf summarizes the durations ds (unsorted) as a step.
+func stepOf(name string, ds []time.Duration) traceStep {
+	s := traceStep{name: name, n: len(ds)}
+	if len(ds) == 0 {
+		return s
+	}
+	slices.Sort(ds)
+	s.p50, s.p99 = stats.Percentile(ds, 50), stats.Percentile(ds, 99)
+	return s
+}
+
+// tickBatchRows summarizes the batches of the ticks in [from, to] by their
+// order within the tick, and when those that won nothing were decided.
+func tickBatchRows(all map[int64][]batch, from, to int64) ([]tickBatchRow, traceStep) {
+	var byOrder [][]time.Duration
+	var jobs, won [][]float64
+	var losers []time.Duration
+	for t, bs := range all {
+		if t < from || t > to {
+			continue
+		}
+		slices.SortFunc(bs, func(a, b batch) int { return a.at.Compare(b.at) })
+		for i, bt := range bs {
+			if i == len(byOrder) {
+				byOrder, jobs, won = append(byOrder, nil), append(jobs, nil), append(won, nil)
+			}
+			off := bt.at.Sub(time.Unix(t, 0))
+			byOrder[i] = append(byOrder[i], off)
+			jobs[i], won[i] = append(jobs[i], float64(bt.jobs)), append(won[i], float64(bt.won))
+			if bt.won == 0 {
+				losers = append(losers, off)
+			}
+		}
+	}
+	rows := make([]tickBatchRow, len(byOrder))
+	for i, ds := range byOrder {
+		s := stepOf("", ds)
+		rows[i] = tickBatchRow{order: i + 1, p50: s.p50, p99: s.p99, jobs: int(stats.Median(jobs[i])), won: int(stats.Median(won[i])), ticks: s.n}
+	}
+	return rows, stepOf("batches that won nothing", losers)
+}
+
+// writeTickTrace writes the tick-to-start breakdown measured from the
+// daemons' logs in this run: the steps after the tick, the split of each
+// start into the daemon's part and the process part against the spawn
+// floor, and the tick's batch attempts by all daemons.
+func (b *bench) writeTickTrace(w io.Writer) {
+	d := b.daemon
+	tr := d.trace
+	switch {
+	case d.skipped != "":
+		fmt.Fprintf(w, "*Where the tick-to-start time goes* was not measured: %s.\n\n", d.skipped)
+		return
+	case tr.note != "":
+		fmt.Fprintf(w, "*Where the tick-to-start time goes* was not measured: %s.\n\n", tr.note)
+		return
+	case len(tr.steps) == 0:
+		fmt.Fprint(w, "*Where the tick-to-start time goes* was not measured in this run (no daemon trace).\n\n")
+		return
+	}
+	fmt.Fprintf(w, "*Where the tick-to-start time goes* (the same run: %d daemons × %d jobs, from the daemons' JSON debug logs and the jobs' own time stamps; each step on the daemon that ran the job):\n\n", d.daemons, d.jobs)
+	t := mdTable{head: []string{"step", "p50 after the tick", "p99 after the tick", "n"}}
+	for _, s := range tr.steps {
+		t.add(s.name, fmtDur(s.p50), fmtDur(s.p99), strconv.Itoa(s.n))
+	}
+	t.write(w)
+	fl, fl50 := d.floorFor(daemonJobs), d.floorP50For(daemonJobs)
+	dp, pp := tr.daemonPart, tr.procPart
+	if dp.n > 0 {
+		fmt.Fprintf(w, "Per start, the daemon's part (tick → %q) is p50 %s, p99 %s; the process part (%q → the job's first instruction: the hand-off to a supervisor, its fork and exec of the job, the job's start-up) is p50 %s, p99 %s",
+			msgStarting, fmtDur(dp.p50), fmtDur(dp.p99), msgStarting, fmtDur(pp.p50), fmtDur(pp.p99))
+		if h := tr.handoff; h.n > 0 {
+			fmt.Fprintf(w, ", of which p50 %s, p99 %s pass until the supervisor reports the job's pid (%q)", fmtDur(h.p50), fmtDur(h.p99), msgStarted)
+		}
+		if fl > 0 {
+			fmt.Fprintf(w, ", against the spawn floor of %d processes at once with no daemon of p50 %s, p99 %s (process part / floor at p99: %.2f×)", daemonJobs, fmtDur(fl50), fmtDur(fl), float64(pp.p99)/float64(fl))
+		}
+		fmt.Fprint(w, ". ")
+		if d.p99 > 0 {
+			fmt.Fprintf(w, "The daemon's part's p99 is %.0f %% of the tick-to-start p99 (%s). ", 100*float64(dp.p99)/float64(d.p99), fmtDur(d.p99))
+		}
+	}
+	winners := 0 // the batches with a win at a typical tick
+	for _, r := range tr.batches {
+		if r.won > 0 {
+			winners = r.order
+		}
+	}
+	if winners > 1 {
+		fmt.Fprintf(w, "At a typical tick %d batches win jobs (the ranking spreads the tick's jobs over the daemons, so they start them at the same time), the last decided p50 %s after the tick. ",
+			winners, fmtDur(tr.batches[winners-1].p50))
+	}
+	if n := tr.steps[len(tr.steps)-1].n; n > 0 && tr.losers.n > 0 {
+		fmt.Fprintf(w, "The other candidates' looks at the tick (%d batches that won nothing: their jobs were taken) were decided p50 %s, p99 %s after it; in %d of %d starts such a batch of another daemon was decided before the job's first instruction (its round overlapped the job's start).",
+			tr.losers.n, fmtDur(tr.losers.p50), fmtDur(tr.losers.p99), tr.overlapped, n)
+	}
+	fmt.Fprint(w, "\n\n")
+	if len(tr.batches) > 0 {
+		bt := mdTable{head: []string{"the tick's batches, all daemons, in the order decided", "p50 after the tick", "p99 after the tick", "jobs tried (median)", "won (median)", "ticks"}}
+		for _, r := range tr.batches {
+			bt.add(ordinal(r.order), fmtDur(r.p50), fmtDur(r.p99), strconv.Itoa(r.jobs), strconv.Itoa(r.won), strconv.Itoa(r.ticks))
+		}
+		bt.write(w)
+	}
+}
+
+// ordinal is 1st, 2nd, 3rd, 4th, ...
+func ordinal(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return fmt.Sprintf("%dth", n)
+	case n%10 == 1:
+		return fmt.Sprintf("%dst", n)
+	case n%10 == 2:
+		return fmt.Sprintf("%dnd", n)
+	case n%10 == 3:
+		return fmt.Sprintf("%drd", n)
+	}
+	return fmt.Sprintf("%dth", n)
+}
