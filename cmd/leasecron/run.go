@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -178,6 +179,12 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	log.Info("leasecron starting", "version", Version(), "id", cfg.ID, "config", cfg.File,
 		"jobs", len(cfg.Jobs), "backend", cfg.Backend, "servers", len(be.Servers()), "metrics", metricsAddr,
 		"labels", formatLabels(cfg.Labels), "max_parallel", cfg.MaxParallel)
+	// Parsing the config (yaml.v3's node tree) is the daemon's largest
+	// allocation; with 10,000 jobs it peaks near 100 MiB where the
+	// daemon then holds about a third of that. Return it to the OS now,
+	// so that RSS shows what the daemon holds, not the start-up peak
+	// (the runtime would otherwise give it back slowly, if at all).
+	debug.FreeOSMemory()
 
 	// schedDone is closed when the scheduler's Run has returned: the
 	// watchdog keeps pinging until then, also through the shutdown grace.
@@ -288,6 +295,7 @@ func (c *RunCommand) reload(sched *scheduler.Scheduler, f runFlags, log *slog.Lo
 		log.Warn("config partly reloaded", "err", err)
 	}
 	log.Info("config reloaded", "jobs", len(cfg.Jobs))
+	debug.FreeOSMemory() // the parse's garbage, as at start-up
 }
 
 // watchdog pings systemd's watchdog every wd/2 until done is closed, as
