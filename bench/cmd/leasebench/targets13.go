@@ -187,10 +187,11 @@ func (b *bench) writeFindings13(w io.Writer) {
 		}
 		fmt.Fprintf(w, "; Redis used %s of CPU for it, the floor %s. "+
 			"The client side is no longer the cost (%s of client CPU for 3 daemons, against the floor's %s: one reply string per key instead of a go-redis command object per key and node). "+
-			"What limits it is the work in Redis: a key's acquisition is a script step with an epoch check, a grant (SET with PX) and, with fencing, a second write (the counter, and on later ticks a PTTL to keep its expiry), where the floor is one SET parsed straight from the socket. The table \"The 10,000-job tick: Redis's work per key\" above shows it per key, from INFO commandstats of this run: the scripts' time is mostly the Lua interpreter and its `redis.call`s around commands that themselves cost about what the floor's SET does. "+
+			"What limits it is the work in Redis: a key's acquisition is a script step with an epoch check, a grant (SET with PX) and, with fencing, a second write (the counter, and on later ticks a PTTL to keep its expiry), where the floor is one SET parsed straight from the socket. %s"+
 			"Calls per key are at their least for the guarantees (one MGET per 128 keys, then one SET per key, plus the counter's SET with fencing); the rest would need a different data layout (lock and counter in one key), which older clients on the same keys would not understand.\n\n",
 			fmtDur(time.Duration(stats.Median(durs(r.cpuRedis)))), fmtDur(medFloor(b.sched.floors[3], func(f floorRun) time.Duration { return f.cpuRedis })),
-			fmtDur(time.Duration(stats.Median(durs(r.cpuClient)))), fmtDur(medFloor(b.sched.floors[3], func(f floorRun) time.Duration { return f.cpuClient })))
+			fmtDur(time.Duration(stats.Median(durs(r.cpuClient)))), fmtDur(medFloor(b.sched.floors[3], func(f floorRun) time.Duration { return f.cpuClient })),
+			tickScriptSplit(r.cmds, b.sched.floors[3]))
 		break
 	}
 	if d := b.daemon; d.skipped == "" && d.ticks > 0 {
