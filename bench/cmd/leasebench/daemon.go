@@ -224,22 +224,16 @@ func (b *bench) daemonBench(ctx context.Context) error {
 	return nil
 }
 
-// parseStarts reads the job start lines and computes the delays of the
-// ticks in [from, to] (Unix seconds).
-func (d *daemonResults) parseStarts(file string, from, to int64) error {
-	f, err := os.Open(file)
+// eachStart calls f for every start line of file (tickstamp's "JOB TICK
+// HOST START_NS") whose tick is in [from, to] (Unix seconds), in file
+// order; lines that do not parse are skipped.
+func eachStart(file string, from, to int64, f func(k jobTick, host string, ns int64)) error {
+	fh, err := os.Open(file)
 	if err != nil {
-		return fmt.Errorf("no job ever started: %w", err)
+		return err
 	}
-	defer f.Close()
-	type jt struct {
-		job  string
-		tick int64
-	}
-	seen := map[jt]int{}
-	d.perHost = map[string]int{}
-	var delays []time.Duration
-	sc := bufio.NewScanner(f)
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
 		if len(fs) != 4 {
@@ -250,21 +244,35 @@ func (d *daemonResults) parseStarts(file string, from, to int64) error {
 		if err1 != nil || err2 != nil || tick < from || tick > to {
 			continue
 		}
-		k := jt{fs[0], tick}
+		f(jobTick{fs[0], tick}, fs[2], ns)
+	}
+	return sc.Err()
+}
+
+// parseStarts reads the job start lines and computes the delays of the
+// ticks in [from, to] (Unix seconds).
+func (d *daemonResults) parseStarts(file string, from, to int64) error {
+	seen := map[jobTick]int{}
+	d.perHost = map[string]int{}
+	var delays []time.Duration
+	err := eachStart(file, from, to, func(k jobTick, host string, ns int64) {
 		seen[k]++
 		if seen[k] > 1 {
 			d.duplicates++
-			continue
+			return
 		}
-		d.perHost[fs[2]]++
-		delays = append(delays, time.Duration(ns-tick*int64(time.Second)))
+		d.perHost[host]++
+		delays = append(delays, time.Duration(ns-k.tick*int64(time.Second)))
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("no job ever started: %w", err)
 	}
-	if err := sc.Err(); err != nil {
+	if err != nil {
 		return err
 	}
 	for j := 0; j < daemonJobs; j++ {
 		for t := from; t <= to; t++ {
-			if seen[jt{fmt.Sprintf("tick-%d", j), t}] == 0 {
+			if seen[jobTick{fmt.Sprintf("tick-%d", j), t}] == 0 {
 				d.missing++
 			}
 		}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/leasecron/leasecron/bench/internal/stats"
@@ -179,29 +178,13 @@ type jobStart struct {
 // seconds) from the tickstamp file, as parseStarts counts them (later
 // duplicates are left out).
 func readStarts(file string, from, to int64) (map[jobTick]jobStart, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	starts := map[jobTick]jobStart{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) != 4 {
-			continue
-		}
-		tick, err1 := strconv.ParseInt(fs[1], 10, 64)
-		ns, err2 := strconv.ParseInt(fs[3], 10, 64)
-		if err1 != nil || err2 != nil || tick < from || tick > to {
-			continue
-		}
-		k := jobTick{fs[0], tick}
+	err := eachStart(file, from, to, func(k jobTick, host string, ns int64) {
 		if _, dup := starts[k]; !dup {
-			starts[k] = jobStart{host: fs[2], first: time.Unix(0, ns)}
+			starts[k] = jobStart{host: host, first: time.Unix(0, ns)}
 		}
-	}
-	return starts, sc.Err()
+	})
+	return starts, err
 }
 
 // parseTrace measures, for every (job, tick) started in [from, to] (the
