@@ -125,9 +125,7 @@ func (b *bench) run(ctx context.Context) error {
 				s.P50.Round(time.Microsecond), s.P99.Round(time.Microsecond), s.Errors, s.Counts)
 		}
 	}
-	if err := b.profileCPU(ctx); err != nil {
-		return err
-	}
+	b.profileCPU(ctx)
 	b.tickRes = map[string][]*tickResult{}
 	if !b.cfg.skipStores {
 		if err := b.runStores(ctx); err != nil {

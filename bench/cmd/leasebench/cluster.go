@@ -168,19 +168,11 @@ func infoInt(ctx context.Context, c *redis.Client, section, field string) (int64
 // evalshaCalls returns the number of EVALSHA and EVAL commands node c has
 // executed (INFO commandstats).
 func evalshaCalls(ctx context.Context, c *redis.Client) (int64, error) {
-	m, err := info(ctx, c, "commandstats")
+	m, err := probe.CommandStats(ctx, c)
 	if err != nil {
 		return 0, err
 	}
-	var total int64
-	for _, k := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
-		v := m[k] // calls=N,usec=...
-		if f, _, ok := strings.Cut(v, ","); ok {
-			n, _ := strconv.ParseInt(strings.TrimPrefix(f, "calls="), 10, 64)
-			total += n
-		}
-	}
-	return total, nil
+	return m["evalsha"].Calls + m["eval"].Calls, nil
 }
 
 // redisCPU returns the node's used CPU (user+sys) so far.

@@ -116,7 +116,10 @@ func (b *bench) batchFloor(ctx context.Context, daemons, keys int) (floorRun, er
 			return floorRun{}, fmt.Errorf("batch floor: %w", err)
 		}
 	}
-	cmds := b.readCommandStats(ctx, k, keys)
+	cmds, err := b.readCommandStats(ctx, k, keys)
+	if err != nil {
+		return floorRun{}, err
+	}
 	cmds.redis = (rcpu1 - rcpu0) / time.Duration(keys)
 	return floorRun{decided: decided, cpuClient: cpu1 - cpu0, cpuRedis: rcpu1 - rcpu0, cmds: cmds}, b.flushAll(ctx)
 }

@@ -54,7 +54,8 @@ func (b *bench) runLock(ctx context.Context, c kase, addrs []string, prefix stri
 		return fmt.Sprintf("%s-w%d", prefix, w)
 	}
 
-	if profiled(c) {
+	record := profiled(c) && !strings.HasPrefix(prefix, "prof-") // not in the CPU profiling runs
+	if record {
 		if err := b.resetCommandStats(ctx, c.k); err != nil {
 			_ = closeAll()
 			return stats.Run{}, err
@@ -87,8 +88,12 @@ func (b *bench) runLock(ctx context.Context, c kase, addrs []string, prefix stri
 	if n := run.Counts[cntOps]; n > 0 {
 		run.Counts[cntCPUClient] = int((cpu1 - cpu0) / time.Duration(n))
 		run.Counts[cntCPURedis] = int((rcpu1 - rcpu0) / time.Duration(n))
-		if profiled(c) && !strings.HasPrefix(prefix, "prof-") {
-			p := b.readCommandStats(ctx, c.k, n)
+		if record {
+			p, err := b.readCommandStats(ctx, c.k, n)
+			if err != nil {
+				_ = closeAll()
+				return run, err
+			}
 			p.redis = (rcpu1 - rcpu0) / time.Duration(n)
 			b.cmdStats[c.id()] = append(b.cmdStats[c.id()], p)
 		}

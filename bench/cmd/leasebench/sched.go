@@ -247,7 +247,10 @@ func (b *bench) batchOnce(ctx context.Context, r *batchRow) error {
 	if err != nil {
 		return err
 	}
-	cmds := b.readCommandStats(ctx, k, r.keys)
+	cmds, err := b.readCommandStats(ctx, k, r.keys)
+	if err != nil {
+		return err
+	}
 	cmds.redis = (rcpu1 - rcpu0) / time.Duration(r.keys)
 
 	wins, failed, doubles := 0, 0, 0

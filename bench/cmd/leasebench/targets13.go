@@ -63,7 +63,7 @@ func (b *bench) writeTargets13(w io.Writer) {
 			pr := b.pairRatio(l, pk, func(s stats.Summary) float64 { return float64(s.P50) })
 			pr.med, pr.lo, pr.hi = pr.med/2, pr.lo/2, pr.hi/2 // against two RTTs
 			t.add(fmt.Sprintf("Acquire+Release, K=%d, c=1: lease p50 ≤ 1.3 × two quorum RTTs", k),
-				fmt.Sprintf("%s vs 2 × %s: %s", fmtDur(p), fmtDur(q), pr), yes(pr.med <= 1.3))
+				fmt.Sprintf("%s vs 2 × %s: %s", fmtDur(p), fmtDur(q), pr), yes(pr.med > 0 && pr.med <= 1.3))
 		}
 		e, er := kc(kindExtend, libLease, k, 1), kc(kindExtend, libRedsync, k, 1)
 		if b.get(e) != nil && b.get(er) != nil {
@@ -112,7 +112,12 @@ func (b *bench) writeTargets13(w io.Writer) {
 // machine's speed moves much more between repetitions.
 type pairedRatio struct{ med, lo, hi float64 }
 
+// String formats the ratio for a table cell: the median in bold and the
+// range, or "–" when no repetition had both cases.
 func (p pairedRatio) String() string {
+	if p.med == 0 {
+		return "–"
+	}
 	if p.lo == p.hi {
 		return fmt.Sprintf("**%.2f×**", p.med)
 	}
@@ -124,8 +129,8 @@ func (b *bench) pairRatio(a, o kase, f func(stats.Summary) float64) pairedRatio 
 	as, os := b.get(a), b.get(o)
 	var rs []float64
 	for i := range min(len(as), len(os)) {
-		if d := f(os[i]); d > 0 {
-			rs = append(rs, f(as[i])/d)
+		if n, d := f(as[i]), f(os[i]); n > 0 && d > 0 {
+			rs = append(rs, n/d)
 		}
 	}
 	if len(rs) == 0 {

@@ -119,9 +119,11 @@ func Batch(before, after Counters, n int) string {
 }
 
 // CommandStat is one line of INFO commandstats: how often the server ran a
-// command and how many µs of its CPU those calls took (the command's own
-// work; the server's reading, parsing and writing of requests is not in
-// it).
+// command and how many µs those calls took. Redis measures that as wall
+// time around each call: a server that loses its core in the middle of a
+// script counts the wait, so on a busy machine it can exceed the server's
+// CPU. Commands called inside a script are counted on their own as well
+// as in the script's time.
 type CommandStat struct {
 	Calls int64
 	Usec  int64
@@ -130,32 +132,37 @@ type CommandStat struct {
 // CommandStats reads INFO commandstats of the server admin is a client of,
 // keyed by command name (lower case; "evalsha", "set", ...). Reset them
 // with CONFIG RESETSTAT before the loop measured.
-func CommandStats(ctx context.Context, admin *redis.Client) map[string]CommandStat {
+func CommandStats(ctx context.Context, admin *redis.Client) (map[string]CommandStat, error) {
+	s, err := admin.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, fmt.Errorf("INFO commandstats on %s: %w", admin.Options().Addr, err)
+	}
 	out := map[string]CommandStat{}
-	for _, line := range strings.Split(admin.Info(ctx, "commandstats").Val(), "\n") {
+	for _, line := range strings.Split(s, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		name, isCmd := strings.CutPrefix(name, "cmdstat_")
 		if !ok || !isCmd {
 			continue
 		}
-		var s CommandStat
+		var cs CommandStat
 		for _, kv := range strings.Split(rest, ",") {
 			k, v, _ := strings.Cut(kv, "=")
 			switch k {
 			case "calls":
-				s.Calls, _ = strconv.ParseInt(v, 10, 64)
+				cs.Calls, _ = strconv.ParseInt(v, 10, 64)
 			case "usec":
-				s.Usec, _ = strconv.ParseInt(v, 10, 64)
+				cs.Usec, _ = strconv.ParseInt(v, 10, 64)
 			}
 		}
-		out[name] = s
+		out[name] = cs
 	}
-	return out
+	return out, nil
 }
 
 // FormatCommandStats formats stats (read after n operations, from a
 // reset) as calls and µs per operation for each command, most costly
-// first, e.g. "evalsha 2.00 calls 41.3 µs, set 1.00 calls 1.2 µs".
+// first, e.g. "evalsha 2.00 calls 41.3 µs, set 1.00 calls 1.2 µs"
+// (µs in all per operation, not per call).
 func FormatCommandStats(stats map[string]CommandStat, n int, skip ...string) string {
 	type row struct {
 		name string
