@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -286,6 +288,30 @@ func (d *daemonResults) parseStarts(file string, from, to int64) error {
 	d.p99 = stats.Percentile(delays, 99)
 	d.max = delays[len(delays)-1]
 	return nil
+}
+
+// startSpread says how the counted starts were spread over the daemons,
+// e.g. "78/80/74 over the 3 daemons (34/34/32 %)": the starts per host in
+// the order of the host names, a 0 for each of the daemons that started
+// none.
+func startSpread(perHost map[string]int, daemons int) string {
+	hosts := slices.Sorted(maps.Keys(perHost))
+	ns, total := make([]int, max(daemons, len(hosts))), 0
+	for i, h := range hosts {
+		ns[i] = perHost[h]
+		total += ns[i]
+	}
+	counts, shares := make([]string, len(ns)), make([]string, len(ns))
+	for i, n := range ns {
+		counts[i] = strconv.Itoa(n)
+		if total > 0 {
+			shares[i] = strconv.Itoa(int(math.Round(100 * float64(n) / float64(total))))
+		}
+	}
+	if total == 0 {
+		return fmt.Sprintf("none over the %d daemons", len(ns))
+	}
+	return fmt.Sprintf("%s over the %d daemons (%s %%)", strings.Join(counts, "/"), len(ns), strings.Join(shares, "/"))
 }
 
 // floorRow is the delay of starting n job processes at once, no daemon.

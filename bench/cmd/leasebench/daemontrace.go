@@ -45,6 +45,12 @@ type tickTrace struct {
 	// is the process part's first piece ("starting the job" -> "job
 	// started": the supervisor reported the job's pid).
 	daemonPart, procPart, handoff traceStep
+	// daemonShare is the median over starts of the daemon's part's
+	// share of the start's tick-to-start time (0..1).
+	daemonShare float64
+	// rounds are the lease rounds of the batches with a win in the
+	// window, all daemons: "trying the tick" -> "tick decided".
+	rounds traceStep
 	// batches are the tick's batches by all daemons in the order they
 	// were decided (1st, 2nd, ...): when, how many jobs each tried and
 	// how many it won.
@@ -53,9 +59,11 @@ type tickTrace struct {
 	// other candidates' looks at a tick whose jobs were taken (a rank
 	// stagger later).
 	losers traceStep
-	// overlapped is how many starts had such a batch of another daemon
-	// decided before the job's first instruction: its round (and the
-	// nodes' work for it) overlapped the job's start.
+	// overlapped is how many of the starts with a "starting the job"
+	// line (daemonPart.n) had such a batch of another daemon whose round
+	// ([trying the tick, tick decided]) intersected the start's
+	// [starting the job, the job's first instruction]: that round (and
+	// the nodes' work for it) ran while the job was being started.
 	overlapped int
 }
 
@@ -98,19 +106,31 @@ type jobTick struct {
 	tick int64
 }
 
-// batch is one "tick decided" line: by which daemon, when, how many jobs
-// it tried and how many it won.
+// batch is one "tick decided" line: by which daemon, when its round
+// began ("trying the tick", zero when the log has no line to pair it
+// with) and ended, how many jobs it tried and how many it won.
 type batch struct {
 	host      string
-	at        time.Time
+	tried, at time.Time
 	jobs, won int
+}
+
+// overlaps reports whether the batch's round [tried, at] intersects [from,
+// to]; a batch without its "trying the tick" line counts as the instant
+// it was decided.
+func (bt batch) overlaps(from, to time.Time) bool {
+	tried := bt.tried
+	if tried.IsZero() {
+		tried = bt.at
+	}
+	return !tried.After(to) && !bt.at.Before(from)
 }
 
 // daemonLog is what one daemon's log says about the ticks.
 type daemonLog struct {
 	tried, decided    map[int64]time.Time   // earliest per tick (decided: with a win)
 	starting, started map[jobTick]time.Time // earliest per (job, tick)
-	batches           map[int64][]batch
+	batches           map[int64][]batch     // in the order decided, each paired with its "trying the tick"
 }
 
 // readDaemonTrace reads the trace lines of host's JSON log at path.
@@ -133,6 +153,7 @@ func readDaemonTrace(host, path string) (*daemonLog, error) {
 			m[k] = t
 		}
 	}
+	trying := map[int64][]time.Time{} // every "trying the tick" per tick
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
@@ -151,6 +172,7 @@ func readDaemonTrace(host, path string) (*daemonLog, error) {
 		switch l.Msg {
 		case msgTrying:
 			earliest(dl.tried, tick, l.Time)
+			trying[tick] = append(trying[tick], l.Time)
 		case msgDecided:
 			dl.batches[tick] = append(dl.batches[tick], batch{host: host, at: l.Time, jobs: l.Jobs, won: l.Won})
 			if l.Won > 0 {
@@ -165,7 +187,30 @@ func readDaemonTrace(host, path string) (*daemonLog, error) {
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("daemon log of %s: %w", host, err)
 	}
+	for tick, bs := range dl.batches {
+		pairRounds(bs, trying[tick])
+	}
 	return dl, nil
+}
+
+// pairRounds sorts one daemon's batches of one tick by when they were
+// decided and gives each its "trying the tick" time: a daemon tries a
+// tick's batches one after the other (scheduler/fire.go tryGroup), so the
+// k-th attempt is the k-th batch's. An attempt later than its batch's
+// decision means the lines do not pair up (a log cut short); then the
+// batches keep no attempt time.
+func pairRounds(bs []batch, tried []time.Time) {
+	slices.SortFunc(bs, func(a, b batch) int { return a.at.Compare(b.at) })
+	slices.SortFunc(tried, func(a, b time.Time) int { return a.Compare(b) })
+	for i := range min(len(bs), len(tried)) {
+		if tried[i].After(bs[i].at) {
+			for j := range bs {
+				bs[j].tried = time.Time{}
+			}
+			return
+		}
+		bs[i].tried = tried[i]
+	}
 }
 
 // jobStart is one (job, tick) start from the tickstamp file.
@@ -220,6 +265,7 @@ func parseTrace(logs map[string]string, startsFile string, from, to int64) (tick
 		"job handed to a supervisor (" + msgStarting + ")", "supervisor reported the pid (" + msgStarted + ")", "job's first instruction"}
 	offs := make([][]time.Duration, len(names))
 	var daemonPart, procPart, handoff []time.Duration
+	var shares []float64
 	var tr tickTrace
 	for k, st := range starts {
 		dl := dls[st.host]
@@ -232,15 +278,20 @@ func parseTrace(logs map[string]string, startsFile string, from, to int64) (tick
 				offs[i] = append(offs[i], t.Sub(at))
 			}
 		}
-		if s := dl.starting[k]; !s.IsZero() {
-			daemonPart = append(daemonPart, s.Sub(at))
-			procPart = append(procPart, st.first.Sub(s))
-			if r := dl.started[k]; !r.IsZero() {
-				handoff = append(handoff, r.Sub(s))
-			}
+		s := dl.starting[k]
+		if s.IsZero() {
+			continue
+		}
+		daemonPart = append(daemonPart, s.Sub(at))
+		procPart = append(procPart, st.first.Sub(s))
+		if total := st.first.Sub(at); total > 0 {
+			shares = append(shares, float64(s.Sub(at))/float64(total))
+		}
+		if r := dl.started[k]; !r.IsZero() {
+			handoff = append(handoff, r.Sub(s))
 		}
 		for _, bt := range allBatches[k.tick] {
-			if bt.host != st.host && bt.won == 0 && bt.at.Before(st.first) {
+			if bt.host != st.host && bt.won == 0 && bt.overlaps(s, st.first) {
 				tr.overlapped++
 				break
 			}
@@ -255,7 +306,10 @@ func parseTrace(logs map[string]string, startsFile string, from, to int64) (tick
 	tr.daemonPart = stepOf("tick → "+msgStarting, daemonPart)
 	tr.procPart = stepOf(msgStarting+" → job's first instruction", procPart)
 	tr.handoff = stepOf(msgStarting+" → "+msgStarted, handoff)
-	tr.batches, tr.losers = tickBatchRows(allBatches, from, to)
+	if len(shares) > 0 {
+		tr.daemonShare = stats.Median(shares)
+	}
+	tr.batches, tr.losers, tr.rounds = tickBatchRows(allBatches, from, to)
 	return tr, nil
 }
 
@@ -271,11 +325,12 @@ func stepOf(name string, ds []time.Duration) traceStep {
 }
 
 // tickBatchRows summarizes the batches of the ticks in [from, to] by their
-// order within the tick, and when those that won nothing were decided.
-func tickBatchRows(all map[int64][]batch, from, to int64) ([]tickBatchRow, traceStep) {
+// order within the tick, when those that won nothing were decided, and
+// how long the rounds of those with a win took (tried -> decided).
+func tickBatchRows(all map[int64][]batch, from, to int64) ([]tickBatchRow, traceStep, traceStep) {
 	var byOrder [][]time.Duration
 	var jobs, won [][]float64
-	var losers []time.Duration
+	var losers, rounds []time.Duration
 	for t, bs := range all {
 		if t < from || t > to {
 			continue
@@ -290,6 +345,8 @@ func tickBatchRows(all map[int64][]batch, from, to int64) ([]tickBatchRow, trace
 			jobs[i], won[i] = append(jobs[i], float64(bt.jobs)), append(won[i], float64(bt.won))
 			if bt.won == 0 {
 				losers = append(losers, off)
+			} else if !bt.tried.IsZero() {
+				rounds = append(rounds, bt.at.Sub(bt.tried))
 			}
 		}
 	}
@@ -298,7 +355,7 @@ func tickBatchRows(all map[int64][]batch, from, to int64) ([]tickBatchRow, trace
 		s := stepOf("", ds)
 		rows[i] = tickBatchRow{order: i + 1, p50: s.p50, p99: s.p99, jobs: int(stats.Median(jobs[i])), won: int(stats.Median(won[i])), ticks: s.n}
 	}
-	return rows, stepOf("batches that won nothing", losers)
+	return rows, stepOf("batches that won nothing", losers), stepOf("lease rounds of the batches with a win", rounds)
 }
 
 // writeTickTrace writes the tick-to-start breakdown measured from the
@@ -319,7 +376,8 @@ func (b *bench) writeTickTrace(w io.Writer) {
 		fmt.Fprint(w, "*Where the tick-to-start time goes* was not measured in this run (no daemon trace).\n\n")
 		return
 	}
-	fmt.Fprintf(w, "*Where the tick-to-start time goes* (the same run: %d daemons × %d jobs, from the daemons' JSON debug logs and the jobs' own time stamps; each step on the daemon that ran the job):\n\n", d.daemons, d.jobs)
+	fmt.Fprintf(w, "*Where the tick-to-start time goes* (the same run: %d daemons × %d jobs, from the daemons' JSON debug logs and the jobs' own time stamps; each step on the daemon that ran the job). "+
+		"The daemons log at debug level in JSON for the trace, so this run's tick-to-start p50 and p99 are measured with it: every log line is a synchronous write by the daemon, and those writes compete with the job starts for the machine's cores.\n\n", d.daemons, d.jobs)
 	t := mdTable{head: []string{"step", "p50 after the tick", "p99 after the tick", "n"}}
 	for _, s := range tr.steps {
 		t.add(s.name, fmtDur(s.p50), fmtDur(s.p99), strconv.Itoa(s.n))
@@ -330,16 +388,18 @@ func (b *bench) writeTickTrace(w io.Writer) {
 	if dp.n > 0 {
 		fmt.Fprintf(w, "Per start, the daemon's part (tick → %q) is p50 %s, p99 %s; the process part (%q → the job's first instruction: the hand-off to a supervisor, its fork and exec of the job, the job's start-up) is p50 %s, p99 %s",
 			msgStarting, fmtDur(dp.p50), fmtDur(dp.p99), msgStarting, fmtDur(pp.p50), fmtDur(pp.p99))
-		if h := tr.handoff; h.n > 0 {
-			fmt.Fprintf(w, ", of which p50 %s, p99 %s pass until the supervisor reports the job's pid (%q)", fmtDur(h.p50), fmtDur(h.p99), msgStarted)
-		}
 		if fl > 0 {
 			fmt.Fprintf(w, ", against the spawn floor of %d processes at once with no daemon of p50 %s, p99 %s (process part / floor at p99: %.2f×)", daemonJobs, fmtDur(fl50), fmtDur(fl), float64(pp.p99)/float64(fl))
 		}
 		fmt.Fprint(w, ". ")
-		if d.p99 > 0 {
-			fmt.Fprintf(w, "The daemon's part's p99 is %.0f %% of the tick-to-start p99 (%s). ", 100*float64(dp.p99)/float64(d.p99), fmtDur(d.p99))
+		if h := tr.handoff; h.n > 0 {
+			fmt.Fprintf(w, "%q is logged p50 %s, p99 %s after %q (once the supervisor reports the job's pid, which can be after the job's first instruction). ", msgStarted, fmtDur(h.p50), fmtDur(h.p99), msgStarting)
 		}
+		fmt.Fprintf(w, "The daemon's part is a median %.0f %% of its start's tick-to-start time", 100*tr.daemonShare)
+		if d.p99 > 0 {
+			fmt.Fprintf(w, "; its p99 is %s, the tick-to-start p99 %s (p99s do not add, so their ratio is no share)", fmtDur(dp.p99), fmtDur(d.p99))
+		}
+		fmt.Fprint(w, ". ")
 	}
 	winners := 0 // the batches with a win at a typical tick
 	for _, r := range tr.batches {
@@ -351,9 +411,9 @@ func (b *bench) writeTickTrace(w io.Writer) {
 		fmt.Fprintf(w, "At a typical tick %d batches win jobs (the ranking spreads the tick's jobs over the daemons, so they start them at the same time), the last decided p50 %s after the tick. ",
 			winners, fmtDur(tr.batches[winners-1].p50))
 	}
-	if n := tr.steps[len(tr.steps)-1].n; n > 0 && tr.losers.n > 0 {
-		fmt.Fprintf(w, "The other candidates' looks at the tick (%d batches that won nothing: their jobs were taken) were decided p50 %s, p99 %s after it; in %d of %d starts such a batch of another daemon was decided before the job's first instruction (its round overlapped the job's start).",
-			tr.losers.n, fmtDur(tr.losers.p50), fmtDur(tr.losers.p99), tr.overlapped, n)
+	if n := tr.daemonPart.n; n > 0 && tr.losers.n > 0 {
+		fmt.Fprintf(w, "The other candidates' looks at the tick (%d batches that won nothing: their jobs were taken) were decided p50 %s, p99 %s after it; in %d of %d starts such a batch of another daemon was in its round (between %q and %q) while the job was being started (between %q and its first instruction).",
+			tr.losers.n, fmtDur(tr.losers.p50), fmtDur(tr.losers.p99), tr.overlapped, n, msgTrying, msgDecided, msgStarting)
 	}
 	fmt.Fprint(w, "\n\n")
 	if len(tr.batches) > 0 {
@@ -363,6 +423,16 @@ func (b *bench) writeTickTrace(w io.Writer) {
 		}
 		bt.write(w)
 	}
+}
+
+// roundText is the lease round's time from the trace for the findings:
+// " (p50 X, p99 Y from "trying the tick" to "tick decided" for the
+// batches that won a job, in this run's trace)", or "" without rounds.
+func roundText(r traceStep) string {
+	if r.n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (p50 %s, p99 %s from %q to %q over the %d batches that won a job, in this run's trace)", fmtDur(r.p50), fmtDur(r.p99), msgTrying, msgDecided, r.n)
 }
 
 // ordinal is 1st, 2nd, 3rd, 4th, ...

@@ -187,12 +187,12 @@ func (b *bench) writeFindings(w io.Writer) {
 			r.k, r.opsPerNode*r.ttl.Seconds()/30, r.cpuClientMsPS*r.ttl.Seconds()/30)
 	}
 	if d := b.daemon; d.skipped == "" && d.ticks > 0 {
-		fmt.Fprintf(w, "**Tick-to-start.** p50 %s, p99 %s with 3 daemons × 5 nodes over %d (job, tick) starts; starting the same %d job processes at once without any daemon already takes p99 %s on this machine (one process alone: p99 %s), so the 5 ms target cannot be met here by any daemon that starts a process. "+
-			"What the daemon adds to that floor: the assigned host fires at the tick (a per-host offset of 0–3 ms only when several hosts may try a job at once: `candidates: 0`, or no view of the live hosts), one lease round for the tick's batch of %d keys (well under a millisecond), and handing the job to a supervisor process started ahead of time. "+
+		fmt.Fprintf(w, "**Tick-to-start.** p50 %s, p99 %s with 3 daemons × 5 nodes over %d (job, tick) starts, with the daemons logging at debug level in JSON for the trace (synchronous writes that compete with the starts for the cores); starting the same %d job processes at once without any daemon already takes p99 %s on this machine (one process alone: p99 %s), so the 5 ms target cannot be met here by any daemon that starts a process. "+
+			"What the daemon adds to that floor: the assigned host fires at the tick (a per-host offset of 0–3 ms only when several hosts may try a job at once: `candidates: 0`, or no view of the live hosts), one lease round for its batch of the tick's %d keys%s, and handing the job to a supervisor process started ahead of time. "+
 			"Before the spare supervisors, every start also exec'd the supervisor (the daemon's own 20 MB binary) on the critical path: p50 %s, p99 %s in the previous run (table above); the per-host offset alone did not change that. "+
 			"Where the rest goes is traced in the issue-13 findings above (*Where the tick-to-start time goes*). The losing hosts used to add to it: each retried every held tick up to 6 times within about 300 ms, in case the votes had split; now they do so only when no host holds a quorum of the nodes (`RefusedError.HolderNodes`), which halved the Redis script calls per node (3008 → 1570 in 20 s, 2026-11-23). "+
 			"Idle RSS is %.1f MiB with %d jobs and %s with 10,000 jobs loaded.\n\n",
-			fmtDur(d.p50), fmtDur(d.p99), d.ticks, daemonJobs, fmtDur(d.floorFor(daemonJobs)), fmtDur(d.floorFor(1)), daemonJobs,
+			fmtDur(d.p50), fmtDur(d.p99), d.ticks, daemonJobs, fmtDur(d.floorFor(daemonJobs)), fmtDur(d.floorFor(1)), daemonJobs, roundText(d.trace.rounds),
 			fmtDur(before.tickP50), fmtDur(before.tickP99), d.rssIdleMiB, d.jobs, mib(d.rss10kMiB))
 	} else {
 		if d.skipped == "" {

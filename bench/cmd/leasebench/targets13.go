@@ -139,6 +139,7 @@ func (b *bench) pairRatio(a, o kase, f func(stats.Summary) float64) pairedRatio 
 	return pairedRatio{med: stats.Median(rs), lo: slices.Min(rs), hi: slices.Max(rs)}
 }
 
+// floorP50For is the p50 of the spawn floor of n processes at once (0 when not measured).
 func (d daemonResults) floorP50For(n int) time.Duration {
 	for _, f := range d.floors {
 		if f.procs == n {
@@ -207,8 +208,9 @@ func (b *bench) writeFindings13(w io.Writer) {
 		}
 		fmt.Fprintf(w, "*Tick to job start.* p99 %s against the spawn floor's %s (%d processes started at once by this benchmark, nothing else running): %.2f×. "+
 			"The same spawn repeated half-way between ticks while the 3 daemons, their spare supervisors and the 5 nodes run gives p99 %s: %s. "+
-			"In this benchmark the 3 daemons are 3 hosts on one 2-core machine, and the ranking gives each of them about a third of the jobs, so at every tick all 3 daemons, their supervisors and the jobs they start compete for the same 2 cores; on a fleet each host starts only its own share.\n\n",
-			fmtDur(d.p99), fmtDur(fl), daemonJobs, float64(d.p99)/float64(max(fl, 1)), fmtDur(d.busyFloor.p99), busy)
+			"In this benchmark the %d daemons are %d hosts on one 2-core machine, and the ranking spread the starts %s, so at every tick all %d daemons, their supervisors and the jobs they start compete for the same 2 cores; on a fleet each host starts only its own share.\n\n",
+			fmtDur(d.p99), fmtDur(fl), daemonJobs, float64(d.p99)/float64(max(fl, 1)), fmtDur(d.busyFloor.p99), busy,
+			d.daemons, d.daemons, startSpread(d.perHost, d.daemons), d.daemons)
 	}
 	b.writeTickTrace(w)
 }
