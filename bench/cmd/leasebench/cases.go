@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/leasecron/leasecron/bench/internal/probe"
 	"sync"
 	"time"
+
+	"github.com/leasecron/leasecron/bench/internal/probe"
 
 	"github.com/leasecron/leasecron/bench/internal/stats"
 	"github.com/redis/go-redis/v9"

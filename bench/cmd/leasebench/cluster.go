@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/leasecron/leasecron/bench/internal/probe"
 	"io"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/leasecron/leasecron/bench/internal/probe"
 
 	"github.com/leasecron/leasecron/bench/internal/delayproxy"
 	"github.com/leasecron/leasecron/bench/internal/redisproc"

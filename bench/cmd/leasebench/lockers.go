@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/leasecron/leasecron/bench/internal/probe"
 	"time"
+
+	"github.com/leasecron/leasecron/bench/internal/probe"
 
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"

@@ -17,7 +17,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/leasecron/leasecron/bench/internal/probe"
 	"io"
 	"os"
 	"os/signal"
@@ -25,6 +24,8 @@ import (
 	"runtime/pprof"
 	"syscall"
 	"time"
+
+	"github.com/leasecron/leasecron/bench/internal/probe"
 )
 
 func main() {
