@@ -122,14 +122,9 @@ func (b *bench) daemonBench(ctx context.Context) error {
 
 	out := filepath.Join(dir, "starts.txt")
 	conf := filepath.Join(dir, "jobs.yaml")
-	var sb strings.Builder
-	sb.WriteString("redis:\n  nodes:\n")
-	for _, a := range b.addrs(maxNodes, 0) {
-		fmt.Fprintf(&sb, "    - redis://%s/0\n", a)
-	}
-	sb.WriteString("  prefix: leasebench\n  timeout: 50ms\nlease:\n  ttl: 30s\njobs:\n")
+	sb := b.daemonConfig("  prefix: leasebench\n  timeout: 50ms\nlease:\n  ttl: 30s\njobs:\n")
 	for j := 0; j < daemonJobs; j++ {
-		fmt.Fprintf(&sb, "  - name: tick-%d\n    schedule: \"@every 1s\"\n    command: [%q, %q]\n", j, stamp, out)
+		fmt.Fprintf(sb, "  - name: tick-%d\n    schedule: \"@every 1s\"\n    command: [%q, %q]\n", j, stamp, out)
 	}
 	if err := os.WriteFile(conf, []byte(sb.String()), 0o644); err != nil {
 		return err

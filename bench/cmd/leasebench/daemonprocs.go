@@ -91,14 +91,9 @@ func readFloor(out string, ticks map[string]int64, procs int) (floorRow, error) 
 // idle.
 func (b *bench) daemonRSS10k(ctx context.Context, dir, bin, stamp string) error {
 	conf := filepath.Join(dir, "jobs10k.yaml")
-	var sb strings.Builder
-	sb.WriteString("redis:\n  nodes:\n")
-	for _, a := range b.addrs(maxNodes, 0) {
-		fmt.Fprintf(&sb, "    - redis://%s/0\n", a)
-	}
-	sb.WriteString("  prefix: leasebench10k\njobs:\n")
+	sb := b.daemonConfig("  prefix: leasebench10k\njobs:\n")
 	for j := 0; j < 10000; j++ {
-		fmt.Fprintf(&sb, "  - name: idle-%05d\n    schedule: \"0 0 1 1 *\"\n    deadline: 1m\n    command: [%q, \"/dev/null\"]\n", j, stamp)
+		fmt.Fprintf(sb, "  - name: idle-%05d\n    schedule: \"0 0 1 1 *\"\n    deadline: 1m\n    command: [%q, \"/dev/null\"]\n", j, stamp)
 	}
 	if err := os.WriteFile(conf, []byte(sb.String()), 0o644); err != nil {
 		return err
@@ -175,4 +170,17 @@ func tailLines(file string, n int) []string {
 		lines = lines[len(lines)-n:]
 	}
 	return lines
+}
+
+// daemonConfig starts a daemon config on the benchmark's 5 nodes: the
+// redis section's node list, then rest (the section's other keys and
+// what follows).
+func (b *bench) daemonConfig(rest string) *strings.Builder {
+	sb := &strings.Builder{}
+	sb.WriteString("redis:\n  nodes:\n")
+	for _, a := range b.addrs(maxNodes, 0) {
+		fmt.Fprintf(sb, "    - redis://%s/0\n", a)
+	}
+	sb.WriteString(rest)
+	return sb
 }

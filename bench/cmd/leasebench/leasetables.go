@@ -22,6 +22,8 @@ func (b *bench) leftFor(lib string) (left, runs int) {
 	return left, runs
 }
 
+// latRow is a table row of case c: its lead cells, then ops/s, latency
+// percentiles and spread.
 func (b *bench) latRow(c kase, lead ...string) []string {
 	ss := b.get(c)
 	row := append([]string{}, lead...)
