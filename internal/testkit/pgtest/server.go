@@ -288,16 +288,8 @@ func (s *Server) Restart() {
 	if err := s.killLocked(); err != nil {
 		s.t.Fatalf("%v", err)
 	}
-	deadline := time.Now().Add(startTimeout)
-	for {
-		err := s.spawnLocked()
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, errAddrInUse) || time.Now().After(deadline) {
-			s.t.Fatalf("pgtest: restart: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := proctest.RestartOnSamePort(startTimeout, errAddrInUse, s.spawnLocked); err != nil {
+		s.t.Fatalf("pgtest: restart: %v", err)
 	}
 }
 

@@ -5,8 +5,10 @@
 package proctest
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"time"
 )
 
 // FreePorts returns n distinct TCP ports on 127.0.0.1 that were free a
@@ -30,4 +32,18 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// RestartOnSamePort calls spawn until it succeeds, for up to timeout while
+// it fails with busy (the server's port, just freed by a killed process,
+// is briefly still taken), 100 ms apart. It returns spawn's last error.
+func RestartOnSamePort(timeout time.Duration, busy error, spawn func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := spawn()
+		if err == nil || !errors.Is(err, busy) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -400,16 +400,8 @@ func (n *Node) Restart() {
 	if err := n.killLocked(); err != nil {
 		n.t.Fatalf("%v", err)
 	}
-	deadline := time.Now().Add(startTimeout)
-	for {
-		err := n.spawnLocked()
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, errAddrInUse) || time.Now().After(deadline) {
-			n.t.Fatalf("redistest: restart: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := proctest.RestartOnSamePort(startTimeout, errAddrInUse, n.spawnLocked); err != nil {
+		n.t.Fatalf("redistest: restart: %v", err)
 	}
 }
 
