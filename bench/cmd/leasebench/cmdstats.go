@@ -11,39 +11,50 @@ import (
 	"github.com/leasecron/leasecron/bench/internal/probe"
 )
 
-// opStat is one command's calls and server µs per operation of a case.
+// opStat is calls and server µs per operation.
 type opStat struct{ calls, usec float64 }
 
-// cmdProfile is what a case's operations made the servers do, per
-// operation, summed over its nodes: every command run (INFO
-// commandstats: calls, and µs of wall time inside the server, commands
-// inside scripts included) and the servers' CPU (INFO cpu).
+// cmdProfile is what n operations of a case made the servers do, summed
+// over its nodes: every command run (INFO commandstats: calls, and µs of
+// wall time inside the server, commands inside scripts included) and the
+// servers' CPU per operation (INFO cpu).
 type cmdProfile struct {
-	cmds  map[string]opStat
+	cmds  map[string]probe.CommandStat
+	n     int
 	redis time.Duration
 }
 
-// topLevel is the servers' wall time in the commands the clients sent:
-// the scripts (whose time includes the commands they call, which
-// commandstats also counts on their own) and the commands named in
+// per is command name's calls and µs per operation.
+func (p cmdProfile) per(name string) opStat {
+	if p.n == 0 {
+		return opStat{}
+	}
+	s := p.cmds[name]
+	return opStat{float64(s.Calls) / float64(p.n), float64(s.Usec) / float64(p.n)}
+}
+
+// topLevel is the servers' wall time per operation in the commands the
+// clients sent: the scripts (whose time includes the commands they call,
+// which commandstats also counts on their own) and the commands named in
 // direct, which the client sends itself (redsync's SET NX, the floor's
 // SET); every other command of these cases runs inside a script.
 func (p cmdProfile) topLevel(direct ...string) time.Duration {
-	v := p.cmds["evalsha"].usec + p.cmds["eval"].usec
+	v := p.per("evalsha").usec + p.per("eval").usec
 	for _, d := range direct {
-		v += p.cmds[d].usec
+		v += p.per(d).usec
 	}
 	return usec(v)
 }
 
-// inner sums the calls and µs of the commands other than the scripts
-// themselves: those the scripts called, and any sent directly.
+// inner sums the calls and µs per operation of the commands other than
+// the scripts themselves: those the scripts called, and any sent
+// directly.
 func (p cmdProfile) inner() opStat {
 	var o opStat
-	for name, s := range p.cmds {
+	for name := range p.cmds {
 		if name != "evalsha" && name != "eval" && !strings.HasPrefix(name, "script") {
-			o.calls += s.calls
-			o.usec += s.usec
+			o.calls += p.per(name).calls
+			o.usec += p.per(name).usec
 		}
 	}
 	return o
@@ -74,10 +85,9 @@ func (b *bench) resetCommandStats(ctx context.Context, k int) error {
 }
 
 // readCommandStats sums the first k nodes' INFO commandstats since the
-// last reset, per operation of n; the harness's own commands are left
-// out.
+// last reset, for n operations; the harness's own commands are left out.
 func (b *bench) readCommandStats(ctx context.Context, k, n int) (cmdProfile, error) {
-	p := cmdProfile{cmds: map[string]opStat{}}
+	p := cmdProfile{cmds: map[string]probe.CommandStat{}, n: n}
 	for i, cl := range b.admin[:k] {
 		st, err := probe.CommandStats(ctx, cl)
 		if err != nil {
@@ -88,8 +98,8 @@ func (b *bench) readCommandStats(ctx context.Context, k, n int) (cmdProfile, err
 				continue
 			}
 			o := p.cmds[name]
-			o.calls += float64(s.Calls) / float64(n)
-			o.usec += float64(s.Usec) / float64(n)
+			o.Calls += s.Calls
+			o.Usec += s.Usec
 			p.cmds[name] = o
 		}
 	}
@@ -112,31 +122,6 @@ func medianProfile(ps []cmdProfile) (cmdProfile, bool) {
 	return ps[len(ps)/2], true
 }
 
-// formatCmds lists a profile's commands, most time first, each as
-// "NAME calls/op: µs/op", e.g. "EVALSHA 2: 25.1 µs" (two calls per
-// operation taking 25.1 µs together).
-func (p cmdProfile) formatCmds() string {
-	names := make([]string, 0, len(p.cmds))
-	for n := range p.cmds {
-		names = append(names, n)
-	}
-	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(p.cmds[b].usec, p.cmds[a].usec) })
-	var parts []string
-	for _, n := range names {
-		if o := p.cmds[n]; o.calls >= 0.001 {
-			parts = append(parts, fmt.Sprintf("%s %s: %.1f µs", strings.ToUpper(n), fmtCalls(o.calls), o.usec))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-// fmtCalls formats calls per operation: 2, 9.7, 0.13, 0.0015.
-func fmtCalls(v float64) string {
-	switch {
-	case v >= 10:
-		return fmt.Sprintf("%.0f", v)
-	case v >= 1:
-		return strings.TrimSuffix(fmt.Sprintf("%.1f", v), ".0")
-	}
-	return fmt.Sprintf("%.2g", v)
-}
+// formatCmds lists a profile's commands per operation, most time first
+// (probe.FormatCommandStats).
+func (p cmdProfile) formatCmds() string { return probe.FormatCommandStats(p.cmds, p.n) }

@@ -76,8 +76,8 @@ func (b *bench) writeRedlock(w io.Writer) {
 		rp, ok2 := b.medCmdProfile(rs)
 		if ok1 && ok2 {
 			fmt.Fprintf(w, " In the servers lease's scripts take %s per operation (%s calls) and redsync's commands %s (%s calls; commandstats, wall time)",
-				fmtUs(lp.topLevel()), fmtCalls(lp.cmds["evalsha"].calls), fmtUs(rp.topLevel(direct(libRedsync)...)),
-				fmtCalls(rp.cmds["evalsha"].calls+rp.cmds["set"].calls))
+				fmtUs(lp.topLevel()), fmt.Sprintf("%.1f", lp.per("evalsha").calls), fmtUs(rp.topLevel(direct(libRedsync)...)),
+				fmt.Sprintf("%.1f", rp.per("evalsha").calls+rp.per("set").calls))
 			if lp.topLevel() > rp.topLevel(direct(libRedsync)...) {
 				fmt.Fprint(w, ": the fencing counter, the epoch and the data marker cost on every node.")
 			} else {
@@ -118,7 +118,7 @@ func (b *bench) writeRedlock(w io.Writer) {
 // time the commands they call took.
 func tickScriptSplit(ps []cmdProfile, floors []floorRun) string {
 	p, ok := medianProfile(ps)
-	if !ok || p.cmds["evalsha"].usec == 0 {
+	if !ok || p.per("evalsha").usec == 0 {
 		return ""
 	}
 	var fl []cmdProfile
@@ -127,5 +127,5 @@ func tickScriptSplit(ps []cmdProfile, floors []floorRun) string {
 	}
 	fp, _ := medianProfile(fl)
 	return fmt.Sprintf("Per key and all 5 nodes, Redis spent %s of CPU against the floor's %s (\"The 10,000-job tick: Redis's work per key\" above); of the scripts' %s per key in the servers (commandstats, wall time), the commands they call took %s, the rest is the Lua interpreter, the `redis.call` boundary and, on this loaded machine, waits for a core. ",
-		fmtUs(p.redis), fmtUs(fp.redis), fmtUs(usec(p.cmds["evalsha"].usec)), fmtUs(usec(p.inner().usec)))
+		fmtUs(p.redis), fmtUs(fp.redis), fmtUs(usec(p.per("evalsha").usec)), fmtUs(usec(p.inner().usec)))
 }

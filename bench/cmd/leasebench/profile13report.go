@@ -71,7 +71,7 @@ func (b *bench) writeCmdProfiles(w io.Writer) {
 		ar(libLease, 5, 1), ar(libRedsync, 5, 1), ar(libRedsyncFF, 5, 1),
 		ex(libLease, 3), ex(libRedsync, 3), ex(libLease, 5), ex(libRedsync, 5),
 	}
-	t := mdTable{head: []string{"case", "Redis CPU per op (all nodes, INFO cpu)", "in the commands sent (wall)", "commands run per op: calls: µs (wall)"}}
+	t := mdTable{head: []string{"case", "Redis CPU per op (all nodes, INFO cpu)", "in the commands sent (wall)", "commands run, per op (µs: wall time)"}}
 	for _, c := range rows {
 		p, ok := b.medCmdProfile(c)
 		if !ok {
@@ -94,7 +94,7 @@ func (b *bench) writeCmdProfiles(w io.Writer) {
 // writeTickCmds writes the servers' work per key of the 10,000-job tick
 // next to the raw SET NX PX floor's.
 func (b *bench) writeTickCmds(w io.Writer) {
-	t := mdTable{head: []string{"3 daemons × 5 nodes", "decided", "Redis CPU per key (all nodes, INFO cpu)", "× the floor's", "commands run per key: calls: µs (wall)"}}
+	t := mdTable{head: []string{"3 daemons × 5 nodes", "decided", "Redis CPU per key (all nodes, INFO cpu)", "× the floor's", "commands run, per key (µs: wall time)"}}
 	var fl []cmdProfile
 	for _, f := range b.sched.floors[3] {
 		fl = append(fl, f.cmds)

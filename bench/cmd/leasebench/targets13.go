@@ -17,9 +17,6 @@ func (b *bench) writeTargets13(w io.Writer) {
 	fmt.Fprintf(w, "Every library uses go-redis clients configured exactly as lease configures its own (RESP2, no `CLIENT SETINFO`, no retries, the same timeouts and pool size); a ratio between two cases is the median of their ratios within each repetition (the cases of one setting run back to back, under the same load; the speed of this shared machine moves much more between repetitions), shown with the range over the repetitions; the ops/s are each case's median. leasecron lease has fencing on unless the row says otherwise. Where a target is not met, \"Profiles behind the targets\" below shows what limits it, measured in this run.\n\n")
 	t := mdTable{head: []string{"target", "measured", "verdict"}}
 	kc := func(kind, lib string, k, c int) kase { return kase{kind: kind, lib: lib, k: k, conc: c} }
-	cpuOf := func(c kase) time.Duration {
-		return time.Duration(stats.MedianOf(b.get(c), countRaw(cntCPUClient)))
-	}
 	// Single node.
 	for _, c := range []int{1, 16} {
 		l := kc(kindAR, libLease, 1, c)
@@ -35,7 +32,7 @@ func (b *bench) writeTargets13(w io.Writer) {
 			or := b.medRate(o)
 			pr := b.pairRatio(l, o, rate)
 			t.add(fmt.Sprintf("Acquire+Release, K=1, c=%d: lease ≥ 1.2× %s ops/s", c, other),
-				fmt.Sprintf("%s vs %s ops/s: %s (client CPU/op %s vs %s)", fmtRate(lr), fmtRate(or), pr, fmtDur(cpuOf(l)), fmtDur(cpuOf(o))),
+				fmt.Sprintf("%s vs %s ops/s: %s (client CPU/op %s vs %s)", fmtRate(lr), fmtRate(or), pr, fmtDur(b.medCPU(l, cntCPUClient)), fmtDur(b.medCPU(o, cntCPUClient))),
 				yes(pr.med >= 1.2))
 		}
 	}

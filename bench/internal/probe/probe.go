@@ -162,7 +162,8 @@ func CommandStats(ctx context.Context, admin *redis.Client) (map[string]CommandS
 // FormatCommandStats formats stats (read after n operations, from a
 // reset) as calls and µs per operation for each command, most costly
 // first, e.g. "evalsha 2.00 calls 41.3 µs, set 1.00 calls 1.2 µs"
-// (µs in all per operation, not per call).
+// (µs in all per operation, not per call). Commands named in skip, and
+// those run less than once per 1,000 operations, are left out.
 func FormatCommandStats(stats map[string]CommandStat, n int, skip ...string) string {
 	type row struct {
 		name string
@@ -170,7 +171,7 @@ func FormatCommandStats(stats map[string]CommandStat, n int, skip ...string) str
 	}
 	var rows []row
 	for name, s := range stats {
-		if !slices.Contains(skip, name) {
+		if !slices.Contains(skip, name) && s.Calls*1000 >= int64(n) {
 			rows = append(rows, row{name, s})
 		}
 	}
