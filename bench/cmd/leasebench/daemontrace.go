@@ -142,16 +142,6 @@ func readDaemonTrace(host, path string) (*daemonLog, error) {
 	defer f.Close()
 	dl := &daemonLog{tried: map[int64]time.Time{}, decided: map[int64]time.Time{},
 		starting: map[jobTick]time.Time{}, started: map[jobTick]time.Time{}, batches: map[int64][]batch{}}
-	earliest := func(m map[int64]time.Time, k int64, t time.Time) {
-		if old, ok := m[k]; !ok || t.Before(old) {
-			m[k] = t
-		}
-	}
-	earliestJT := func(m map[jobTick]time.Time, k jobTick, t time.Time) {
-		if old, ok := m[k]; !ok || t.Before(old) {
-			m[k] = t
-		}
-	}
 	trying := map[int64][]time.Time{} // every "trying the tick" per tick
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
@@ -178,9 +168,9 @@ func readDaemonTrace(host, path string) (*daemonLog, error) {
 				earliest(dl.decided, tick, l.Time)
 			}
 		case msgStarting:
-			earliestJT(dl.starting, jobTick{l.Job, tick}, l.Time)
+			earliest(dl.starting, jobTick{l.Job, tick}, l.Time)
 		case msgStarted:
-			earliestJT(dl.started, jobTick{l.Job, tick}, l.Time)
+			earliest(dl.started, jobTick{l.Job, tick}, l.Time)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -190,6 +180,13 @@ func readDaemonTrace(host, path string) (*daemonLog, error) {
 		pairRounds(bs, trying[tick])
 	}
 	return dl, nil
+}
+
+// earliest keeps in m[k] the earliest of its time and t.
+func earliest[K comparable](m map[K]time.Time, k K, t time.Time) {
+	if old, ok := m[k]; !ok || t.Before(old) {
+		m[k] = t
+	}
 }
 
 // pairRounds sorts one daemon's batches of one tick by when they were
