@@ -8,7 +8,6 @@ require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-zookeeper/zk v1.0.4
-	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/leasecron/leasecron v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0

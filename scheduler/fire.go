@@ -206,9 +206,9 @@ func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg 
 		reqs[i] = s.request(cfg, j, tick)
 	}
 	lateBy := -s.until(at)
-	// The trace of a tick's way to its job starts (leasebench measures
-	// the steps from these lines); the tick is formatted only when debug
-	// logging is on.
+	// The trace of a tick's way to its job starts (debug lines: trying
+	// the tick, tick decided, starting the job); the tick is formatted
+	// only when debug logging is on.
 	debug := s.log.Enabled(ctx, slog.LevelDebug)
 	if debug {
 		s.log.Debug("trying the tick", "tick", tick.UTC().Format(time.RFC3339), "jobs", len(reqs))

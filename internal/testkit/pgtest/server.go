@@ -47,11 +47,20 @@ type Server struct {
 	password string
 	port     int
 
+	// maxConns is the server's max_connections.
+	maxConns int
+
 	mu     sync.Mutex
 	proc   *proc
 	paused bool
 	proxy  *redistest.Proxy
 }
+
+// Option changes how Start starts the server.
+type Option func(*Server)
+
+// WithMaxConnections sets the server's max_connections (default 60).
+func WithMaxConnections(n int) Option { return func(s *Server) { s.maxConns = n } }
 
 type proc struct {
 	cmd  *exec.Cmd
@@ -63,7 +72,7 @@ type proc struct {
 // and returns once the server accepts connections. t.Cleanup kills it
 // (SIGKILL of the postmaster and its children, resumed if paused), waits
 // for its processes and removes its directory.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	bin := binDir(t)
 	who, err := serverUser()
@@ -87,7 +96,10 @@ func Start(t testing.TB) *Server {
 	}
 	pw := make([]byte, 12)
 	_, _ = rand.Read(pw)
-	s := &Server{t: t, bin: bin, who: who, dir: dir, password: hex.EncodeToString(pw)}
+	s := &Server{t: t, bin: bin, who: who, dir: dir, password: hex.EncodeToString(pw), maxConns: 60}
+	for _, o := range opts {
+		o(s)
+	}
 	t.Cleanup(s.cleanup)
 	for attempt := 1; ; attempt++ {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -124,7 +136,7 @@ func (s *Server) spawnLocked() error {
 	off, _ := logf.Seek(0, 2)
 	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", filepath.Join(s.dir, "data"),
 		"-k", s.dir, "-p", strconv.Itoa(s.port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "max_connections=60",
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "max_connections="+strconv.Itoa(s.maxConns),
 		"-c", "shared_buffers=16MB", "-c", "logging_collector=off", "-c", "unix_socket_permissions=0777")
 	cmd.Dir = s.dir
 	cmd.Env = serverEnv()

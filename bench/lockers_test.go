@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -6,38 +6,51 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasecron/leasecron/bench/internal/probe"
-
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
 	rsredis "github.com/go-redsync/redsync/v4/redis"
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
-	"github.com/leasecron/leasecron/lease"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
-// Library names, as they appear in the tables.
+// The Redis libraries compared, as they appear in benchmark names
+// (lib=NAME). lease comes first: benchstat's base column.
 const (
-	libLease        = "leasecron lease"
-	libLeaseNoFence = "leasecron lease WithoutFencing"
+	libLease        = "lease"
+	libLeaseNoFence = "lease-nofence"
 	libRedsync      = "redsync"
-	libRedsyncFF    = "redsync WithFailFast"
-	libRedislock    = "bsm/redislock"
+	libRedsyncFF    = "redsync-failfast"
+	libRedislock    = "redislock"
+	libFloor        = "floor"
 )
 
-// locker is the common face of the compared libraries: take a lock on a
-// key (one attempt, no retry inside the library), extend it, release it.
+// redisLibs are the libraries that can lock on k nodes.
+func redisLibs(k int) []string {
+	libs := []string{libLease, libLeaseNoFence, libRedsync, libRedsyncFF}
+	if k == 1 {
+		libs = append(libs, libRedislock)
+	}
+	return libs
+}
+
+// locker is the common face of the compared libraries: one attempt to
+// take a lock (no retry inside the library), extend it, release it.
 type locker interface {
 	lock(ctx context.Context, key string) (held, error)
-	// refused reports whether err means "held by someone else" (as opposed
-	// to a failure).
-	refused(err error) bool
 	close() error
 }
 
 type held interface {
 	extend(ctx context.Context) error
 	unlock(ctx context.Context) error
+}
+
+// newClient is the go-redis client every library gets, configured alike.
+func newClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64, MaxRetries: -1,
+		DialTimeout: opTimeout, ReadTimeout: opTimeout, WriteTimeout: opTimeout})
 }
 
 func newLocker(lib string, addrs []string, ttl time.Duration) (locker, error) {
@@ -47,9 +60,6 @@ func newLocker(lib string, addrs []string, ttl time.Duration) (locker, error) {
 		for i, a := range addrs {
 			urls[i] = "redis://" + a
 		}
-		// The nodes were started seconds ago; a restart guard of 1 s lets
-		// them vote once their uptime passed it (see waitVoting). It only
-		// decides eligibility, not the request path.
 		opts := []lease.Option{lease.WithRestartGuard(time.Second)}
 		if lib == libLeaseNoFence {
 			opts = append(opts, lease.WithoutFencing())
@@ -60,29 +70,27 @@ func newLocker(lib string, addrs []string, ttl time.Duration) (locker, error) {
 		}
 		return &leaseLocker{c: c, ttl: ttl}, nil
 	case libRedsync, libRedsyncFF:
+		r := &redsyncLocker{opts: []redsync.Option{redsync.WithExpiry(ttl), redsync.WithTries(1)}}
 		pools := make([]rsredis.Pool, 0, len(addrs))
-		clients := make([]*redis.Client, 0, len(addrs))
 		for _, a := range addrs {
-			c := probe.NewClient(a)
-			clients = append(clients, c)
+			c := newClient(a)
+			r.clients = append(r.clients, c)
 			pools = append(pools, rsgoredis.NewPool(c))
 		}
-		opts := []redsync.Option{redsync.WithExpiry(ttl), redsync.WithTries(1)}
 		if lib == libRedsyncFF {
-			opts = append(opts, redsync.WithFailFast(true))
+			r.opts = append(r.opts, redsync.WithFailFast(true))
 		}
-		return &redsyncLocker{rs: redsync.New(pools...), clients: clients, opts: opts}, nil
+		r.rs = redsync.New(pools...)
+		return r, nil
 	case libRedislock:
 		if len(addrs) != 1 {
 			return nil, fmt.Errorf("%s works on one node only", lib)
 		}
-		c := probe.NewClient(addrs[0])
+		c := newClient(addrs[0])
 		return &redislockLocker{c: c, rl: redislock.New(c), ttl: ttl}, nil
 	}
 	return nil, fmt.Errorf("unknown library %q", lib)
 }
-
-// --- leasecron lease ---
 
 type leaseLocker struct {
 	c   *lease.Client
@@ -97,15 +105,12 @@ func (l *leaseLocker) lock(ctx context.Context, key string) (held, error) {
 	return leaseHeld{ls}, nil
 }
 
-func (l *leaseLocker) refused(err error) bool { return errors.Is(err, lease.ErrHeld) }
-func (l *leaseLocker) close() error           { return l.c.Close() }
+func (l *leaseLocker) close() error { return l.c.Close() }
 
 type leaseHeld struct{ l *lease.Lease }
 
 func (h leaseHeld) extend(ctx context.Context) error { return h.l.Extend(ctx, 0) }
 func (h leaseHeld) unlock(ctx context.Context) error { return h.l.Release(ctx) }
-
-// --- go-redsync ---
 
 type redsyncLocker struct {
 	rs      *redsync.Redsync
@@ -121,18 +126,6 @@ func (r *redsyncLocker) lock(ctx context.Context, key string) (held, error) {
 	return redsyncHeld{m}, nil
 }
 
-// refused: with one try, a lock held elsewhere yields ErrFailed or a
-// "taken" error; *RedisError means a node failed.
-func (r *redsyncLocker) refused(err error) bool {
-	var taken *redsync.ErrTaken
-	var nodeTaken *redsync.ErrNodeTaken
-	var rerr *redsync.RedisError
-	if errors.As(err, &rerr) {
-		return false
-	}
-	return errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken) || errors.As(err, &nodeTaken)
-}
-
 func (r *redsyncLocker) close() error {
 	var errs []error
 	for _, c := range r.clients {
@@ -144,22 +137,18 @@ func (r *redsyncLocker) close() error {
 type redsyncHeld struct{ m *redsync.Mutex }
 
 func (h redsyncHeld) extend(ctx context.Context) error {
-	ok, err := h.m.ExtendContext(ctx)
-	if err == nil && !ok {
-		err = errors.New("redsync: not extended")
+	if ok, err := h.m.ExtendContext(ctx); err != nil || !ok {
+		return errors.Join(errors.New("redsync: not extended"), err)
 	}
-	return err
+	return nil
 }
 
 func (h redsyncHeld) unlock(ctx context.Context) error {
-	ok, err := h.m.UnlockContext(ctx)
-	if err == nil && !ok {
-		err = errors.New("redsync: not unlocked")
+	if ok, err := h.m.UnlockContext(ctx); err != nil || !ok {
+		return errors.Join(errors.New("redsync: not unlocked"), err)
 	}
-	return err
+	return nil
 }
-
-// --- bsm/redislock ---
 
 type redislockLocker struct {
 	c   *redis.Client
@@ -175,8 +164,7 @@ func (r *redislockLocker) lock(ctx context.Context, key string) (held, error) {
 	return redislockHeld{l: l, ttl: r.ttl}, nil
 }
 
-func (r *redislockLocker) refused(err error) bool { return errors.Is(err, redislock.ErrNotObtained) }
-func (r *redislockLocker) close() error           { return r.c.Close() }
+func (r *redislockLocker) close() error { return r.c.Close() }
 
 type redislockHeld struct {
 	l   *redislock.Lock

@@ -1,9 +1,12 @@
-package main
+package bench
 
 import (
 	"context"
 	"log/slog"
+	"os"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,23 +102,11 @@ const (
 type tally struct {
 	n             int64
 	won, finished atomic.Int64
-	first         atomic.Int64   // unix ns of the first win
-	wonAll        chan time.Time // the time of the n-th win
 	finishedAll   chan time.Time // the time of the n-th record
-	mu            sync.Mutex
-	warnings      map[string]int // Warn and Error messages, by message
 }
 
 func newTally(n int) *tally {
-	return &tally{n: int64(n), wonAll: make(chan time.Time, 1), finishedAll: make(chan time.Time, 1), warnings: map[string]int{}}
-}
-
-// firstWon is the time of the first win; zero if none.
-func (t *tally) firstWon() time.Time {
-	if ns := t.first.Load(); ns != 0 {
-		return time.Unix(0, ns)
-	}
-	return time.Time{}
+	return &tally{n: int64(n), finishedAll: make(chan time.Time, 1)}
 }
 
 // handler is one host's slog.Handler feeding the tally.
@@ -127,10 +118,7 @@ func (h handler) Handle(_ context.Context, r slog.Record) error {
 	t := h.t
 	switch {
 	case r.Message == msgWon:
-		t.first.CompareAndSwap(0, r.Time.UnixNano())
-		if t.won.Add(1) == t.n {
-			t.wonAll <- r.Time
-		}
+		t.won.Add(1)
 	case r.Message == msgFinished:
 		dry := false
 		r.Attrs(func(a slog.Attr) bool {
@@ -143,13 +131,24 @@ func (h handler) Handle(_ context.Context, r slog.Record) error {
 		if dry && t.finished.Add(1) == t.n {
 			t.finishedAll <- r.Time
 		}
-	case r.Level >= slog.LevelWarn:
-		t.mu.Lock()
-		t.warnings[r.Message]++
-		t.mu.Unlock()
 	}
 	return nil
 }
 
 func (h handler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h handler) WithGroup(string) slog.Handler      { return h }
+
+// rssBytes is this process's resident set size.
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}

@@ -1,0 +1,274 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/jackc/pgx/v5/pgxpool"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/leasecron/leasecron/backend"
+	etcdbe "github.com/leasecron/leasecron/backend/etcd"
+	pgbe "github.com/leasecron/leasecron/backend/postgres"
+	zkbe "github.com/leasecron/leasecron/backend/zookeeper"
+	"github.com/leasecron/leasecron/internal/testkit/etcdtest"
+	"github.com/leasecron/leasecron/internal/testkit/pgtest"
+	"github.com/leasecron/leasecron/internal/testkit/zktest"
+)
+
+// Peer locks on the other stores, as they appear in benchmark names.
+const (
+	libEtcdMutex = "etcd-concurrency-mutex"
+	libZKLock    = "zk-lock"
+)
+
+// store is one started store: how to open leasecron's backend on it and
+// the other implementations of Acquire+Release measured beside it.
+type store struct {
+	open  func(ctx context.Context) (backend.Backend, error)
+	peers []peer
+}
+
+// peer is another implementation of Acquire+Release on the same store:
+// start prepares it and returns one operation on key.
+type peer struct {
+	lib   string
+	start func(b *testing.B) func(ctx context.Context, key string) error
+}
+
+// BenchmarkStoreAcquireRelease takes a lease and releases it on PostgreSQL
+// (one server), etcd (3 members) and ZooKeeper (3 servers), by 1 and 16
+// goroutines, each on its own key; the floor is the store's two cheapest
+// durable writes (insert and delete one row, key or znode), and the peer
+// the lock users of that store would otherwise pick.
+func BenchmarkStoreAcquireRelease(b *testing.B) {
+	for _, name := range []string{"postgres", "etcd", "zookeeper"} {
+		b.Run("store="+name, func(b *testing.B) {
+			s := startStore(b, name)
+			be := openBackend(b, s)
+			for _, conc := range []int{1, 16} {
+				b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
+					b.Run("lib="+libLease, func(b *testing.B) {
+						measure(b, conc, nil, func(ctx context.Context, i int) error {
+							l, err := be.Acquire(ctx, backend.Request{Key: fmt.Sprintf("ar-%d", i), TTL: lockTTL, Owner: "bench"})
+							if err != nil {
+								return err
+							}
+							return l.Release(ctx)
+						})
+					})
+					for _, p := range s.peers {
+						b.Run("lib="+p.lib, func(b *testing.B) {
+							op := p.start(b)
+							measure(b, conc, nil, func(ctx context.Context, i int) error {
+								return op(ctx, fmt.Sprintf("%s-%d", p.lib, i))
+							})
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkStoreTick decides one tick of 10,000 jobs with one
+// TryAcquireBatch on PostgreSQL, against the floor of one raw multi-row
+// upsert of the same keys.
+func BenchmarkStoreTick(b *testing.B) {
+	const keys = 10000
+	srv := pgtest.Start(b)
+	be := openBackend(b, store{open: func(ctx context.Context) (backend.Backend, error) { return pgbe.Open(ctx, srv.URL()) }})
+	// round numbers the ticks across the runs of a sub-benchmark (the
+	// testing package calls it again with a larger b.N), so that every
+	// tick has its own keys.
+	round := 0
+	b.Run("store=postgres/lib="+libLease, func(b *testing.B) {
+		for n := 0; n < b.N; n++ {
+			round++
+			reqs := make([]backend.Request, keys)
+			for i := range reqs {
+				reqs[i] = backend.Request{Key: fmt.Sprintf("tick%d-job-%05d", round, i), TTL: 30 * time.Second, Epoch: 1, Owner: "bench"}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			for _, res := range be.TryAcquireBatch(ctx, reqs) {
+				if res.Err != nil {
+					b.Fatal(res.Err)
+				}
+			}
+			cancel()
+		}
+	})
+	b.Run("store=postgres/lib="+libFloor, func(b *testing.B) {
+		pool := pgPool(b, srv)
+		names := make([]string, keys)
+		for n := 0; n < b.N; n++ {
+			round++
+			for i := range names {
+				names[i] = fmt.Sprintf("tick%d-job-%05d", round, i)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_, err := pool.Exec(ctx, "INSERT INTO bench_floor (key, v) SELECT k, 1 FROM unnest($1::text[]) AS k "+
+				"ON CONFLICT (key) DO UPDATE SET v = bench_floor.v + 1", names)
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func openBackend(b *testing.B, s store) backend.Backend {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	be, err := s.open(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = be.Close() })
+	return be
+}
+
+// startStore starts the servers of the named store.
+func startStore(b *testing.B, name string) store {
+	b.Helper()
+	switch name {
+	case "postgres":
+		srv := pgtest.Start(b)
+		s := store{open: func(ctx context.Context) (backend.Backend, error) { return pgbe.Open(ctx, srv.URL()) }}
+		s.peers = []peer{
+			{libFloor, func(b *testing.B) func(context.Context, string) error {
+				pool := pgPool(b, srv)
+				return func(ctx context.Context, key string) error {
+					if _, err := pool.Exec(ctx, "INSERT INTO bench_floor (key, v) VALUES ($1, 1) ON CONFLICT (key) DO UPDATE SET v = bench_floor.v + 1", key); err != nil {
+						return err
+					}
+					_, err := pool.Exec(ctx, "DELETE FROM bench_floor WHERE key = $1", key)
+					return err
+				}
+			}},
+		}
+		return s
+	case "etcd":
+		cl := etcdtest.Start(b)
+		eps := cl.Endpoints()
+		s := store{open: func(ctx context.Context) (backend.Backend, error) {
+			return etcdbe.Open(ctx, etcdbe.Config{Endpoints: eps, Prefix: "/bench/"})
+		}}
+		s.peers = []peer{
+			{libEtcdMutex, func(b *testing.B) func(context.Context, string) error {
+				cli := etcdClient(b, eps)
+				sess, err := concurrency.NewSession(cli, concurrency.WithTTL(int(lockTTL/time.Second)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = sess.Close() })
+				return func(ctx context.Context, key string) error {
+					m := concurrency.NewMutex(sess, "/bench-mutex/"+key)
+					if err := m.Lock(ctx); err != nil {
+						return err
+					}
+					return m.Unlock(ctx)
+				}
+			}},
+			{libFloor, func(b *testing.B) func(context.Context, string) error {
+				cli := etcdClient(b, eps)
+				return func(ctx context.Context, key string) error {
+					if _, err := cli.Put(ctx, "/bench-floor/"+key, "x"); err != nil {
+						return err
+					}
+					_, err := cli.Delete(ctx, "/bench-floor/"+key)
+					return err
+				}
+			}},
+		}
+		return s
+	case "zookeeper":
+		e := zktest.Start(b, 3)
+		addrs := e.Addrs()
+		s := store{open: func(ctx context.Context) (backend.Backend, error) {
+			return zkbe.Open(ctx, zkbe.Config{Servers: addrs, Root: "/bench"})
+		}}
+		s.peers = []peer{
+			{libZKLock, func(b *testing.B) func(context.Context, string) error {
+				conn := zkConn(b, addrs)
+				return func(_ context.Context, key string) error {
+					l := zk.NewLock(conn, "/bench-zklock-"+key, zk.WorldACL(zk.PermAll))
+					if err := l.Lock(); err != nil {
+						return err
+					}
+					return l.Unlock()
+				}
+			}},
+			{libFloor, func(b *testing.B) func(context.Context, string) error {
+				conn := zkConn(b, addrs)
+				return func(_ context.Context, key string) error {
+					p, err := conn.Create("/bench-floor-"+key, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+					if err != nil {
+						return err
+					}
+					return conn.Delete(p, -1)
+				}
+			}},
+		}
+		return s
+	}
+	b.Fatalf("unknown store %s", name)
+	return store{}
+}
+
+// pgPool opens a pool with the floor's table.
+func pgPool(b *testing.B, srv *pgtest.Server) *pgxpool.Pool {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, srv.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS bench_floor (key text PRIMARY KEY, v bigint NOT NULL)"); err != nil {
+		b.Fatal(err)
+	}
+	return pool
+}
+
+func etcdClient(b *testing.B, eps []string) *clientv3.Client {
+	b.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: opTimeout})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// quietZK drops go-zookeeper's log lines.
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}
+
+func zkConn(b *testing.B, addrs []string) *zk.Conn {
+	b.Helper()
+	conn, events, err := zk.Connect(addrs, 30*time.Second, zk.WithLogger(quietZK{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for range events { // drained until Close
+		}
+	}()
+	b.Cleanup(conn.Close)
+	deadline := time.Now().Add(10 * time.Second)
+	for conn.State() != zk.StateHasSession {
+		if time.Now().After(deadline) {
+			b.Fatalf("zookeeper: no session after 10s (state %s)", conn.State())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return conn
+}
