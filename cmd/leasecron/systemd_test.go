@@ -37,8 +37,8 @@ func TestSystemdUnit(t *testing.T) {
 		}
 	}
 	// When every leasecron process is SIGKILLed at once, only the unit's
-	// cgroup kill reaches the job's orphaned children (README, "What is
-	// guaranteed"): with KillMode=mixed systemd SIGKILLs what is left of
+	// cgroup kill reaches the job's orphaned children (docs/guarantees.md,
+	// "Something kills the job when every leasecron process dies at once"): with KillMode=mixed systemd SIGKILLs what is left of
 	// the cgroup as soon as the main process is gone. These settings would
 	// leave them running.
 	for _, bad := range []string{"KillMode=process", "KillMode=none", "SendSIGKILL=no"} {
