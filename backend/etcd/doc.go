@@ -53,7 +53,7 @@
 // Lease.Extend sends one KeepAliveOnce and counts the new validity from
 // before it was sent: ttl (at most the granted TTL) - elapsed - drift.
 // The client's background KeepAlive channel is not used: it learns of a
-// lost lease only on a coarse timer (etcd issue #5571; the local deadline
+// lost lease only on a coarse timer (etcd#5571; the local deadline
 // of PR #5603 is checked once a second) and its responses do not say
 // when their request left (#6127), so validity cannot be counted from
 // them. A KeepAliveOnce answering TTL <= 0 (lease not found) is
@@ -64,7 +64,7 @@
 // Precondition: an etcd release with the fix of etcd PR #16822 (late
 // 2023, backported to 3.4 and 3.5). Before it, an old leader stuck on a
 // slow disk or CPU could still revoke leases after a new leader was
-// elected (etcd issue #15247), deleting a lock before its holder's
+// elected (etcd#15247), deleting a lock before its holder's
 // validity ended. Renewals that reach a deposed leader are covered by
 // etcd itself: a new leader extends every lease by an election timeout
 // (etcd PR #4778).
