@@ -70,7 +70,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
 	var n int64
 	err := l.b.call(ctx, l.b.timeout, func(ctx context.Context, c *pgx.Conn) error {
-		tag, err := c.Exec(ctx, l.b.sql.extend, l.req.Key, l.token, ttl.Microseconds())
+		tag, err := c.Exec(ctx, l.b.stmt(l.b.sql.extend), l.req.Key, l.token, ttl.Microseconds())
 		n = tag.RowsAffected()
 		return err
 	})
@@ -96,7 +96,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 func (l *Lease) Release(ctx context.Context) error {
 	l.expire()
 	err := l.b.call(ctx, l.b.timeout, func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, l.b.sql.release, l.req.Key, l.token)
+		_, err := c.Exec(ctx, l.b.stmt(l.b.sql.release), l.req.Key, l.token)
 		return err
 	})
 	if err != nil {
@@ -120,7 +120,7 @@ func (l *Lease) Complete(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		var n int64
 		err := l.b.call(ctx, l.b.timeout, func(ctx context.Context, c *pgx.Conn) error {
-			tag, err := c.Exec(ctx, l.b.sql.complete, l.req.Key, l.token, l.req.Epoch)
+			tag, err := c.Exec(ctx, l.b.stmt(l.b.sql.complete), l.req.Key, l.token, l.req.Epoch)
 			n = tag.RowsAffected()
 			return err
 		})
