@@ -38,8 +38,10 @@ type statements struct {
 
 // takeoverRule is the condition under which acquire.sql takes a held row
 // over: the row still carries the version this client has seen unchanged
-// for the holder's TTL ($6, $7 of the key's request).
-const takeoverRule = "(l.token, l.xmin::text) = (SELECT s.seen_token, s.seen_xmin FROM req s WHERE s.key = l.key)"
+// for the holder's TTL ($6, $7 of the key's request). The subquery is
+// uncorrelated, so the server hashes it once per statement (a correlated
+// one would scan the batch for every conflicting row: quadratic).
+const takeoverRule = "(l.key, l.token, l.xmin::text) IN (SELECT key, seen_token, seen_xmin FROM req WHERE seen_token <> '')"
 
 // wallClockRule is the takeover rule of the server's wall clock, which a
 // step of that clock breaks: the negative control's.
