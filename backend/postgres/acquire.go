@@ -73,7 +73,9 @@ func (b *Backend) Acquire(ctx context.Context, req backend.Request) (backend.Lea
 // (acquire.sql: arrays unnested into one INSERT ... ON CONFLICT DO
 // UPDATE), bounded by the timeout plus 100 µs per key after the first.
 // Results are in the order of reqs. A refusal is a *RefusedError: ErrHeld
-// with the holder and its time left, ErrEpochDone with the completed
+// with the holder and its time left (on the server's clock; once that has
+// passed, the time until this client has seen the row unrenewed for the
+// holder's TTL and may take it over), ErrEpochDone with the completed
 // epoch, or ErrNoQuorum naming the server when it did not answer (or
 // answered too late to leave any validity). A request with an empty key,
 // a TTL <= 0, text that is not UTF-8 or contains NUL, or a key already in

@@ -13,8 +13,9 @@ import (
 )
 
 // Lease is a lease held in the table: the row of its key carries its
-// token until it is released, completed, or expires on the database's
-// clock. Safe for concurrent use.
+// token until it is released, completed, or taken over by a contender
+// that saw it unrenewed for its TTL (see the package doc's Time). Safe
+// for concurrent use.
 type Lease struct {
 	b     *Backend
 	req   backend.Request
@@ -56,9 +57,10 @@ func (l *Lease) ValidUntil() time.Time {
 	return l.validUntil
 }
 
-// Extend sets the row's expiry to the database's clock plus ttl (ttl <= 0:
-// the Request's TTL) if the row still carries this lease's token and has
-// not expired; ValidUntil then becomes the moment before the request left
+// Extend renews the row (ttl <= 0: the Request's TTL) if it still
+// carries this lease's token, writing a new row version, which restarts
+// every contender's count; the server's clock (expires_at) does not
+// matter. ValidUntil then becomes the moment before the request left
 // plus ttl minus the elapsed time and the drift margin. On failure
 // ValidUntil is unchanged and the error matches backend.ErrNotHeld (the
 // row is no longer ours) or backend.ErrNoQuorum (the server did not

@@ -298,7 +298,8 @@ func (b *Backend) Servers() []string { return []string{b.server} }
 func (b *Backend) Table() string { return b.table }
 
 // Close closes the connections; later calls fail with backend.ErrClosed.
-// Leases still held expire by their TTL. It is safe to call more than
+// Leases still held are taken over once a contender has seen them
+// unrenewed for their TTL. It is safe to call more than
 // once. It waits for pgx's cleanup of connections whose requests timed
 // out (a cancel request to the server, then closing), which pgx bounds by
 // 15 s: a network that swallows packets can make Close that slow.
