@@ -13,10 +13,11 @@ import (
 	"github.com/leasecron/leasecron/internal/testkit/pgtest"
 )
 
-// stepTTL is the TTL of the clock step tests; the server's clock jumps by
-// serverStep, far more than a TTL.
+// stepTTL is the TTL of the clock step tests (long enough that the
+// negative control's early takeover cannot be missed on a loaded
+// machine); the server's clock jumps by serverStep, far more than a TTL.
 const (
-	stepTTL    = 4 * time.Second
+	stepTTL    = 6 * time.Second
 	serverStep = time.Minute
 )
 
