@@ -71,6 +71,9 @@ type Client struct {
 	maxTTL atomic.Int64 // longest TTL requested, for the default restart guard
 	lost   lostKeys     // lost attempts the next attempt on their key waits for
 
+	// noExtendTTL (tests only) leaves an Extend's TTL out of maxTTL.
+	noExtendTTL bool
+
 	closeOnce sync.Once
 	closed    atomic.Bool
 }

@@ -175,7 +175,8 @@
 // Acquire of the same key succeeds, provided that (1) the clocks of the
 // Redis hosts and of the client advance at rates that differ by less than
 // the drift factor, (2) a node that lost its data (see above) does not vote
-// until the restart guard (the longest TTL in use) has passed since — the
+// until the restart guard (the longest TTL in use; by default the longest
+// TTL this client was asked for, by Acquire or Extend) has passed since — the
 // client enforces this itself through the data birth, for every data loss
 // it can see: restarts, failovers and promotions, and, except on a Cluster,
 // flushes and replaced datasets, (3) a Sentinel-managed master that was

@@ -73,3 +73,8 @@ func SetInlineWarmRetry(c *Client, d time.Duration) {
 // InlineWarmups returns how many set-ups of its inline connection c's
 // single node has started.
 func InlineWarmups(c *Client) int64 { return c.nodes[0].inline.warmups.Load() }
+
+// IgnoreExtendTTL makes c's Extend leave its TTL out of the restart guard
+// and the fence expiry (the negative control of the rule that they follow
+// the longest TTL an Extend asked for too).
+func IgnoreExtendTTL(c *Client) { c.noExtendTTL = true }
