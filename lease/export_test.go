@@ -78,3 +78,14 @@ func InlineWarmups(c *Client) int64 { return c.nodes[0].inline.warmups.Load() }
 // and the fence expiry (the negative control of the rule that they follow
 // the longest TTL an Extend asked for too).
 func IgnoreExtendTTL(c *Client) { c.noExtendTTL = true }
+
+// IgnoreReplIDChange makes c's marker checks ignore a changed
+// master_replid (the negative control of the failback detection on open
+// connections).
+func IgnoreReplIDChange(c *Client) {
+	for _, l := range append(append([]*node{}, c.nodes...), c.stores...) {
+		l.mu.Lock()
+		l.noReplIDCheck = true
+		l.mu.Unlock()
+	}
+}
