@@ -71,8 +71,11 @@ type Client struct {
 	maxTTL atomic.Int64 // longest TTL requested, for the default restart guard
 	lost   lostKeys     // lost attempts the next attempt on their key waits for
 
-	// noExtendTTL (tests only) leaves an Extend's TTL out of maxTTL.
-	noExtendTTL bool
+	// noExtendTTL (tests only) leaves an Extend's TTL out of maxTTL;
+	// noStoreGuard (tests only) counts every node's answer to a store
+	// read, whatever its data birth.
+	noExtendTTL  bool
+	noStoreGuard bool
 
 	closeOnce sync.Once
 	closed    atomic.Bool

@@ -128,10 +128,16 @@
 // never hold up grants and renewals. A write succeeds once a
 // quorum stored it; a read merges the answers of a quorum (the highest
 // version per name, the union of log records), so it sees every write
-// that succeeded before it. Expiry is on each server's clock. The restart
-// guard does not apply to them: they live in Redis memory and survive
-// what the nodes' persistence keeps. Use keys apart from each other: an
-// entries key and a log key must differ.
+// that succeeded before it. Expiry is on each server's clock. A read
+// counts only the answers of nodes whose data birth (see below) is at
+// least the restart guard before the answer: a node that lost its data
+// would answer "absent" for what it lost, so without a quorum of older
+// nodes the read fails (ErrNoQuorum, with ErrRestarted NodeErrors) rather
+// than answering empty. Writes count every node. Entries and logs live in
+// Redis memory and survive what the nodes' persistence keeps; what a
+// quorum of nodes lost is read as absent once the guard has passed, unless
+// written again. Use keys apart from each other: an entries key and a log
+// key must differ.
 //
 // # Restarts, failovers and lost data
 //
