@@ -68,8 +68,8 @@ func (n *node) birthCall() call {
 // only when it is needed: to write a new marker, or when the client has
 // not seen the node's marker yet (the marker's age is then needed).
 
-// birthWrapHead and birthWrapTail surround a script's body to make its
-// marker-checking variant. The variant takes the marker key as its last
+// birthWrapHead and birthWrapTail surround a script's body (in its
+// generation-checking variant, gen.go) to make its marker-checking variant. The variant takes the marker key as its last
 // KEYS entry and, as its last two ARGV entries, the client's nonce and "1"
 // when the server time is wanted; the body sees KEYS and ARGV without
 // them. It returns {body's reply, marker, server time µs ("0": not read),
@@ -115,7 +115,7 @@ return {bres, b, bnow, brid}
 var birthWrapped = func() map[*redis.Script]*redis.Script {
 	m := map[*redis.Script]*redis.Script{}
 	for _, s := range roundScripts {
-		m[s.script] = redis.NewScript(birthWrapHead + s.src + birthWrapTail)
+		m[s.script] = redis.NewScript(birthWrapHead + genHead + s.src + birthWrapTail)
 	}
 	return m
 }()
@@ -125,23 +125,27 @@ var birthWrapped = func() map[*redis.Script]*redis.Script {
 func wrappedSources() []string {
 	out := make([]string, 0, len(roundScripts))
 	for _, s := range roundScripts {
-		out = append(out, birthWrapHead+s.src+birthWrapTail)
+		out = append(out, birthWrapHead+genHead+s.src+birthWrapTail)
 	}
 	return out
 }
 
-// withBirth returns c in its marker-checking variant: the marker key and
-// the nonce appended (in new slices: c's may share a backing array).
+// withBirth returns c in its marker-checking variant, which checks the
+// lane's generation too (gen.go): the generation key and the marker key,
+// the generation and the nonce appended (in new slices: c's may share a
+// backing array).
 func (n *node) withBirth(c call, clock bool) call {
-	keys := make([]string, len(c.keys)+1)
+	keys := make([]string, len(c.keys)+2)
 	copy(keys, c.keys)
-	keys[len(c.keys)] = birthKey
-	args := make([]any, len(c.args)+2)
+	keys[len(c.keys)] = n.genKey()
+	keys[len(c.keys)+1] = birthKey
+	args := make([]any, len(c.args)+3)
 	copy(args, c.args)
-	args[len(c.args)] = n.nonce
-	args[len(c.args)+1] = "0"
+	args[len(c.args)] = strconv.FormatInt(n.gen, 10)
+	args[len(c.args)+1] = n.nonce
+	args[len(c.args)+2] = "0"
 	if clock {
-		args[len(c.args)+1] = "1"
+		args[len(c.args)+2] = "1"
 	}
 	return call{script: birthWrapped[c.script], keys: keys, args: args}
 }

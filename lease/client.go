@@ -57,7 +57,7 @@ var (
 
 	allScriptSources = append([]string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc,
 		acquireBatchSrc, releaseBatchSrc, fenceBatchSrc, entriesSrc, logSrc},
-		wrappedSources()...)
+		append(wrappedSources(), genSources()...)...)
 )
 
 // Client takes leases on N independent Redis nodes with the Redlock

@@ -28,6 +28,18 @@
 // so the release that follows a failed or late acquisition is applied after
 // it and no key is left behind (go-redsync's fail-fast mode leaves keys
 // behind in that case). Concurrent callers share rounds (auto-pipelining).
+// A round that fails on its connection (the lane's 10 s read timeout, a
+// reset) leaves its requests possibly still in the network, and the next
+// round goes on a new connection; so every script call a lane sends to a
+// plain or Sentinel node carries the lane's generation, checked first
+// against a key on the node (leasecron:lease:gen:<nonce>, one per lane
+// that ever failed, expiring a day after its last raise), and the round
+// after such a failure raises that key in front of its calls: a late
+// request of the failed round is refused, never applied after what
+// followed it (a cleanup release, say). It costs a GET per call (about
+// 1 µs of server time). A Redis Cluster node has no such key (a key of
+// fixed name lives on one shard): there a late request may still land
+// after the next round.
 //
 // A client of one plain node (redis:// or rediss://) runs a round whose
 // decision timeout is the per-node timeout (one key's Acquire, Extend,
@@ -46,9 +58,9 @@
 // never. This needs CLIENT INFO and CLIENT KILL. A node whose ACL user may
 // not run them, or which renamed them, sends every round through its lane:
 // that is checked when the connection is set up, and a kill refused later
-// (the permission revoked meanwhile) turns the fast path off for good, but
-// then the request of that round may still be applied after the ones that
-// follow it (a lost acquire's lock key then stays until its TTL). Batches
+// (the permission revoked meanwhile) turns the fast path off for good; the
+// request of that round is then kept from being applied after the ones
+// that follow it by the lane generation alone (above). Batches
 // of several keys, entries and logs, and clients of several nodes always
 // use the lanes.
 //

@@ -94,3 +94,13 @@ func IgnoreReplIDChange(c *Client) {
 // or log read, also from nodes whose data is younger than the restart
 // guard (the negative control of the store reads after a data loss).
 func IgnoreGuardForStoreReads(c *Client) { c.noStoreGuard = true }
+
+// DisableLaneGenerations makes c's lanes keep their generation after a
+// round that failed on its connection, so that its requests may still be
+// applied after the next round's (the negative control of the
+// generation check).
+func DisableLaneGenerations(c *Client) {
+	for _, l := range append(append([]*node{}, c.nodes...), c.stores...) {
+		l.noGenRaise.Store(true)
+	}
+}

@@ -26,7 +26,10 @@ func inlineTimeout(t *testing.T, kill bool) (*redistest.Node, *lease.Client, str
 	fwd := newDelayFwd(t, rc.Nodes[0].Addr())
 	c := votingClient(t, []string{"redis://" + fwd.Addr()}, lease.WithTimeout(timeout))
 	if !kill {
+		// Without the kill and the lane generation (which also keeps the
+		// held-back request from being applied after the next round).
 		lease.DisableInlineKill(c)
+		lease.DisableLaneGenerations(c)
 	}
 	warmInline(t, c)
 	k := key(t)
