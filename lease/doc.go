@@ -50,17 +50,16 @@
 // writes end at the per-node timeout (set up on a goroutine of its own, so
 // that a hanging dial holds up neither a caller nor the lane; after 100 ms
 // unused it is set up again, and rounds take the lane meanwhile), and the
-// order holds all the same:
-// after such a round failed on its connection (a timeout), nothing runs
-// that way until the lane's next round has killed that connection
-// (CLIENT KILL ID, in front of the round's calls), so its request is
-// applied before what follows, such as the cleanup of a lost acquire, or
-// never. This needs CLIENT INFO and CLIENT KILL. A node whose ACL user may
-// not run them, or which renamed them, sends every round through its lane:
-// that is checked when the connection is set up, and a kill refused later
-// (the permission revoked meanwhile) turns the fast path off for good; the
-// request of that round is then kept from being applied after the ones
-// that follow it by the lane generation alone (above). Batches
+// order holds all the same: its calls carry the lane generation (above),
+// and after such a round failed on its connection (a timeout), nothing
+// runs that way until the lane's next round has raised the generation
+// and, where the server allows it (CLIENT INFO and CLIENT KILL, checked
+// when the connection is set up), killed that connection (CLIENT KILL ID,
+// in front of the round's calls), so its request is applied before what
+// follows, such as the cleanup of a lost acquire, or never. A node whose
+// ACL user may not run those commands, or which renamed them, keeps the
+// fast path with the generation alone (a kill refused later turns the
+// kills off for good). Batches
 // of several keys, entries and logs, and clients of several nodes always
 // use the lanes.
 //

@@ -36,16 +36,16 @@ func InlineConn(c *Client) (id int64, addr string, ready bool) {
 	return n.inline.id, n.inline.addr, n.inline.ready
 }
 
-// InlineDisabled returns why c's single node has its fast path off for
-// good (nil: it has not, or has none).
-func InlineDisabled(c *Client) error {
+// InlineKillOff returns why c's single node does not kill the connections
+// of failed inline rounds (nil: it does, or has no fast path).
+func InlineKillOff(c *Client) error {
 	n := c.nodes[0]
 	if n.inline == nil {
 		return nil
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.inline.disabled
+	return n.inline.killOff
 }
 
 // HasInline reports whether c's single node has a fast path at all.
