@@ -249,6 +249,10 @@
 // and one note per key, however many epochs pass (leasecron's daemon: one
 // of each per job, under 1 KB per node with its run record). Locking many
 // distinct keys costs one counter per key acquired within the last E.
+// Besides, each node holds the data marker leasecron:lease:birth and, for
+// each lane of a client that had a round fail on its connection within
+// the last day, a generation key leasecron:lease:gen:<nonce> (a number);
+// an ACL user of the client needs access to both.
 //
 // Epochs: an acquisition with Epoch e is refused by a node whose completed
 // epoch for the key is >= e, and one such node's answer refuses the whole
