@@ -67,6 +67,11 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl <= 0 {
 		ttl = l.req.TTL
 	}
+	if !l.c.noExtendTTL {
+		// A longer TTL raises the restart guard and the fence expiry
+		// before the round counts votes, as an Acquire with it would.
+		l.c.noteTTL(ttl)
+	}
 	k := keysOf(l.req.Key)
 	spread := "0"
 	if time.Now().Before(l.ValidUntil()) {

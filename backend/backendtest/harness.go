@@ -46,7 +46,10 @@
 // (Done closes before the validity of the last renewal ends; a Hold with a
 // negative safety margin is the negative control), StoreServersDown
 // (entries and logs with one server down, errors naming a dead server
-// without a quorum). Run leaves every server
+// without a quorum), StoreReadsAfterDataLoss (a quorum of servers
+// restarted with whatever data they keep: until one TTL after, reads are
+// the written value or an error, never a silent absence; a rewrite is
+// read back after Ready). Run leaves every server
 // up and Ready when it returns; on a loaded 2-core machine the Redis runs
 // take about 40 s each.
 package backendtest

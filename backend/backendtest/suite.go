@@ -41,6 +41,7 @@ var subtests = []subtest{
 	{"HoldLossOnKill", true, testHoldLossOnKill},
 	{"HoldLossOnPause", true, testHoldLossOnPause},
 	{"StoreServersDown", true, testStoreServersDown},
+	{"StoreReadsAfterDataLoss", true, testStoreReadsAfterDataLoss},
 }
 
 // suite is the state shared by the subtests of one Run.
