@@ -162,6 +162,16 @@ type Backend struct {
 	negoMS  atomic.Int64 // negotiated session timeout, ms (0: unknown yet)
 	closed  atomic.Bool
 	servers []string
+	// cur is the connection to the server the session uses (see dial).
+	cur atomic.Pointer[boundedConn]
+	// unboundedConnect, when set (negative-control tests only, before
+	// the connection is made), dials as go-zookeeper does by default:
+	// the handshake may take 10 × two thirds of the session timeout, and
+	// a server that stopped answering is not left before two thirds of it.
+	unboundedConnect bool
+	// acceptShortSession, when set (negative-control tests only), lets
+	// Open and acquisitions go on with a session shorter than asked for.
+	acceptShortSession bool
 	// unsafeSpan, when set (negative-control tests only), replaces the
 	// validity span: a client that trusts its lock longer than its
 	// session is certainly alive.
@@ -205,23 +215,17 @@ type doneState struct {
 	version int32
 }
 
-// sessionLogger receives go-zookeeper's log lines: it learns the
-// negotiated session timeout from the "authenticated" line and drops the
-// rest (the package logs nothing itself).
-type sessionLogger struct{ b *Backend }
-
-func (l sessionLogger) Printf(format string, args ...any) {
-	if strings.HasPrefix(format, "authenticated: id=%d, timeout=%d") && len(args) == 2 {
-		if ms, ok := args[1].(int32); ok {
-			l.b.negoMS.Store(int64(ms))
-		}
-	}
-}
-
 // Open connects to the ensemble and waits (up to ctx, or the session
 // timeout) for a session, so that the negotiated session timeout is known.
-// It creates Root if missing.
+// It refuses (ErrSessionTooShort) when the servers granted less than
+// cfg.SessionTimeout. It creates Root if missing.
 func Open(ctx context.Context, cfg Config) (*Backend, error) {
+	return openWith(ctx, cfg, nil)
+}
+
+// openWith is Open; setup, if not nil, is called on the Backend before it
+// connects (tests set their hooks there).
+func openWith(ctx context.Context, cfg Config, setup func(*Backend)) (*Backend, error) {
 	if err := CheckConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -234,8 +238,11 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	bg, stopBg := context.WithCancel(context.Background())
 	b := &Backend{cfg: cfg, servers: append([]string(nil), cfg.Servers...), bg: bg, stopBg: stopBg,
 		active: map[string]bool{}, doneVer: map[string]doneState{}, ready: map[string]bool{}}
+	if setup != nil {
+		setup(b)
+	}
 	conn, events, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
-		zk.WithLogger(sessionLogger{b}), zk.WithLogInfo(true))
+		zk.WithLogger(sessionLogger{b}), zk.WithLogInfo(true), zk.WithDialer(b.dial))
 	if err != nil {
 		stopBg()
 		return nil, fmt.Errorf("zookeeper %s: %w", strings.Join(cfg.Servers, ","), err)
@@ -252,6 +259,11 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 			return nil, fmt.Errorf("zookeeper %s: no session: %w", strings.Join(cfg.Servers, ","), wait.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+	if err := b.sessionErr(); err != nil {
+		stopBg()
+		conn.Close()
+		return nil, err
 	}
 	if cfg.Auth != "" {
 		if err := conn.AddAuth("digest", []byte(cfg.Auth)); err != nil {
@@ -283,11 +295,6 @@ func cmpOr[T comparable](v, d T) T {
 	return v
 }
 
-// SessionTimeout returns the session timeout the servers granted.
-func (b *Backend) SessionTimeout() time.Duration {
-	return time.Duration(b.negoMS.Load()) * time.Millisecond
-}
-
 // Timeout is the per-request timeout.
 func (b *Backend) Timeout() time.Duration { return b.cfg.Timeout }
 
@@ -316,12 +323,14 @@ var errTimeout = errors.New("no answer in time")
 // call runs f (a blocking go-zookeeper request) bounded by ctx and the
 // per-request timeout. When f has not returned by then, call returns
 // errTimeout and f goes on in the background; late, if given, is called
-// with f's error once it returns (to undo what it did).
+// with f's error once it returns (to undo what it did). A timeout on a
+// connection silent since f began drops that connection (dropIfSilent).
 func (b *Backend) call(ctx context.Context, timeout time.Duration, f func() error, late func(error)) error {
 	if b.closed.Load() {
 		return backend.ErrClosed
 	}
 	done := make(chan error, 1)
+	start := time.Now()
 	go func() {
 		err := f()
 		done <- err
@@ -334,6 +343,7 @@ func (b *Backend) call(ctx context.Context, timeout time.Duration, f func() erro
 		return err
 	case <-t.C:
 		err = errTimeout
+		b.dropIfSilent(start)
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
