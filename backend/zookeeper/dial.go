@@ -15,38 +15,68 @@ import (
 // connection; a client whose session moved to a frozen server is stuck
 // that long while the rest of the ensemble serves. So the Backend dials
 // through boundedConn, which bounds the dial and the handshake by the
-// request timeout (go-zookeeper then moves on to the next server), and a
-// request that got no answer within its timeout, on a connection that has
-// not received a byte since that request began, drops the connection,
-// which also moves the session on to the next server.
+// connect bound (go-zookeeper then moves on to the next server), and a
+// request given up on that is still unanswered after the connect bound,
+// on a connection that has not received a byte since the request began,
+// drops the connection, which moves the session on to the next server.
 
-// dial is the Backend's zk.Dialer: it connects within the request timeout
+// connectBound is how long a server may stay silent — to a dial, to the
+// connect request, to a request in flight — before the session moves on
+// to the next server: the request timeout, and at least a tenth of the
+// session timeout, so that a slow server (a handshake is a write through
+// the leader) is not mistaken for a frozen one when the request timeout
+// is very short.
+func (b *Backend) connectBound() time.Duration {
+	return max(b.cfg.Timeout, b.cfg.SessionTimeout/10)
+}
+
+// dial is the Backend's zk.Dialer: it connects within the connect bound
 // and returns a boundedConn, which it remembers as the current connection.
 func (b *Backend) dial(network, address string, _ time.Duration) (net.Conn, error) {
 	if b.unboundedConnect {
 		return net.DialTimeout(network, address, time.Second) // go-zookeeper's default
 	}
-	c, err := net.DialTimeout(network, address, b.cfg.Timeout)
+	bound := b.connectBound()
+	c, err := net.DialTimeout(network, address, bound)
 	if err != nil {
 		return nil, err
 	}
-	bc := &boundedConn{Conn: c, handshakeEnd: time.Now().Add(b.cfg.Timeout), need: -1}
+	bc := &boundedConn{Conn: c, handshakeEnd: time.Now().Add(bound), need: -1}
 	bc.lastRead.Store(time.Now().UnixNano())
 	_ = c.SetDeadline(bc.handshakeEnd)
 	b.cur.Store(bc)
 	return bc, nil
 }
 
-// dropIfSilent closes the session's connection when nothing was read on
-// it since since (the start of a request that just timed out): the server
-// is frozen or gone, and go-zookeeper reconnects, to the next server.
-func (b *Backend) dropIfSilent(since time.Time) {
+// watchSilence watches a request, begun at start, that its caller gave
+// up on: if it is still unanswered once the connect bound has passed
+// since start, and nothing was read on the session's connection since
+// start, the server is frozen or gone, and the connection is closed:
+// go-zookeeper reconnects, to the next server.
+func (b *Backend) watchSilence(start time.Time, answered <-chan struct{}) {
 	if b.unboundedConnect {
 		return
 	}
-	if c := b.cur.Load(); c != nil && c.lastRead.Load() < since.UnixNano() {
-		_ = c.Close()
+	b.mu.Lock()
+	if b.closed.Load() {
+		b.mu.Unlock()
+		return
 	}
+	b.bgWG.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.bgWG.Done()
+		t := time.NewTimer(time.Until(start.Add(b.connectBound())))
+		defer t.Stop()
+		select {
+		case <-answered:
+		case <-b.bg.Done():
+		case <-t.C:
+			if c := b.cur.Load(); c != nil && c.lastRead.Load() < start.UnixNano() {
+				_ = c.Close()
+			}
+		}
+	}()
 }
 
 // boundedConn is a connection to one server whose handshake (go-zookeeper

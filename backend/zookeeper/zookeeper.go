@@ -323,17 +323,20 @@ var errTimeout = errors.New("no answer in time")
 // call runs f (a blocking go-zookeeper request) bounded by ctx and the
 // per-request timeout. When f has not returned by then, call returns
 // errTimeout and f goes on in the background; late, if given, is called
-// with f's error once it returns (to undo what it did). A timeout on a
-// connection silent since f began drops that connection (dropIfSilent).
+// with f's error once it returns (to undo what it did). A request given
+// up on is watched: if the server stays silent, the connection is dropped
+// (watchSilence).
 func (b *Backend) call(ctx context.Context, timeout time.Duration, f func() error, late func(error)) error {
 	if b.closed.Load() {
 		return backend.ErrClosed
 	}
 	done := make(chan error, 1)
+	answered := make(chan struct{})
 	start := time.Now()
 	go func() {
 		err := f()
 		done <- err
+		close(answered)
 	}()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -343,10 +346,10 @@ func (b *Backend) call(ctx context.Context, timeout time.Duration, f func() erro
 		return err
 	case <-t.C:
 		err = errTimeout
-		b.dropIfSilent(start)
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	b.watchSilence(start, answered)
 	if late != nil {
 		go func() { late(<-done) }()
 	}
