@@ -43,11 +43,12 @@ func (s *suite) freezeOne(t *testing.T, i int) {
 	defer stop()
 	var wg sync.WaitGroup
 	wins := make([][]time.Time, clients)
+	errs := make([]error, clients)
 	for c, b := range bs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wins[c] = takeFresh(run, b, s.key(t, fmt.Sprint("fresh", c)), s.h.TTL)
+			wins[c], errs[c] = TakeFresh(run, b, s.key(t, fmt.Sprint("fresh", c)), s.h.TTL)
 		}()
 	}
 	f := s.faults(t)
@@ -66,23 +67,27 @@ func (s *suite) freezeOne(t *testing.T, i int) {
 	wg.Wait()
 	f.heal()
 	for c, ws := range wins {
-		gap := longestGap(ws, from, to)
+		gap := LongestGap(ws, from, to)
 		t.Logf("client %d: %d keys taken while server %d was frozen, longest gap %s", c, len(ws), i, gap.Round(time.Millisecond))
 		if gap > s.h.TTL {
-			t.Errorf("client %d took no key for %s while server %d was frozen and the others had a quorum (bound: the TTL, %s)",
-				c, gap.Round(time.Millisecond), i, s.h.TTL)
+			t.Errorf("client %d took no key for %s while server %d was frozen and the others had a quorum (bound: the TTL, %s); last refusal: %v",
+				c, gap.Round(time.Millisecond), i, s.h.TTL, errs[c])
 		}
 	}
 }
 
-// takeFresh has b take keys prefix.0, prefix.1, ... one after another
+// TakeFresh has b take keys prefix.0, prefix.1, ... one after another
 // (each released at once) until ctx ends, and returns when each was
-// taken.
-func takeFresh(ctx context.Context, b backend.Backend, prefix string, ttl time.Duration) []time.Time {
+// taken and the last refusal.
+func TakeFresh(ctx context.Context, b backend.Backend, prefix string, ttl time.Duration) ([]time.Time, error) {
 	var wins []time.Time
+	var last error
 	for n := 0; ctx.Err() == nil; n++ {
 		res := b.TryAcquireBatch(ctx, []backend.Request{{Key: fmt.Sprintf("%s.%d", prefix, n), TTL: ttl, Owner: "taker"}})
 		if res[0].Err != nil {
+			if ctx.Err() == nil {
+				last = res[0].Err
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(backend.Jitter(20 * time.Millisecond)):
@@ -94,11 +99,11 @@ func takeFresh(ctx context.Context, b backend.Backend, prefix string, ttl time.D
 		_ = res[0].Lease.Release(rctx)
 		cancel()
 	}
-	return wins
+	return wins, last
 }
 
-// longestGap is the longest stretch of [from, to] without a time of ws.
-func longestGap(ws []time.Time, from, to time.Time) time.Duration {
+// LongestGap is the longest stretch of [from, to] without a time of ws.
+func LongestGap(ws []time.Time, from, to time.Time) time.Duration {
 	last, gap := from, time.Duration(0)
 	for _, w := range ws {
 		if w.Before(from) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/backend"
+	"github.com/leasecron/leasecron/backend/backendtest"
 	"github.com/leasecron/leasecron/internal/testkit/zktest"
 )
 
@@ -91,7 +92,7 @@ func frozenLeaderScenario(t *testing.T, setup func(*Backend)) frozenResult {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wins[i] = takeFreshKeys(ctx, b, i)
+			wins[i], _ = backendtest.TakeFresh(ctx, b, fmt.Sprint("fresh-", i), frozenTTL)
 		}()
 	}
 	e.Servers[lead].Pause()
@@ -111,43 +112,8 @@ func frozenLeaderScenario(t *testing.T, setup func(*Backend)) frozenResult {
 	stop()
 	wg.Wait()
 	for i, ws := range wins {
-		r.gaps[i] = longestGap(ws, from, to)
+		r.gaps[i] = backendtest.LongestGap(ws, from, to)
 		t.Logf("client %d: %d keys taken, longest gap %s", i, len(ws), r.gaps[i].Round(time.Millisecond))
 	}
 	return r
-}
-
-// takeFreshKeys has b take a new key after another (each released at
-// once) until ctx ends, and returns when each was taken.
-func takeFreshKeys(ctx context.Context, b *Backend, client int) []time.Time {
-	var wins []time.Time
-	for n := 0; ctx.Err() == nil; n++ {
-		key := fmt.Sprintf("fresh-%d-%d", client, n)
-		res := b.TryAcquireBatch(ctx, []backend.Request{{Key: key, TTL: frozenTTL, Owner: "c"}})
-		if res[0].Err != nil {
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		wins = append(wins, time.Now())
-		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = res[0].Lease.Release(rctx)
-		cancel()
-	}
-	return wins
-}
-
-// longestGap is the longest stretch of [from, to] without a time of ws.
-func longestGap(ws []time.Time, from, to time.Time) time.Duration {
-	last, gap := from, time.Duration(0)
-	for _, w := range ws {
-		if w.Before(from) {
-			continue
-		}
-		if w.After(to) {
-			break
-		}
-		gap = max(gap, w.Sub(last))
-		last = w
-	}
-	return max(gap, to.Sub(last))
 }
