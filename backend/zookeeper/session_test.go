@@ -69,3 +69,30 @@ func TestNegativeControlShortSessionAccepted(t *testing.T) {
 		t.Fatal("the hold survived a session shorter than its renewal period: the control shows nothing")
 	}
 }
+
+// TestShortLaterSessionRefused: a later session (after an expiry, say on
+// servers whose maxSessionTimeout was lowered meanwhile) granted under
+// the TTL is re-checked: once go-zookeeper reports it, every acquisition
+// is refused with ErrSessionTooShort.
+func TestShortLaterSessionRefused(t *testing.T) {
+	e := zktest.Start(t, 1)
+	b := open(t, e.Addrs(), askedSession)
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := b.Acquire(ctx, backend.Request{Key: "before", TTL: askedSession, Owner: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	// What go-zookeeper logs when a new session is established.
+	sessionLogger{b}.Printf("authenticated: id=%d, timeout=%d", int64(1), int32(shortSession.Milliseconds()))
+	if got := b.SessionTimeout(); got != shortSession {
+		t.Fatalf("session timeout %s after the new session, want %s", got, shortSession)
+	}
+	res := b.TryAcquireBatch(ctx, []backend.Request{{Key: "after", TTL: askedSession, Owner: "a"}})
+	if !errors.Is(res[0].Err, ErrSessionTooShort) || !strings.Contains(res[0].Err.Error(), "maxSessionTimeout") {
+		t.Errorf("batch acquisition on the short session: %v, want ErrSessionTooShort naming maxSessionTimeout", res[0].Err)
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := b.Acquire(actx, backend.Request{Key: "after", TTL: askedSession, Owner: "a"}); !errors.Is(err, ErrSessionTooShort) {
+		t.Errorf("acquisition on the short session: %v, want ErrSessionTooShort", err)
+	}
+}
