@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/leasecron/leasecron/backend"
 )
 
 // ErrSessionTooShort is the error of Open, and of acquisitions on a later
@@ -36,8 +38,8 @@ func (b *Backend) SessionTimeout() time.Duration {
 	return time.Duration(b.negoMS.Load()) * time.Millisecond
 }
 
-// sessionErr returns ErrSessionTooShort, naming the server and its
-// setting, when the session's negotiated timeout is known and under the
+// sessionErr returns ErrSessionTooShort in a *backend.NodeError of the
+// server, naming its setting, when the session's negotiated timeout is known and under the
 // one asked for; nil otherwise.
 func (b *Backend) sessionErr() error {
 	got := b.SessionTimeout()
@@ -48,6 +50,6 @@ func (b *Backend) sessionErr() error {
 	if srv == "" {
 		srv = strings.Join(b.servers, ",")
 	}
-	return fmt.Errorf("zookeeper %s: %w: granted %s, asked %s (lease.ttl): raise the servers' maxSessionTimeout to at least %d (ms), or lower lease.ttl",
-		srv, ErrSessionTooShort, got, b.cfg.SessionTimeout, b.cfg.SessionTimeout.Milliseconds())
+	return &backend.NodeError{Node: srv, Err: fmt.Errorf("%w: granted %s, asked %s (lease.ttl): raise the servers' maxSessionTimeout to at least %d (ms), or lower lease.ttl",
+		ErrSessionTooShort, got, b.cfg.SessionTimeout, b.cfg.SessionTimeout.Milliseconds())}
 }

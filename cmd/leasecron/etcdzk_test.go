@@ -162,5 +162,6 @@ func TestZooKeeperShortSessionRefused(t *testing.T) {
 		if code == exitOK || !strings.Contains(errOut, "maxSessionTimeout") || !strings.Contains(errOut, addr) || !strings.Contains(errOut, "granted 4s") {
 			t.Errorf("%s: exit %d; stdout:\n%s\nstderr:\n%s\nwant a failure naming %s and maxSessionTimeout", cmd[0], code, out, errOut, addr)
 		}
+		t.Logf("%s: %s", cmd[0], strings.TrimSpace(errOut))
 	}
 }
