@@ -44,7 +44,9 @@
 // RefusalNamesDownServers, FencingAcrossRestarts (1,000 holders, servers
 // killed and restarted three times) and HoldLossOnKill / HoldLossOnPause
 // (Done closes before the validity of the last renewal ends; a Hold with a
-// negative safety margin is the negative control), StoreServersDown
+// negative safety margin is the negative control), FrozenMinority (each
+// server of three or more SIGSTOPped in turn for two TTLs: every client
+// still takes a key at least once per TTL and no hold is lost), StoreServersDown
 // (entries and logs with one server down, errors naming a dead server
 // without a quorum), StoreReadsAfterDataLoss (a quorum of servers
 // restarted with whatever data they keep: until one TTL after, reads are

@@ -40,6 +40,7 @@ var subtests = []subtest{
 	{"FencingAcrossRestarts", true, testFencingAcrossRestarts},
 	{"HoldLossOnKill", true, testHoldLossOnKill},
 	{"HoldLossOnPause", true, testHoldLossOnPause},
+	{"FrozenMinority", true, testFrozenMinority},
 	{"StoreServersDown", true, testStoreServersDown},
 	{"StoreReadsAfterDataLoss", true, testStoreReadsAfterDataLoss},
 }

@@ -171,4 +171,16 @@
 // epoch as ErrEpochDone — refusing on a stale copy is safe. Health asks
 // each endpoint for its Status: a member is Voting when it answers, knows
 // a leader and reports no alarm.
+//
+// # Frozen members
+//
+// A member that stops without closing its connections (SIGSTOP, a hung
+// process) keeps its gRPC connection ready until keepalive gives up, 10 s
+// of silence and then DialKeepAliveTimeout, and the client's round-robin
+// balancer would send it every third request meanwhile. So every Health
+// (the failure probe above included) takes the members whose Status
+// failed out of the client's endpoints — never all of them — and a
+// background loop probes them every second and puts each back once it
+// answers and knows a leader. A frozen member thus costs the requests
+// sent to it before the first failure probe, one timeout.
 package etcd

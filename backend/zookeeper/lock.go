@@ -208,6 +208,9 @@ func (b *Backend) attempt(ctx context.Context, req backend.Request, token string
 	if req.TTL <= 0 {
 		return nil, fmt.Errorf("zookeeper: acquire %s: TTL must be positive", req.Key)
 	}
+	if err := b.sessionErr(); err != nil { // a later session, on servers that grant less
+		return nil, refused(req.Key, backend.ErrNoQuorum, "", err)
+	}
 	p := b.paths(req.Key)
 	b.mu.Lock()
 	b.active[token] = true
