@@ -382,7 +382,7 @@ func TestScheduleErrors(t *testing.T) {
 // /etc/crontab writes "47 6 * * 7"); the ticks are those of 0.
 func TestSundayAsSeven(t *testing.T) {
 	from := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC) // a Thursday
-	for spec, want := range map[string][]int{                // days of November/December 2026
+	for spec, want := range map[string][]int{              // days of November/December 2026
 		"0 0 * * 7":     {29, 6, 13},
 		"0 0 * * 5-7":   {27, 28, 29},
 		"0 0 * * 1-7/2": {27, 29, 30},
