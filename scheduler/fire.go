@@ -223,14 +223,24 @@ func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg 
 		}
 		s.log.Debug("tick decided", "tick", tick.UTC().Format(time.RFC3339), "jobs", len(reqs), "won", won)
 	}
+	var unvotable []string
+	var unvotableErr error
 	for i, j := range jobs {
 		j, res := j, results[i]
+		if s.unvotable(res.Err) {
+			s.unreserve()
+			unvotable, unvotableErr = append(unvotable, j.Name), res.Err
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			f := &follower{s: s, ctx: ctx, hard: hard, cfg: cfg, j: j, tick: tick, slot: true, pausesNow: pausesNow}
 			f.run(res, lateBy)
 		}()
+	}
+	if len(unvotable) > 0 {
+		s.giveUpUnvotable(ctx, tick, unvotable, unvotableErr)
 	}
 }
 

@@ -86,6 +86,13 @@ type Scheduler struct {
 	// noStandby, set by tests, switches the standby hosts off (the
 	// negative control of the standby test).
 	noStandby bool
+	// keepUnvotable, set by tests, keeps retrying ticks no quorum will
+	// vote for instead of giving them up (the negative control of the
+	// fresh-servers test).
+	keepUnvotable bool
+	// outlook is when a quorum votes again, shared by the ticks that
+	// found none.
+	outlook quorumOutlook
 
 	// started is when New ran (heartbeats carry it and derive their
 	// versions from it).
@@ -248,7 +255,7 @@ func sameBackend(a, b *Config) bool {
 // Healthy returns nil when a quorum of nodes answers and votes.
 func (s *Scheduler) Healthy(ctx context.Context) error {
 	st := s.be.Health(ctx)
-	ok := 0
+	ok, waiting := 0, 0
 	var errs []error
 	for _, n := range st {
 		s.opts.Metrics.NodeUp(n.Server, n.Err == nil, n.Latency)
@@ -256,6 +263,7 @@ func (s *Scheduler) Healthy(ctx context.Context) error {
 		case n.Err != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", n.Server, n.Err))
 		case !n.Voting:
+			waiting++
 			errs = append(errs, fmt.Errorf("%s: restarted recently, votes again in %s", n.Server, time.Until(n.VotingAt).Round(time.Second)))
 		default:
 			ok++
@@ -264,6 +272,9 @@ func (s *Scheduler) Healthy(ctx context.Context) error {
 	var err error
 	if ok < s.be.Quorum() {
 		err = fmt.Errorf("no quorum: %d of %d nodes usable, %d needed: %w", ok, len(st), s.be.Quorum(), errors.Join(errs...))
+		if ok+waiting >= s.be.Quorum() {
+			err = fmt.Errorf("%w: %w", errNotVotingYet, err)
+		}
 	}
 	s.opts.Metrics.QuorumHealthy(err == nil)
 	s.mu.Lock()
@@ -370,7 +381,13 @@ func (s *Scheduler) healthLoop(ctx context.Context) {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := s.Healthy(pctx)
 		cancel()
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, errNotVotingYet):
+			// Expected after servers start or restart: one info line
+			// (quorumVotingAt) says when they vote.
+			s.quorumVotingAt(ctx)
+		default:
 			s.log.Warn("redis quorum unhealthy", "err", err)
 		}
 		if s.opts.Notify != nil {
