@@ -38,13 +38,22 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 	noQuorumWait := noQuorumFirst
 	noQuorumCap := max(noQuorumMax, deadline.Sub(tick)/noQuorumAttempts)
 	lastTry := false
-	youngerLogged, fullLogged := false, false
+	// A follower started on a full host was logged by its group.
+	youngerLogged, fullLogged := false, errors.Is(res.Err, errHostFull)
 	// givenUp logs that the tick's deadline passed without this host
 	// running it: normal (debug) while another host runs the tick, worth a
 	// warning when it was for want of a quorum.
 	runsElsewhere := false
+	// tries counts the acquisition attempts made (none yet for a follower
+	// started on a full host): overlap skip applies to the first.
+	tries := 1
+	if errors.Is(res.Err, errHostFull) {
+		tries = 0
+	}
 	givenUp := func() {
-		if runsElsewhere {
+		if runsElsewhere || errors.Is(res.Err, errHostFull) {
+			// Another host runs the tick, or this one stayed full (the
+			// tick was logged as such when it started).
 			log.Debug("tick deadline passed while another host runs the tick; stopped watching", "deadline", deadline.UTC().Format(time.RFC3339))
 			return
 		}
@@ -105,12 +114,12 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 				// An older tick (or a manual run) still holds the job.
 				// overlap: skip applies to the tick's first attempt; a
 				// tick already under way (a retry, a takeover) waits.
-				if j.Overlap != OverlapWait && attempt == 0 {
+				if j.Overlap != OverlapWait && tries == 1 {
 					log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
 					s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
 					return
 				}
-				if attempt == 0 {
+				if tries == 1 {
 					log.Info("previous run still holds the lease; waiting (overlap: wait)", "holder", rerr.Holder)
 				}
 				wait = min(rerr.HolderTTL+5*time.Millisecond, time.Second)
@@ -169,6 +178,7 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 		// deadline) between attempts; a backend's Acquire would retry on
 		// its own until ctx ends.
 		res = s.be.TryAcquireBatch(f.ctx, []backend.Request{s.request(f.cfg, j, tick)})[0]
+		tries++
 		if res.Err == nil {
 			log.Info("took the tick over")
 		}

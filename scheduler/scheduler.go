@@ -86,6 +86,12 @@ type Scheduler struct {
 	// noStandby, set by tests, switches the standby hosts off (the
 	// negative control of the standby test).
 	noStandby bool
+	// rankIgnoresSlots and standbyFixedReach, set by tests, restore the
+	// ranking that ignored the hosts' run slots and the standby looks
+	// that let only ranks below 2×candidates try (negative controls of
+	// the max_parallel tests).
+	rankIgnoresSlots  bool
+	standbyFixedReach bool
 	// keepUnvotable, set by tests, keeps retrying ticks no quorum will
 	// vote for instead of giving them up (the negative control of the
 	// fresh-servers test).
