@@ -220,7 +220,11 @@ func sameHosts(a, b []HostBeat) bool {
 // the tick was taken meanwhile), logged in one line for the group.
 func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg *Config, tick, at time.Time, jobs []*Job, pausesNow func() (pauses, error)) {
 	n := s.reserve(cfg, len(jobs))
-	if full := jobs[n:]; len(full) > 0 {
+	if full := jobs[n:]; len(full) > 0 && s.dropWhenFull {
+		for _, j := range full {
+			s.opts.Metrics.Skipped(j.Name, "host_full")
+		}
+	} else if len(full) > 0 {
 		names := make([]string, 0, min(len(full), 5))
 		for _, j := range full {
 			if len(names) < cap(names) {

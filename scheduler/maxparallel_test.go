@@ -123,3 +123,59 @@ func TestRankFreeSlotsFirst(t *testing.T) {
 		t.Errorf("ranks of h2 with two free slots: %v, want 0 for both jobs", r.rank)
 	}
 }
+
+// slotFreedMidTick runs one dry-run host with max_parallel 1 whose slot a
+// run of another job holds at a tick of job f (every 4s); the slot frees
+// up a second after the tick. It returns how many runs of that tick the
+// host made.
+func slotFreedMidTick(t *testing.T, dropWhenFull bool) int {
+	t.Helper()
+	jobs := func() []*Job {
+		return []*Job{{Name: "f", Schedule: "@every 4s", Shell: "true", RetryBackoff: time.Second, HistoryLimit: 50}}
+	}
+	f := startDryFleetWith(t, 1, time.Second, jobs, func(_ int, s *Scheduler) {
+		s.dropWhenFull = dropWhenFull
+		s.cfg.Load().MaxParallel = 1
+	})
+	s := f.scheds[0]
+	for deadline := time.Now().Add(30 * time.Second); s.Healthy(context.Background()) != nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the servers do not vote after 30s")
+		}
+	}
+	time.Sleep(3 * time.Second) // ticks a TTL younger than the servers' data
+	// Fill the host's slot, then wait for a tick.
+	for s.reserve(s.cfg.Load(), 1) != 1 {
+		time.Sleep(10 * time.Millisecond) // a run of f holds it
+	}
+	s.mu.Lock()
+	s.running["blocker"] = &runState{tick: time.Now(), started: time.Now()}
+	s.mu.Unlock()
+	for time.Now().UnixMilli()%4000 > 100 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := f.runs("f")[0]
+	time.Sleep(time.Second)
+	s.mu.Lock()
+	delete(s.running, "blocker")
+	s.mu.Unlock()
+	s.unreserve()
+	time.Sleep(2500 * time.Millisecond) // before the next tick
+	return f.runs("f")[0] - before
+}
+
+// TestFullHostFollowsTick: a host that is full at a tick follows it and
+// runs it when its slot frees up before the deadline.
+func TestFullHostFollowsTick(t *testing.T) {
+	if n := slotFreedMidTick(t, false); n != 1 {
+		t.Errorf("%d runs of the tick whose slot freed up a second after it, want 1", n)
+	}
+}
+
+// TestFullHostDropsTickNegativeControl: leaving the tick to other hosts
+// when full (there are none) skips it although the slot frees up.
+func TestFullHostDropsTickNegativeControl(t *testing.T) {
+	if n := slotFreedMidTick(t, true); n != 0 {
+		t.Errorf("%d runs of the tick with the full host dropping it: the test cannot see the skip", n)
+	}
+}

@@ -92,6 +92,10 @@ type Scheduler struct {
 	// the max_parallel tests).
 	rankIgnoresSlots  bool
 	standbyFixedReach bool
+	// dropWhenFull, set by tests, leaves a tick this host has no run slot
+	// for to other hosts instead of following it (the negative control of
+	// the test where a slot frees up before the deadline).
+	dropWhenFull bool
 	// keepUnvotable, set by tests, keeps retrying ticks no quorum will
 	// vote for instead of giving them up (the negative control of the
 	// fresh-servers test).
