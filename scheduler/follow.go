@@ -153,6 +153,9 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 			return
 		case <-t.C:
 		}
+		if errors.Is(res.Err, backend.ErrNoQuorum) && !s.unpaced && !s.retries.wait(f.ctx) {
+			return
+		}
 		if !s.now().Before(deadline) {
 			givenUp()
 			return

@@ -26,6 +26,47 @@ const votingRecheck = time.Second
 // not vote yet.
 var errNotVotingYet = errors.New("servers do not vote yet")
 
+// retryPace and retryBurst bound the host's retries of ticks refused for
+// lack of a quorum: at most one every retryPace on average (100 a
+// second), in bursts of up to retryBurst, whatever the number of jobs.
+// Without a quorum nothing is lost by waiting; with thousands of jobs the
+// backoff of each tick alone would still mean hundreds of requests a
+// second from one host.
+const (
+	retryPace  = 10 * time.Millisecond
+	retryBurst = 100
+)
+
+// pacer spaces the host's no-quorum retries (see retryPace).
+type pacer struct {
+	mu   sync.Mutex
+	next time.Time
+}
+
+// wait blocks until this retry's turn; false if ctx ended first.
+func (p *pacer) wait(ctx context.Context) bool {
+	p.mu.Lock()
+	now := time.Now()
+	slot := p.next
+	if floor := now.Add(-retryBurst * retryPace); slot.Before(floor) {
+		slot = floor
+	}
+	p.next = slot.Add(retryPace)
+	p.mu.Unlock()
+	d := time.Until(slot)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // quorumOutlook is the host-wide view of when a quorum of servers votes
 // again, shared by every tick that found none, and the ticks given up
 // because no quorum will ever vote for them (for one log line each).

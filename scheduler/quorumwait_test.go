@@ -142,3 +142,71 @@ func TestFreshServersRetryUnvotableTicks(t *testing.T) {
 		t.Errorf("%d attempts after %d (8s earlier) with the give-up off: want the retries to go on", n, first)
 	}
 }
+
+// noQuorumRetries runs one dry-run scheduler of 400 hourly jobs on three
+// Redis servers of which two are down (no quorum) and returns how many
+// acquisition attempts it made over a window after the first batch, and
+// the most its pace allows in that window (retryBurst + one per
+// retryPace).
+func noQuorumRetries(t *testing.T, unpaced bool) (attempts, allowed int) {
+	t.Helper()
+	const njobs = 400
+	cluster := redistest.Start(t, 3)
+	cluster.Nodes[1].Kill()
+	cluster.Nodes[2].Kill()
+	var jobs []*Job
+	for i := range njobs {
+		jobs = append(jobs, &Job{Name: fmt.Sprintf("nq-%03d", i), Schedule: "@hourly", Shell: "true"})
+	}
+	cfg := tickConfig(t, cluster.URLs(), jobs...)
+	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, lease.WithTimeout(200*time.Millisecond), lease.WithRestartGuard(cfg.Lease.TTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics(prometheus.NewRegistry())
+	s, err := New(cfg, Options{Self: "/nonexistent/leasecron-supervisor", Backend: be, DryRun: true, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.unpaced = unpaced
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; _ = s.Close() })
+	count := func() int {
+		n := 0
+		for _, j := range jobs {
+			for _, outcome := range []string{"no_quorum", "data_younger"} {
+				n += int(testutil.ToFloat64(m.acquires.WithLabelValues(j.Name, outcome)))
+			}
+		}
+		return n
+	}
+	for end := time.Now().Add(30 * time.Second); count() < njobs; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%d attempts after 30s, want one per job at least (%d)", count(), njobs)
+		}
+	}
+	first, from := count(), time.Now()
+	time.Sleep(3 * time.Second)
+	attempts, elapsed := count()-first, time.Since(from)
+	t.Logf("%d retries of %d jobs without a quorum in %s", attempts, njobs, elapsed.Round(time.Millisecond))
+	return attempts, retryBurst + int(elapsed/retryPace) + 1
+}
+
+// TestNoQuorumRetriesPaced: without a quorum, the retries of many ticks
+// are bounded for the host: no more in a window than the pace allows,
+// whatever the number of jobs.
+func TestNoQuorumRetriesPaced(t *testing.T) {
+	if n, allowed := noQuorumRetries(t, false); n > allowed {
+		t.Errorf("%d retries without a quorum in the window, the pace allows %d", n, allowed)
+	}
+}
+
+// TestNoQuorumRetriesUnpacedNegativeControl: with the pace off, each
+// tick's own backoff alone lets 400 jobs retry more often than that.
+func TestNoQuorumRetriesUnpacedNegativeControl(t *testing.T) {
+	if n, allowed := noQuorumRetries(t, true); n <= allowed {
+		t.Errorf("%d retries without a quorum and without the pace (bound %d): the test cannot see the storm", n, allowed)
+	}
+}

@@ -101,8 +101,11 @@ type Scheduler struct {
 	// fresh-servers test).
 	keepUnvotable bool
 	// outlook is when a quorum votes again, shared by the ticks that
-	// found none.
+	// found none; retries paces their retries (unpaced, set by tests:
+	// the negative control).
 	outlook quorumOutlook
+	retries pacer
+	unpaced bool
 
 	// started is when New ran (heartbeats carry it and derive their
 	// versions from it).
