@@ -225,7 +225,7 @@ func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg 
 			s.opts.Metrics.Skipped(j.Name, "host_full")
 		}
 	} else if len(full) > 0 {
-		names := make([]string, 0, min(len(full), 5))
+		names := make([]string, 0, min(len(full), 20))
 		for _, j := range full {
 			if len(names) < cap(names) {
 				names = append(names, j.Name)
