@@ -285,14 +285,17 @@ func (n *node) dataBirth() time.Time {
 // before epochTime (when set). The second check is what keeps a node that
 // may have lost an epoch's completion mark from voting for that epoch;
 // the guard is its margin for the wall-clock offset between the host that
-// set epochTime and this one (see the package documentation).
+// set epochTime and this one (see the package documentation). It is
+// checked first: ErrDataYounger is final for the epoch (a data birth only
+// moves later), ErrRestarted ends with the guard, and a caller told the
+// first gives the epoch up instead of retrying it until its guard ends.
 func votesFor(birth, now, epochTime time.Time, guard time.Duration) (bool, error) {
 	from := birth.Add(guard)
-	if now.Before(from) {
-		return false, ErrRestarted
-	}
 	if !epochTime.IsZero() && epochTime.Before(from) {
 		return false, ErrDataYounger
+	}
+	if now.Before(from) {
+		return false, ErrRestarted
 	}
 	return true, nil
 }

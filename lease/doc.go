@@ -190,9 +190,11 @@
 // A node votes for a request only when its data birth is at least the
 // restart guard (WithRestartGuard) before now, and, for a Request with
 // EpochTime, at least the guard before EpochTime (see Epochs). Its other
-// grants are reported as NodeErrors with ErrRestarted or ErrDataYounger and
-// as VoteNotVoting; WithoutRestartDetection turns all of this off, for
-// tests only.
+// grants are reported as NodeErrors with ErrDataYounger (data younger than
+// EpochTime by less than the guard: final for that epoch, also while the
+// node's guard runs) or ErrRestarted (the guard has not ended; the node
+// votes for the epoch afterwards) and as VoteNotVoting;
+// WithoutRestartDetection turns all of this off, for tests only.
 //
 // # Guarantees and their preconditions
 //
