@@ -26,7 +26,10 @@
 //   - InspectAndNotes: holder, TTL, fence, done epoch; SetNote keeps the
 //     highest version.
 //   - ReleaseOfLostLease: Release and Complete of a lease that ran out do
-//     not free the new holder's (see LostCompleteMarksEpoch).
+//     not free the new holder's; that Complete fails with ErrNotHeld and
+//     leaves the epoch open for the newer holder.
+//   - CompleteAfterExpiry: Complete of a lease that ran out with nobody
+//     after it (fence unchanged) succeeds, and the epoch is done.
 //   - BadInputs: every Harness.BadInputs error names its culprit and hides
 //     its secret.
 //   - Entries: Put keeps the highest version (equal or lower: no change),
@@ -104,16 +107,6 @@ type Harness struct {
 	// must name and the secret it must not contain. It may start servers
 	// of its own for t (one with a password, say).
 	BadInputs func(t testing.TB) []BadInput
-
-	// LostCompleteMarksEpoch says that Complete on a lease that was lost
-	// (its TTL ran out and another holder took the key) still records the
-	// lease's epoch as completed, because Complete is only called once the
-	// epoch's work has finished (package lease: complete.lua writes the
-	// mark whether or not the lock is still ours). False (the default):
-	// such a Complete must leave the epoch open, like an UPDATE or a txn
-	// guarded by the lease's token. Either way it must not release the new
-	// holder's lease; the suite checks whichever behaviour is declared.
-	LostCompleteMarksEpoch bool
 }
 
 // BadInput is one bad configuration and what using it returned.

@@ -29,6 +29,7 @@ var subtests = []subtest{
 	{"RefusalDetail", false, testRefusalDetail},
 	{"InspectAndNotes", false, testInspectAndNotes},
 	{"ReleaseOfLostLease", false, testReleaseOfLostLease},
+	{"CompleteAfterExpiry", false, testCompleteAfterExpiry},
 	{"BadInputs", false, testBadInputs},
 	{"Entries", false, testEntries},
 	{"EntryExpiry", false, testEntryExpiry},
