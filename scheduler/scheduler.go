@@ -87,6 +87,14 @@ type Scheduler struct {
 	// negative control of the standby test).
 	noStandby bool
 
+	// lapsedUntil is the latest validity end of the leases left to run
+	// out (see lapsed); Close waits for it. noLapseWait, set by tests,
+	// skips that wait (the negative control of the close-after-lapse
+	// test).
+	lapseMu     sync.Mutex
+	lapsedUntil time.Time
+	noLapseWait bool
+
 	// started is when New ran (heartbeats carry it and derive their
 	// versions from it).
 	started time.Time
@@ -153,7 +161,42 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 }
 
 // Close closes the backend given in Options. Call it after Run returned.
-func (s *Scheduler) Close() error { return s.be.Close() }
+// It first waits until the validity of every lease left to run out (a job
+// whose processes could not be confirmed dead) has passed — at most
+// lease.ttl, logged — since closing a backend may free such a lease at
+// once (a ZooKeeper session's end deletes its ephemeral lock) while the
+// job may still run.
+func (s *Scheduler) Close() error {
+	s.waitLapsed()
+	return s.be.Close()
+}
+
+// lapsed notes that l is left to run out (no longer renewed, not released):
+// Close waits for its validity to end.
+func (s *Scheduler) lapsed(l backend.Lease) {
+	vu := l.ValidUntil()
+	s.lapseMu.Lock()
+	defer s.lapseMu.Unlock()
+	if vu.After(s.lapsedUntil) {
+		s.lapsedUntil = vu
+	}
+}
+
+// waitLapsed waits until the validity of every lease noted by lapsed has
+// passed, at most lease.ttl (no validity reaches further than a TTL from
+// now: it is counted from a renewal in the past).
+func (s *Scheduler) waitLapsed() {
+	s.lapseMu.Lock()
+	until := s.lapsedUntil
+	s.lapseMu.Unlock()
+	wait := min(time.Until(until), s.base.Lease.TTL)
+	if wait <= 0 || s.noLapseWait {
+		return
+	}
+	s.log.Warn("waiting for the leases left to run out before closing the backend (their jobs may still run)",
+		"valid_until", until, "wait", wait.Round(time.Millisecond))
+	time.Sleep(wait)
+}
 
 // now is the scheduler's clock (skewed by ClockOffset in tests).
 func (s *Scheduler) now() time.Time {

@@ -30,6 +30,10 @@
 //     leaves the epoch open for the newer holder.
 //   - CompleteAfterExpiry: Complete of a lease that ran out with nobody
 //     after it (fence unchanged) succeeds, and the epoch is done.
+//   - CloseAfterLapse: a lease neither released nor renewed, then its
+//     client Closed: nobody else gets the key before its ValidUntil
+//     (unless the harness declares CloseFreesLeases, which is then
+//     checked).
 //   - BadInputs: every Harness.BadInputs error names its culprit and hides
 //     its secret.
 //   - Entries: Put keeps the highest version (equal or lower: no change),
@@ -107,6 +111,14 @@ type Harness struct {
 	// must name and the secret it must not contain. It may start servers
 	// of its own for t (one with a password, say).
 	BadInputs func(t testing.TB) []BadInput
+
+	// CloseFreesLeases says that Backend.Close frees the leases its client
+	// still holds at once, before their validity ends (ZooKeeper: closing
+	// the session deletes its ephemeral locks). False (the default): Close
+	// leaves them to expire by their TTL. The suite checks whichever is
+	// declared; a caller whose work may outlive a lease it stopped renewing
+	// must wait for its validity before Close (the daemon does).
+	CloseFreesLeases bool
 }
 
 // BadInput is one bad configuration and what using it returned.

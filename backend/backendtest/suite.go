@@ -30,6 +30,7 @@ var subtests = []subtest{
 	{"InspectAndNotes", false, testInspectAndNotes},
 	{"ReleaseOfLostLease", false, testReleaseOfLostLease},
 	{"CompleteAfterExpiry", false, testCompleteAfterExpiry},
+	{"CloseAfterLapse", false, testCloseAfterLapse},
 	{"BadInputs", false, testBadInputs},
 	{"Entries", false, testEntries},
 	{"EntryExpiry", false, testEntryExpiry},
