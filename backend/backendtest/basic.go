@@ -112,17 +112,45 @@ func testRefusalDetail(t *testing.T, s *suite) {
 		t.Errorf("refusal message %q does not name the holder", err)
 	}
 
-	// Acquire (which may retry until its context ends) reports the same.
+	// After a renewal, Acquire (which may retry until its context ends),
+	// one attempt and Inspect all report a time left of at least the
+	// holder's remaining validity and at most the TTL.
+	for time.Now().Before(lA.ValidUntil()) {
+		if err := lA.Extend(ctx(t, liveness), 0); err == nil || errors.Is(err, backend.ErrNotHeld) {
+			break
+		}
+	}
 	re, _ = refusal(t, "second holder's Acquire", func() (backend.Lease, error) {
 		return bB.Acquire(ctx(t, s.h.TTL/4), backend.Request{Key: k, TTL: s.h.TTL, Owner: "B"})
 	}, backend.ErrHeld)
 	if re.Holder != holderOwner {
 		t.Errorf("Acquire's refusal names holder %q, want %q", re.Holder, holderOwner)
 	}
+	checkTimeLeft(t, s, "Acquire's refusal after a renewal", re.HolderTTL, lA)
+	re, _ = refusal(t, "one attempt after a renewal", func() (backend.Lease, error) {
+		return tryOnce(t, bB, backend.Request{Key: k, TTL: s.h.TTL, Owner: "B"})
+	}, backend.ErrHeld)
+	checkTimeLeft(t, s, "a refused attempt after a renewal", re.HolderTTL, lA)
+	checkTimeLeft(t, s, "Inspect after a renewal", inspect(t, bB, k).TTL, lA)
 	if time.Now().Before(lA.ValidUntil()) {
 		if err := lA.Release(ctx(t, liveness)); err != nil {
 			t.Errorf("release: %v", err)
 		}
+	}
+}
+
+// checkTimeLeft checks a reported time until l's key is free, read just
+// now: within (0, TTL], and not below l's remaining validity (a holder
+// with 29 s left must not be reported free in 0 s). A refusal read after l's
+// validity ended is not checked.
+func checkTimeLeft(t *testing.T, s *suite, what string, left time.Duration, l backend.Lease) {
+	t.Helper()
+	valid := time.Until(l.ValidUntil())
+	if valid <= 0 {
+		return
+	}
+	if left <= 0 || left > s.h.TTL || left < valid-time.Millisecond {
+		t.Errorf("%s: time left %s, want in [the holder's remaining validity %s, TTL %s]", what, left, valid, s.h.TTL)
 	}
 }
 
