@@ -22,7 +22,8 @@
 //     a newer epoch is granted.
 //   - RefusalDetail: Holder is the Owner text, HolderNodes >= Quorum,
 //     HolderTTL between the holder's remaining validity and that plus the
-//     acquisition's margin.
+//     acquisition's margin; after a renewal, Acquire's refusal, one
+//     attempt's and Inspect's TTL within [remaining validity, TTL].
 //   - InspectAndNotes: holder, TTL, fence, done epoch; SetNote keeps the
 //     highest version.
 //   - ReleaseOfLostLease: Release and Complete of a lease that ran out do
