@@ -223,6 +223,15 @@ func (c *Client) fenceExpiry() time.Duration {
 	return max(c.opts.fenceExpiry, c.guard(), time.Duration(c.maxTTL.Load()), time.Millisecond)
 }
 
+// votesIn is how long until node n votes again (0 if it votes now).
+func (c *Client) votesIn(n *node) time.Duration {
+	if !c.opts.detect {
+		return 0
+	}
+	votingAt, _ := n.status(c.guard())
+	return max(time.Until(votingAt), 0)
+}
+
 func (c *Client) voting(n *node, now time.Time) bool {
 	return !c.opts.detect || n.voting(now, c.guard())
 }

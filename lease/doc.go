@@ -261,7 +261,18 @@
 // attempt (a mark exists only if e's work finished), if it arrives before a
 // quorum granted. Lease.Complete marks e completed and returns once a
 // quorum stored the mark; it waits for every node up to the timeout, to
-// store it on as many as possible. Marks live as long as the key's data, so
+// store it on as many as possible. A node marks e unless a newer holder
+// took the key since the lease's acquisition: another lock is there, or
+// the lock expired and the fence counter went past the lease's Fence (the
+// newer holder came and went; without fencing, or once the counter
+// expired, that case is not seen). A lock that merely expired with nobody
+// after it is no reason to leave e open: its work finished. When too many
+// nodes name a newer holder for a quorum to mark e, Complete returns
+// ErrNotHeld and e stays open for that holder; a first round that only
+// checks makes sure nothing is written then, also on nodes the newer
+// holder's requests have not reached yet (a race with a newer holder
+// arriving between the two rounds can still leave a minority mark, which
+// is safe: e's work did finish). Marks live as long as the key's data, so
 // they must survive longer than locks: a client started long after e (a
 // daemon restarted inside a day-long deadline) must not win e on nodes that
 // lost the mark. Request.EpochTime is the instant e's work became eligible

@@ -302,7 +302,9 @@ func (s *Scheduler) finish(j *Job, l backend.Lease, hold *backend.Hold, rec RunR
 	switch {
 	case lapse && hold != nil:
 		hold.Stop()
+		s.lapsed(l)
 	case lapse:
+		s.lapsed(l)
 	case complete && hold != nil:
 		err = hold.Complete(ctx)
 	case complete:

@@ -107,6 +107,14 @@ type Scheduler struct {
 	retries pacer
 	unpaced bool
 
+	// lapsedUntil is the latest validity end of the leases left to run
+	// out (see lapsed); Close waits for it. noLapseWait, set by tests,
+	// skips that wait (the negative control of the close-after-lapse
+	// test).
+	lapseMu     sync.Mutex
+	lapsedUntil time.Time
+	noLapseWait bool
+
 	// started is when New ran (heartbeats carry it and derive their
 	// versions from it).
 	started time.Time
@@ -173,7 +181,15 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 }
 
 // Close closes the backend given in Options. Call it after Run returned.
-func (s *Scheduler) Close() error { return s.be.Close() }
+// It first waits until the validity of every lease left to run out (a job
+// whose processes could not be confirmed dead) has passed — at most
+// lease.ttl, logged — since closing a backend may free such a lease at
+// once (a ZooKeeper session's end deletes its ephemeral lock) while the
+// job may still run.
+func (s *Scheduler) Close() error {
+	s.waitLapsed()
+	return s.be.Close()
+}
 
 // now is the scheduler's clock (skewed by ClockOffset in tests).
 func (s *Scheduler) now() time.Time {

@@ -29,6 +29,8 @@ var subtests = []subtest{
 	{"RefusalDetail", false, testRefusalDetail},
 	{"InspectAndNotes", false, testInspectAndNotes},
 	{"ReleaseOfLostLease", false, testReleaseOfLostLease},
+	{"CompleteAfterExpiry", false, testCompleteAfterExpiry},
+	{"CloseAfterLapse", false, testCloseAfterLapse},
 	{"BadInputs", false, testBadInputs},
 	{"Entries", false, testEntries},
 	{"EntryExpiry", false, testEntryExpiry},

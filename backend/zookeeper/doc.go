@@ -23,7 +23,10 @@
 // the lock, strictly greater than every earlier one cluster-wide. A key's
 // done version is cached after the first read, so a tick costs one round
 // trip per key (requests are pipelined on the session's connection).
-// Complete is one multi: Check(lock version) + SetData(done) + Delete(lock).
+// Complete is one multi: SetData(done, version = the lease's generation) +
+// Delete(lock); when the lock is already gone (given up at its validity's
+// end, or with its session), SetData(done) alone under the same version:
+// the generation unchanged means nobody took the key after us.
 //
 // # Validity
 //
