@@ -14,10 +14,10 @@
 //
 // # Deadlines
 //
-// Deadlines are absolute CLOCK_MONOTONIC readings in nanoseconds ([MonoNow]).
+// Deadlines are absolute CLOCK_MONOTONIC readings in nanoseconds ([BootNow]).
 // That clock is shared by every process on the host, so a deadline computed
 // by the daemon means the same instant to the supervisor, and a daemon paused
-// between computing and writing a deadline cannot make it later. [MonoDeadline]
+// between computing and writing a deadline cannot make it later. [BootDeadline]
 // converts a time.Time (with its monotonic reading) into such a deadline.
 //
 // At Deadline-KillGrace the supervisor sends SIGTERM to the job's process

@@ -40,9 +40,15 @@ type Spec struct {
 	// a SIGTERM to the supervisor or the control pipe closing. Must not be
 	// negative.
 	KillGrace time.Duration
-	// Deadline is the initial kill deadline, CLOCK_MONOTONIC nanoseconds
-	// (see MonoDeadline). It must be in the future.
+	// Deadline is the initial kill deadline, CLOCK_BOOTTIME nanoseconds
+	// (see BootDeadline). It must be in the future.
 	Deadline int64
+	// Contain is the daemon's containment (DetectContainment): with
+	// cgroups, the job runs in a cgroup of its own, created for it.
+	Contain Containment
+	// Name names the job's cgroup (with the daemon's pid and a random
+	// suffix); "" means "job".
+	Name string
 }
 
 // Exit describes how a job ended.
@@ -53,18 +59,19 @@ type Exit struct {
 	// Signal names the signal the job died of ("SIGKILL"), or "".
 	Signal string
 	// Reason is why it ended: ReasonExited, ReasonDeadline,
-	// ReasonTerminated, ReasonDaemonGone or ReasonSupervisorLost.
+	// ReasonTerminated, ReasonDaemonGone, ReasonSuspended or
+	// ReasonSupervisorLost.
 	Reason string
 	// Started and Ended are when the job started and when its leader
 	// process was reaped (zero when unknown), as local times.
 	Started, Ended time.Time
-	// DeadTime is the CLOCK_MONOTONIC instant (ns) at which the
+	// DeadTime is the CLOCK_BOOTTIME instant (ns) at which the
 	// supervisor confirmed that no process of the job was left, or, with
 	// ErrSupervisorLost, at which the daemon saw no live process of the
 	// job's group left after killing it; 0 when neither could (Wait then
 	// returns ErrNotConfirmedDead or ErrSupervisorLost).
 	DeadTime int64
-	// TermTime and KillTime are the CLOCK_MONOTONIC instants (ns) at which
+	// TermTime and KillTime are the CLOCK_BOOTTIME instants (ns) at which
 	// the supervisor sent SIGTERM and SIGKILL to the job (by the deadline,
 	// Terminate, Close or a SIGTERM to the supervisor); 0 if it did not.
 	// A SIGKILL sent only to clean up after the job leader exited on its
@@ -77,6 +84,12 @@ type Exit struct {
 type Process struct {
 	cmd            *exec.Cmd
 	stdout, stderr *autoCloseReader
+	supStart       uint64 // the supervisor's start, clock ticks after boot
+
+	// contain and cgroup are set by Spare.Start: the daemon's containment
+	// and the job's cgroup ("" without one).
+	contain Containment
+	cgroup  string
 
 	mu     sync.Mutex
 	ctrl   *os.File // nil once closed
@@ -127,7 +140,7 @@ func checkSpec(ctx context.Context, spec Spec) error {
 	if spec.KillGrace < 0 {
 		return fmt.Errorf("%w: negative KillGrace %v", ErrInvalidSpec, spec.KillGrace)
 	}
-	if now := MonoNow(); spec.Deadline <= now {
+	if now := BootNow(); spec.Deadline <= now {
 		return fmt.Errorf("%w: %v ago", ErrDeadlinePassed, time.Duration(now-spec.Deadline))
 	}
 	if err := ctx.Err(); err != nil {
@@ -201,8 +214,10 @@ func Prepare(self string) (*Spare, error) {
 		return nil, fmt.Errorf("supervisor: start supervisor %s: %w", self, err)
 	}
 
+	st, _ := readProcStat(cmd.Process.Pid) // it cannot have been reaped yet
 	p := &Process{
 		cmd:        cmd,
+		supStart:   st.start,
 		stdout:     &autoCloseReader{f: outR},
 		stderr:     &autoCloseReader{f: errR},
 		ctrl:       ctrlW,
@@ -245,6 +260,23 @@ func (sp *Spare) Start(ctx context.Context, spec Spec) (*Process, error) {
 	}
 	p, specW, self := sp.p, sp.specW, sp.self
 	sp.specW = nil
+	p.contain = spec.Contain
+	if spec.Contain.Cgroup() {
+		name := spec.Name
+		if name == "" {
+			name = "job"
+		}
+		cg, err := newJobCgroup(spec.Contain.dir, name)
+		if err != nil {
+			_ = specW.Close() // the supervisor exits; Close/Wait reap it
+			_ = p.Close()
+			_, _ = p.Wait()
+			_ = p.stdout.Close()
+			_ = p.stderr.Close()
+			return nil, fmt.Errorf("%w: %w", ErrStart, err)
+		}
+		p.cgroup = cg
+	}
 	data, _ := json.Marshal(wireSpec{
 		Path:      spec.Path,
 		Args:      spec.Args,
@@ -252,6 +284,7 @@ func (sp *Spare) Start(ctx context.Context, spec Spec) (*Process, error) {
 		Dir:       spec.Dir,
 		KillGrace: int64(spec.KillGrace),
 		Deadline:  spec.Deadline,
+		Cgroup:    p.cgroup,
 	})
 	_, werr := specW.Write(data) // a dead supervisor shows up as statusDone
 	_ = specW.Close()
@@ -342,8 +375,8 @@ func (p *Process) JobPID() int {
 // SupervisorPID returns the supervisor process's pid.
 func (p *Process) SupervisorPID() int { return p.cmd.Process.Pid }
 
-// Extend sets the job's kill deadline (CLOCK_MONOTONIC ns, see
-// MonoDeadline). The latest value written wins, also when it is earlier
+// Extend sets the job's kill deadline (CLOCK_BOOTTIME ns, see
+// BootDeadline). The latest value written wins, also when it is earlier
 // than the previous one. A deadline already passed makes the supervisor
 // kill the job at once. Extend does not block for long: it fails after
 // 100ms if the supervisor does not read its pipe. It returns ErrClosed
@@ -420,13 +453,14 @@ func (p *Process) wait() (Exit, error) {
 	_ = p.Close()
 	ev := p.exitEv
 	if ev == nil {
-		exit := Exit{Code: -1, Reason: ReasonSupervisorLost, Started: monoTime(p.startMono)}
+		exit := Exit{Code: -1, Reason: ReasonSupervisorLost, Started: bootTime(p.startMono)}
 		if pid := p.JobPID(); pid > 0 && os.Getenv(NoLostGroupKillEnv) != "1" {
 			// The leader died with the supervisor (parent-death signal);
-			// its children did not. Kill the whole group now, without
+			// its children did not. Kill all of the job now, without
 			// waiting for anything else (its output may never end).
-			exit.DeadTime = killLostGroup(pid, ConfirmTimeout)
+			exit.DeadTime = p.killLost(pid, ConfirmTimeout)
 		}
+		p.removeCgroup(exit.DeadTime != 0)
 		if p.errorEv != nil {
 			return exit, fmt.Errorf("%w: %s", ErrSupervisorLost, p.errorEv.Error)
 		}
@@ -436,16 +470,41 @@ func (p *Process) wait() (Exit, error) {
 		Code:     ev.Code,
 		Signal:   ev.Signal,
 		Reason:   ev.Reason,
-		Started:  monoTime(p.startMono),
-		Ended:    monoTime(ev.EndMono),
+		Started:  bootTime(p.startMono),
+		Ended:    bootTime(ev.EndMono),
 		DeadTime: ev.DeadMono,
 		TermTime: ev.TermMono,
 		KillTime: ev.KillMono,
 	}
-	if ev.DeadMono == 0 {
+	if ev.DeadMono != 0 && p.cgroup != "" {
+		// The supervisor saw its descendants gone; the cgroup says
+		// whether anything of the job is left anywhere.
+		if populated, err := cgroupPopulated(p.cgroup); err != nil || populated {
+			exit.DeadTime = killCgroup(p.cgroup, ConfirmTimeout)
+			if exit.DeadTime == 0 {
+				ev.Error = fmt.Sprintf("job cgroup %s not empty %v after it was killed", p.cgroup, ConfirmTimeout)
+			}
+		}
+	}
+	p.removeCgroup(exit.DeadTime != 0)
+	if exit.DeadTime == 0 {
 		return exit, fmt.Errorf("%w: %s", ErrNotConfirmedDead, ev.Error)
 	}
 	return exit, nil
+}
+
+// removeCgroup removes the job's cgroup once nothing of the job is left
+// (empty); a cgroup that may still hold processes is left as it is.
+func (p *Process) removeCgroup(empty bool) {
+	if p.cgroup == "" {
+		return
+	}
+	if !empty {
+		if populated, err := cgroupPopulated(p.cgroup); err != nil || populated {
+			return
+		}
+	}
+	removeCgroup(p.cgroup)
 }
 
 // autoCloseReader is a pipe's read end that closes itself at EOF.
