@@ -209,8 +209,8 @@ type killer struct {
 	fam      *family
 	clk      clock
 	watch    *suspendWatch // nil: no suspend check (a negative control)
-	grace    int64 // KillGrace
-	deadline int64 // latest deadline received
+	grace    int64         // KillGrace
+	deadline int64         // latest deadline received
 
 	// noDeadline turns the deadline kill off (NoDeadlineKillEnv): a
 	// negative control for tests only.
@@ -303,8 +303,10 @@ func (k *killer) run(ctrl <-chan controlMsg, sigs <-chan os.Signal) {
 	for {
 		now := k.clk.boot()
 		if k.watch != nil {
-			if d := k.watch.suspended(); d > suspendThreshold {
+			if d := k.watch.suspended(); d > suspendThreshold && !k.killSent {
+				// SIGKILL now, without SIGTERM: the grace is past.
 				k.force(ReasonSuspended, now, now)
+				k.termSent = true
 			}
 		}
 		next := k.step(now)
