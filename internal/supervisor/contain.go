@@ -9,8 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // jobsCgroup is the name of the cgroup, under the daemon's own, that holds
@@ -127,17 +133,73 @@ func jobsCgroupDir() (string, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("create cgroup %s: %w", dir, err)
 	}
+	cleanStale(dir)
 	probe, err := newJobCgroup(dir, "probe")
 	if err != nil {
 		return "", err
 	}
-	defer func() { _ = os.Remove(probe) }()
+	defer removeCgroup(probe)
 	f, err := os.OpenFile(filepath.Join(probe, "cgroup.kill"), os.O_WRONLY, 0)
 	if err != nil {
 		return "", fmt.Errorf("cgroup.kill in %s (needs Linux 5.14): %w", probe, err)
 	}
 	_ = f.Close()
+	if err := probeCloneInto(probe); err != nil {
+		return "", err
+	}
 	return dir, nil
+}
+
+// probeCloneInto starts a process in the cgroup at path the way the
+// supervisor starts a job (clone3 with CLONE_INTO_CGROUP, which a seccomp
+// filter may refuse) and waits for it: this executable run as a supervisor
+// without its pipes, which exits at once.
+func probeCloneInto(path string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable: %w", err)
+	}
+	cg, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open cgroup %s: %w", path, err)
+	}
+	defer cg.Close()
+	cmd := exec.Command(self, Arg)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start a process in cgroup %s (clone3 with CLONE_INTO_CGROUP): %w", path, err)
+	}
+	_ = cmd.Wait() // its exit status (125: no pipes) does not matter
+	return nil
+}
+
+// cleanStale removes the job cgroups left in dir by daemons that are gone
+// (the pid in the name no longer exists): SIGKILLing what still runs in
+// them — jobs whose daemon and supervisor were both killed — first.
+func cleanStale(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		// NAME-PID-RANDOM; NAME may hold '-'.
+		parts := strings.Split(e.Name(), "-")
+		if len(parts) < 3 {
+			continue
+		}
+		pid, err := strconv.Atoi(parts[len(parts)-2])
+		if err != nil || pid <= 0 || unix.Kill(pid, 0) != unix.ESRCH {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if populated, err := cgroupPopulated(path); err == nil && populated {
+			killCgroup(path, time.Second)
+		}
+		removeCgroup(path)
+	}
 }
 
 // cgroup2Mount returns where the cgroup v2 hierarchy is mounted: at

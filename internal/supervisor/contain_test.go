@@ -5,10 +5,13 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,4 +223,51 @@ func procCgroup(pid int) string {
 		}
 	}
 	return ""
+}
+
+// TestStaleJobCgroupKilled: a job cgroup left by a daemon that is gone
+// (daemon and supervisor both killed) still holding a job is killed and
+// removed when the next daemon detects its containment; one of a live
+// daemon is left alone.
+func TestStaleJobCgroupKilled(t *testing.T) {
+	c := requireCgroup(t)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(c.dir, fmt.Sprintf("old-%d-0000", gone.Process.Pid))
+	live := filepath.Join(c.dir, fmt.Sprintf("old-%d-0000", os.Getpid()))
+	var sleeps []*exec.Cmd
+	for _, dir := range []string{stale, live} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cg, err := os.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("sleep", "300")
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}
+		err = cmd.Start()
+		_ = cg.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sleeps = append(sleeps, cmd)
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			removeCgroup(dir)
+		})
+	}
+	DetectContainment()
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale job cgroup %s not removed: %v", stale, err)
+	}
+	if err := sleeps[0].Wait(); err == nil {
+		t.Errorf("the stale cgroup's process exited by itself")
+	}
+	if populated, err := cgroupPopulated(live); err != nil || !populated {
+		t.Errorf("a live daemon's job cgroup was emptied: populated %v, %v", populated, err)
+	}
 }

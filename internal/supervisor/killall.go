@@ -172,7 +172,7 @@ func killLostTree(pgid int, supStart uint64, orphans bool, timeout time.Duration
 		if BootNow() > end {
 			return 0
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // each round reads all of /proc
 	}
 }
 
