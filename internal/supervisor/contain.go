@@ -150,27 +150,28 @@ func jobsCgroupDir() (string, error) {
 	return dir, nil
 }
 
-// probeCloneInto starts a process in the cgroup at path the way the
+// probeCloneInto forks a process into the cgroup at path the way the
 // supervisor starts a job (clone3 with CLONE_INTO_CGROUP, which a seccomp
-// filter may refuse) and waits for it: this executable run as a supervisor
-// without its pipes, which exits at once.
+// filter may refuse). The process is to exec a program that does not
+// exist, so nothing runs: an ENOENT from the exec means the clone worked.
 func probeCloneInto(path string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find own executable: %w", err)
-	}
 	cg, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open cgroup %s: %w", path, err)
 	}
 	defer cg.Close()
-	cmd := exec.Command(self, Arg)
+	// Nothing can be created in a cgroup's directory.
+	cmd := exec.Command(filepath.Join(path, "no-such-program"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start a process in cgroup %s (clone3 with CLONE_INTO_CGROUP): %w", path, err)
+	err = cmd.Start()
+	if err == nil {
+		_ = cmd.Wait()
+		return nil
 	}
-	_ = cmd.Wait() // its exit status (125: no pipes) does not matter
-	return nil
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return fmt.Errorf("start a process in cgroup %s (clone3 with CLONE_INTO_CGROUP): %w", path, err)
 }
 
 // cleanStale removes the job cgroups left in dir by daemons that are gone
