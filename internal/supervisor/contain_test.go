@@ -144,6 +144,31 @@ func TestCgroupJobExitKillsEscapees(t *testing.T) {
 	}
 }
 
+// TestCgroupRemovedWithNested: a job that creates cgroups below its own (a
+// job running leasecron itself) does not leave its cgroup behind.
+func TestCgroupRemovedWithNested(t *testing.T) {
+	c := requireCgroup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := Start(ctx, testSelf(t), Spec{Path: "/bin/sh", Args: []string{"-c", "read line"},
+		Deadline: BootNow() + int64(time.Minute), Contain: c, Name: "nested"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := collect(p)
+	if err := os.MkdirAll(filepath.Join(p.cgroup, jobsCgroup, "inner"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Close() // the job is killed
+	if _, err := waitExit(t, p, 30*time.Second); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	out.rest(t, 10*time.Second)
+	if _, err := os.Stat(p.cgroup); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("job cgroup %s with a nested cgroup left behind: %v", p.cgroup, err)
+	}
+}
+
 // TestProcessTreeKillsEscapees: the process-tree fallback (as without
 // cgroups) kills the escaped children too when the supervisor is lost:
 // they were re-parented to the caller, a child subreaper.

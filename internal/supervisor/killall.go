@@ -108,9 +108,17 @@ func cgroupProcs(path string) []int {
 	return pids
 }
 
-// removeCgroup removes the (empty) job cgroup at path; a populated one
-// cannot be removed and is left.
+// removeCgroup removes the (empty) job cgroup at path, with the cgroups a
+// job created below it (a job that runs leasecron itself creates its own
+// leasecron-jobs there); a populated one cannot be removed and is left.
 func removeCgroup(path string) {
+	if entries, err := os.ReadDir(path); err == nil {
+		for _, e := range entries {
+			if e.IsDir() {
+				removeCgroup(filepath.Join(path, e.Name()))
+			}
+		}
+	}
 	for i := 0; i < 50; i++ {
 		err := unix.Rmdir(path)
 		if err == nil || errors.Is(err, unix.ENOENT) || !errors.Is(err, unix.EBUSY) {
