@@ -230,6 +230,10 @@ func (j *Job) field(c *Config) string {
 // validJobName matches the characters allowed in a job name.
 var validJobName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
+// ValidJobName reports whether name is a valid job name: letters, digits,
+// '_', '.' and '-'.
+func ValidJobName(name string) bool { return validJobName.MatchString(name) }
+
 func (v *validator) jobs() {
 	c := v.c
 	names := map[string]*Job{}

@@ -365,9 +365,14 @@ func (s *Scheduler) startJob(j *Job, tick time.Time, l backend.Lease, manual boo
 	return proc, nil
 }
 
-// logLines logs r line by line with the job's name until EOF.
+// logLines logs r line by line with the job's name until EOF, or copies
+// it to Options.JobStdout or JobStderr when set.
 func (s *Scheduler) logLines(log *slog.Logger, stream string, r io.Reader) {
 	if r == nil {
+		return
+	}
+	if w := map[string]io.Writer{"stdout": s.opts.JobStdout, "stderr": s.opts.JobStderr}[stream]; w != nil {
+		_, _ = io.Copy(w, r)
 		return
 	}
 	sc := bufio.NewScanner(r)

@@ -48,6 +48,10 @@ type Options struct {
 	DryRun bool
 	// Version is this build's version, announced in the heartbeats.
 	Version string
+	// JobStdout and JobStderr, when set, receive the jobs' output as the
+	// jobs write it (`leasecron exec`: cron mails what a command prints)
+	// instead of the log, line by line.
+	JobStdout, JobStderr io.Writer
 	// Backend is where the leases live (required): the Redis nodes, a
 	// PostgreSQL table, ... The caller opens it (cmd/leasecron picks it from
 	// the config) and closes it after Run returned.

@@ -52,8 +52,8 @@ func (c *HistoryCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	name := pos[0]
-	if cfg.Job(name) == nil {
-		return &configError{err: fmt.Errorf("no job named %q in %s", name, cfg.File)}
+	if !scheduler.ValidJobName(name) {
+		return usageErrorf("job name %q may only contain letters, digits, '_', '.' and '-'", name)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()

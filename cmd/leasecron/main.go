@@ -15,6 +15,7 @@
 //	pause     pause jobs on every host (a fleet-wide flag in the backend)
 //	resume    resume paused jobs
 //	history   show the last runs of a job, from any host
+//	exec      run a command under a job's lease, in front of a crontab line
 //	import-crontab  turn crontabs into a jobs file
 //	version   print the version
 //
@@ -130,6 +131,8 @@ func (m *Main) command(name string) command {
 		return &PauseCommand{stdout: m.Stdout, stderr: m.Stderr, resume: true}
 	case "history":
 		return &HistoryCommand{stdout: m.Stdout, stderr: m.Stderr}
+	case "exec":
+		return &ExecCommand{stdout: m.Stdout, stderr: m.Stderr, redisLog: m.redisLog}
 	case "import-crontab":
 		return &ImportCrontabCommand{stdout: m.Stdout, stderr: m.Stderr, stdin: os.Stdin}
 	case "version":
@@ -211,6 +214,7 @@ Commands:
 	pause     pause jobs on every host (a fleet-wide flag in the backend)
 	resume    resume paused jobs
 	history   show the last runs of a job, from any host
+	exec      run a command under a job's lease, in front of a crontab line
 	import-crontab  turn crontabs into a jobs file
 	version   print the version
 
