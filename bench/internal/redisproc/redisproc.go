@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/testkit/proctest"
 )
 
 // Server is one running redis-server process.
@@ -105,13 +107,14 @@ func (s *Server) Stop() error {
 	return err
 }
 
+// freePort returns a loopback port that was free a moment ago (see
+// proctest.FreePorts).
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ps, err := proctest.FreePorts(1)
 	if err != nil {
-		return 0, fmt.Errorf("redisproc: free port: %w", err)
+		return 0, fmt.Errorf("redisproc: %w", err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ps[0], nil
 }
 
 // ping sends an inline PING and expects +PONG.

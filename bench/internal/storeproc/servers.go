@@ -26,6 +26,10 @@ func Postgres(ctx context.Context) (*Proc, error) { return PostgresWith(ctx) }
 // (passed as -c name=value after the defaults, so they win), such as
 // "max_connections=500".
 func PostgresWith(ctx context.Context, settings ...string) (*Proc, error) {
+	return retry(func() (*Proc, error) { return postgresOnce(ctx, settings) })
+}
+
+func postgresOnce(ctx context.Context, settings []string) (*Proc, error) {
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
 	if len(bins) == 0 {
 		return nil, fmt.Errorf("storeproc: no /usr/lib/postgresql/*/bin/postgres (apt-get install postgresql)")
@@ -112,6 +116,10 @@ func (p *Proc) URL() string {
 // Etcd starts a one-member etcd cluster (/usr/bin/etcd or etcd on PATH)
 // with its data in a temp dir. Clients connect to URL()-less Endpoint().
 func Etcd(ctx context.Context) (*Proc, error) {
+	return retry(func() (*Proc, error) { return etcdOnce(ctx) })
+}
+
+func etcdOnce(ctx context.Context) (*Proc, error) {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		return nil, fmt.Errorf("storeproc: etcd not installed (apt-get install etcd-server): %w", err)
@@ -168,6 +176,10 @@ const ZooKeeperJar = "/usr/share/java/zookeeper.jar"
 // with tickTime 200 ms (sessions from 400 ms to 60 s) and its data in a temp
 // dir.
 func ZooKeeper(ctx context.Context) (*Proc, error) {
+	return retry(func() (*Proc, error) { return zooKeeperOnce(ctx) })
+}
+
+func zooKeeperOnce(ctx context.Context) (*Proc, error) {
 	if _, err := exec.LookPath("java"); err != nil {
 		return nil, fmt.Errorf("storeproc: java not installed: %w", err)
 	}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/testkit/proctest"
 )
 
 // Proc is one running server process.
@@ -89,7 +91,7 @@ func (p *Proc) wait(ctx context.Context, what string, timeout time.Duration, rea
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("storeproc: %s exited at start:\n%s", what, tail(p.log))
+			return fmt.Errorf("storeproc: %w: %s exited at start:\n%s", proctest.ErrPortTaken, what, tail(p.log))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -103,13 +105,27 @@ func tail(path string) string {
 	return string(b)
 }
 
+// freePort returns a loopback port that was free a moment ago (see
+// proctest.FreePorts).
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ps, err := proctest.FreePorts(1)
 	if err != nil {
-		return 0, fmt.Errorf("storeproc: free port: %w", err)
+		return 0, fmt.Errorf("storeproc: %w", err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ps[0], nil
+}
+
+// retry calls start again, on new ports, while the server exits at start
+// (a port taken before it bound it), up to proctest.StartAttempts times.
+func retry(start func() (*Proc, error)) (*Proc, error) {
+	var err error
+	for range proctest.StartAttempts {
+		var p *Proc
+		if p, err = start(); err == nil || !errors.Is(err, proctest.ErrPortTaken) {
+			return p, err
+		}
+	}
+	return nil, err
 }
 
 // tcpRequest sends req to addr and returns what comes back until EOF.

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -29,8 +28,6 @@ const (
 	startTimeout = 60 * time.Second
 	// killTimeout bounds the wait for the killed processes to be gone.
 	killTimeout = 10 * time.Second
-	// startAttempts is how many fresh ports a first start tries.
-	startAttempts = 5
 	// User and Database are the role and database tests connect as.
 	User     = "leasecron"
 	Database = "leasecron"
@@ -89,28 +86,21 @@ func Start(t testing.TB) *Server {
 	_, _ = rand.Read(pw)
 	s := &Server{t: t, bin: bin, who: who, dir: dir, password: hex.EncodeToString(pw)}
 	t.Cleanup(s.cleanup)
-	for attempt := 1; ; attempt++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("pgtest: finding a free port: %v", err)
-		}
-		s.port = ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
+	err = proctest.StartOnFreePorts(1, func(ports []int) error {
 		s.mu.Lock()
-		err = s.spawnLocked()
-		s.mu.Unlock()
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, errAddrInUse) || attempt >= startAttempts {
-			t.Fatalf("pgtest: %v", err)
-		}
+		defer s.mu.Unlock()
+		s.port = ports[0]
+		return s.spawnLocked()
+	})
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
 	}
 	s.Exec("ALTER ROLE " + User + " PASSWORD '" + s.password + "'")
 	return s
 }
 
-var errAddrInUse = errors.New("pgtest: address already in use")
+// errAddrInUse marks a start that failed because the port was taken.
+var errAddrInUse = fmt.Errorf("pgtest: %w", proctest.ErrPortTaken)
 
 func (s *Server) logPath() string { return filepath.Join(s.dir, "postgres.log") }
 
@@ -148,7 +138,7 @@ func (s *Server) spawnLocked() error {
 		b, _ := os.ReadFile(s.logPath())
 		fresh := string(b[min(int(off), len(b)):])
 		err = errors.Join(fmt.Errorf("pgtest: server %s (pid %d): %w\n--- %s:\n%s", s.Addr(), cmd.Process.Pid, err, s.logPath(), fresh), kerr)
-		if strings.Contains(fresh, "Address already in use") {
+		if proctest.AddrInUse(fresh) {
 			err = errors.Join(errAddrInUse, err)
 		}
 		return err

@@ -30,15 +30,12 @@ const (
 	startTimeout = 20 * time.Second
 	// killTimeout bounds the wait for a SIGKILLed process to be reaped.
 	killTimeout = 10 * time.Second
-	// startAttempts is how many fresh ports a first start tries when the
-	// chosen port was taken by someone else in the meantime.
-	startAttempts = 5
 	// logTailLines is how much of a node's log a failure message quotes.
 	logTailLines = 30
 )
 
 // errAddrInUse marks a start that failed because the port was taken.
-var errAddrInUse = errors.New("redistest: address already in use")
+var errAddrInUse = fmt.Errorf("redistest: %w", proctest.ErrPortTaken)
 
 // Node is one redis-server process owned by a test: started by Start,
 // StartRedisCluster or StartSentinelGroup, killed by the test's cleanup. Its methods that can
@@ -112,20 +109,14 @@ func (n *Node) cleanup() {
 func (n *Node) firstStart() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var err error
-	for range startAttempts {
-		want := 1
-		if n.cluster {
-			want++
-		}
-		if n.cfg.tls != nil {
-			want++
-		}
-		var ports []int
-		ports, err = freePorts(want)
-		if err != nil {
-			return err
-		}
+	want := 1
+	if n.cluster {
+		want++
+	}
+	if n.cfg.tls != nil {
+		want++
+	}
+	return proctest.StartOnFreePorts(want, func(ports []int) error {
 		n.port, ports = ports[0], ports[1:]
 		if n.cluster {
 			n.busPort, ports = ports[0], ports[1:]
@@ -133,12 +124,8 @@ func (n *Node) firstStart() error {
 		if n.cfg.tls != nil {
 			n.tlsPort = ports[0]
 		}
-		err = n.spawnLocked()
-		if !errors.Is(err, errAddrInUse) {
-			return err
-		}
-	}
-	return err
+		return n.spawnLocked()
+	})
 }
 
 // args is the redis-server command line for the node's configuration.
@@ -221,7 +208,7 @@ func (n *Node) spawnLocked() error {
 		if kerr != nil {
 			err = errors.Join(err, kerr)
 		}
-		if bytes.Contains([]byte(fresh), []byte("Address already in use")) {
+		if proctest.AddrInUse(fresh) {
 			err = errors.Join(errAddrInUse, err)
 		}
 		return err
