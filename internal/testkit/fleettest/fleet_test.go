@@ -100,7 +100,7 @@ func runQuietly(t *testing.T, cfg Config) map[string]int {
 	job := cfg.Jobs[0].Name
 	f := New(t, binaries(t), cfg)
 	f.StartAll()
-	from := f.VotingAt.Add(3 * time.Second)
+	from := f.ScheduleFrom().Add(3 * time.Second)
 	to := from.Add(12 * time.Second)
 	h := f.AwaitTicks(job, 2*time.Second, from, to, true, 5*time.Second)
 	f.CheckSafety()

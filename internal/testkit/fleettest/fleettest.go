@@ -176,6 +176,8 @@ type Fleet struct {
 	// VotingAt is when the freshly started nodes have been up for a TTL
 	// (plus a margin), so that the daemons' restart detection lets them vote.
 	VotingAt time.Time
+	// scheduleFrom caches ScheduleFrom.
+	scheduleFrom time.Time
 }
 
 // New starts cfg.Nodes redis nodes and one proxy per (daemon, node), and
@@ -243,9 +245,11 @@ func (f *Fleet) Daemon(host string) *Daemon {
 	return nil
 }
 
-// WaitVoting sleeps until the nodes vote (see VotingAt).
+// WaitVoting sleeps until the nodes vote (see VotingAt) and the daemons
+// started so far are ready (see ScheduleFrom).
 func (f *Fleet) WaitVoting() {
-	time.Sleep(time.Until(f.VotingAt))
+	f.t.Helper()
+	time.Sleep(time.Until(f.ScheduleFrom()))
 }
 
 // History reads the recorder log; it fails the test if it cannot.
@@ -690,12 +694,18 @@ func (d *Daemon) LogContains(s string) bool {
 	return err == nil && bytes.Contains(b, []byte(s))
 }
 
+// loadSlack is added to every AwaitTicks wait: on a loaded 2-core machine
+// a run's last line can be logged seconds after its end.
+const loadSlack = 15 * time.Second
+
 // AwaitTicks waits until every tick of the @every job in [from, to] has
 // run (to its end, with exactlyOnce), at most until slack after to, then
 // fails the test for each tick that did not, and returns the history.
 func (f *Fleet) AwaitTicks(job string, every time.Duration, from, to time.Time, exactlyOnce bool, slack time.Duration) *History {
 	f.t.Helper()
-	end := to.Add(slack)
+	// The wait is for the runs to be logged, which a loaded machine
+	// delays; waiting longer costs time only when a tick is missing.
+	end := to.Add(slack + loadSlack)
 	for {
 		h := f.History()
 		vs := h.Liveness(job, every, from, to, exactlyOnce)

@@ -47,7 +47,7 @@ func runNemesis(t *testing.T, cfg Config, opts NemesisOptions, tail time.Duratio
 	}
 	rep.Faults = n.Faults
 	rep.Audit = h.Audit(leases)
-	rep.Liveness, rep.LivenessChecked = n.Liveness(h, f.VotingAt.Add(time.Second), rep.Stopped.Add(-500*time.Millisecond))
+	rep.Liveness, rep.LivenessChecked = n.Liveness(h, f.ScheduleFrom().Add(time.Second), rep.Stopped.Add(-500*time.Millisecond))
 	return rep, f
 }
 
