@@ -68,6 +68,14 @@ type Fault struct {
 	End    time.Time // healed
 	// LosesData is set when a node without persistence was restarted.
 	LosesData bool
+	// Blocking is set when the fault took away the quorum of the store's
+	// servers or every daemon: the one kind of fault during which ticks
+	// may stop (see Nemesis.Liveness).
+	Blocking bool
+	// LeaseLost lists when the fault made a daemon lose the leases it
+	// held (killed, frozen, cut off or stopped): another host takes such
+	// a lease over within one TTL and a request timeout.
+	LeaseLost []time.Time
 }
 
 // String renders the fault on one line.
@@ -345,6 +353,8 @@ func (n *Nemesis) apply(d draw) Fault {
 	cfg := f.Config()
 	ft := Fault{Kind: d.kind, Start: time.Now()}
 	nodes := n.nodesFor(d)
+	// A fault on a quorum of the servers stops the store.
+	ft.Blocking = len(nodes) >= cfg.Nodes/2+1
 	switch d.kind {
 	case KillMinority, KillMajority:
 		hold := n.hold(time.Second, 4*time.Second, d.b)
@@ -395,6 +405,8 @@ func (n *Nemesis) apply(d draw) Fault {
 		}
 	case Partition:
 		dm, who := n.busyDaemon(d.daemon)
+		ft.LeaseLost = []time.Time{ft.Start}
+		ft.Blocking = false // the other daemons reach every node
 		// Shorter than the daemon's completion retry (5 s), so a run that
 		// ends during the partition can still record its completion.
 		hold := n.hold(500*time.Millisecond, 4*time.Second, d.b)
@@ -410,6 +422,7 @@ func (n *Nemesis) apply(d draw) Fault {
 		dm, who := n.busyDaemon(d.daemon)
 		hold := cfg.TTL + n.hold(200*time.Millisecond, 1500*time.Millisecond, d.b)
 		ft.Target = fmt.Sprintf("%s SIGSTOP for %s", who, hold.Round(time.Millisecond))
+		ft.LeaseLost = []time.Time{ft.Start}
 		dm.Pause()
 		time.Sleep(hold)
 		dm.Resume()
@@ -417,6 +430,7 @@ func (n *Nemesis) apply(d draw) Fault {
 		dm, who := n.busyDaemon(d.daemon)
 		hold := n.hold(200*time.Millisecond, 2*time.Second, d.b)
 		ft.Target = fmt.Sprintf("%s SIGKILL, restarted after %s", who, hold.Round(time.Millisecond))
+		ft.LeaseLost = []time.Time{ft.Start}
 		dm.Kill()
 		time.Sleep(hold)
 		dm.Start()
@@ -433,6 +447,7 @@ func (n *Nemesis) apply(d draw) Fault {
 		dm.Args = append(append([]string(nil), orig...), "--test-clock-offset="+off.String())
 		dm.Start()
 		time.Sleep(hold)
+		ft.LeaseLost = []time.Time{ft.Start, time.Now()}
 		dm.Stop()
 		dm.Args = orig
 		dm.Start()
@@ -449,6 +464,7 @@ func (n *Nemesis) apply(d draw) Fault {
 		}
 		ft.Target = fmt.Sprintf("cut every %s: %s; heal: %s", step.Round(time.Millisecond),
 			strings.Join(cut, " "), strings.Join(heal, " "))
+		ft.Blocking = true // at its peak no daemon reaches any node
 		for _, l := range d.links {
 			f.Proxy(l/nodesN, l%nodesN).Cut()
 			time.Sleep(step)
@@ -462,47 +478,4 @@ func (n *Nemesis) apply(d draw) Fault {
 	}
 	ft.End = time.Now()
 	return ft
-}
-
-// Quiet reports whether no fault (nor the TTL after it, in which restarted
-// nodes do not vote and cut-off holders' leases run out) touched [from, to].
-func (n *Nemesis) Quiet(from, to time.Time) bool {
-	settle := n.f.Config().TTL + time.Second
-	for _, ft := range n.Faults {
-		if ft.Start.Before(to) && from.Before(ft.End.Add(settle)) {
-			return false
-		}
-	}
-	return true
-}
-
-// Liveness checks the ticks of every job whose whole window — from one
-// period before the tick to its deadline plus the job's run time — lies in
-// [from, to] and was touched by no fault: each must have run exactly once,
-// to its end. It returns the violations and how many ticks it checked.
-func (n *Nemesis) Liveness(h *History, from, to time.Time) ([]Violation, int) {
-	var vs []Violation
-	checked := 0
-	for _, j := range n.f.Config().Jobs {
-		deadline := j.Deadline
-		if deadline == 0 {
-			deadline = j.Every
-		}
-		for _, tick := range Ticks(j.Every, from.Add(j.Every), to) {
-			wFrom, wTo := tick.Add(-j.Every), tick.Add(deadline+j.Sleep)
-			if wTo.After(to) || !n.Quiet(wFrom, wTo) {
-				continue
-			}
-			checked++
-			switch rs := h.Tick(j.Name, tick.Unix()); {
-			case len(rs) == 0:
-				vs = append(vs, Violation{Rule: "missing", Msg: fmt.Sprintf("tick %s of %s, in a quiet window, never ran",
-					tick.UTC().Format(time.RFC3339), j.Name)})
-			case len(rs) > 1 || !rs[0].Ended():
-				vs = append(vs, Violation{Rule: "once", Msg: fmt.Sprintf("tick %s of %s, in a quiet window, did not run exactly once to its end",
-					tick.UTC().Format(time.RFC3339), j.Name), Runs: rs})
-			}
-		}
-	}
-	return vs, checked
 }
