@@ -101,6 +101,7 @@ func runQuietly(t *testing.T, cfg Config) map[string]int {
 	f := New(t, binaries(t), cfg)
 	f.StartAll()
 	from := f.ScheduleFrom().Add(3 * time.Second)
+	t.Logf("daemons ready %s after the nodes vote", f.ScheduleFrom().Sub(f.VotingAt).Round(time.Millisecond))
 	to := from.Add(12 * time.Second)
 	h := f.AwaitTicks(job, 2*time.Second, from, to, true, 5*time.Second)
 	f.CheckSafety()

@@ -65,6 +65,10 @@ type Job struct {
 	Timeout    time.Duration // 0: none
 	Overlap    string        // "": default (skip)
 	IgnoreTerm bool          // the job ignores SIGTERM; only SIGKILL stops it
+	// Escapee, when set, makes the job start a child in a session of its
+	// own (setsid) that logs heartbeats as part of the run until Escapee
+	// after the run's start, whatever happens to the job's process group.
+	Escapee time.Duration
 
 	// The fleet keys of the job (see FleetKeys); zero values are not
 	// written.
@@ -84,6 +88,9 @@ type Config struct {
 	// with appendfsync always, so they restart with every acknowledged
 	// write; the others restart empty.
 	AOFNodes int
+	// ClockStep runs the PostgreSQL server with a wall clock the
+	// ServerClockStep fault can step (see pgtest.WithClockStep).
+	ClockStep bool
 
 	TTL           time.Duration
 	Renew         time.Duration
@@ -362,6 +369,9 @@ func (f *Fleet) render(name string, addrs []string, c Config) []byte {
 		cmd := []string{f.bins.Recorder, "--log", f.LogPath, "--sleep", j.Sleep.String()}
 		if j.IgnoreTerm {
 			cmd = append(cmd, "--ignore-term")
+		}
+		if j.Escapee > 0 {
+			cmd = append(cmd, "--escapee", j.Escapee.String())
 		}
 		cmd = append(cmd, j.Fail.args()...)
 		quoted := make([]string, len(cmd))

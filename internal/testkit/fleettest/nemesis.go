@@ -52,9 +52,15 @@ const (
 	PauseServers FaultKind = "pause-servers"
 )
 
-// AllFaults is every fault kind, in the order the nemesis draws them from.
-var AllFaults = []FaultKind{KillMinority, KillMajority, RestartEmpty, RestartAOF, Slow5ms, Slow50ms,
+// BaseFaults are the fault kinds of the short fault runs of `make test`
+// (TestNemesis, TestBackendNemesis); the others of AllFaults have tests of
+// their own (see nemesis_faults.go).
+var BaseFaults = []FaultKind{KillMinority, KillMajority, RestartEmpty, RestartAOF, Slow5ms, Slow50ms,
 	Partition, Pause, KillDaemon, Skew, Swizzle, PauseServers}
+
+// AllFaults is every fault kind, in the order the nemesis draws them from
+// (kinds that do not apply to a fleet are left out; see NewNemesis).
+var AllFaults = append(slices.Clone(BaseFaults), FreezeLeader, PausedRestartEmpty, Failback, Escapee, ServerClockStep)
 
 // maxSkew bounds the clock offsets the Skew fault gives a daemon.
 const maxSkew = 1500 * time.Millisecond
@@ -76,6 +82,10 @@ type Fault struct {
 	// held (killed, frozen, cut off or stopped): another host takes such
 	// a lease over within one TTL and a request timeout.
 	LeaseLost []time.Time
+	// Paused is the job a PausedRestartEmpty fault paused from PausedFrom
+	// (acknowledged) to PausedTo (resume asked for).
+	Paused               string
+	PausedFrom, PausedTo time.Time
 }
 
 // String renders the fault on one line.
@@ -142,9 +152,9 @@ func NewNemesis(f *Fleet, opts NemesisOptions) *Nemesis {
 	for i := range f.Store.Servers {
 		volatile = volatile || !f.Store.Durable(i)
 	}
-	if !volatile {
-		opts.Kinds = slices.DeleteFunc(slices.Clone(opts.Kinds), func(k FaultKind) bool { return k == RestartEmpty })
-	}
+	opts.Kinds = slices.DeleteFunc(slices.Clone(opts.Kinds), func(k FaultKind) bool {
+		return (k == RestartEmpty && !volatile) || !applies(f, k)
+	})
 	if opts.MinGap == 0 {
 		opts.MinGap = time.Second
 	}
@@ -287,6 +297,10 @@ func (n *Nemesis) nodesFor(d draw) []int {
 		return pick(all, quorum)
 	case RestartEmpty:
 		return pick(n.plainNodes(), 1+int(d.a*float64(len(n.plainNodes()))))
+	case PausedRestartEmpty, Failback:
+		return pick(n.plainNodes(), quorum-1)
+	case FreezeLeader:
+		return pick(all, 1)
 	case RestartAOF:
 		return pick(n.aofNodes(), 1+int(d.a*float64(min(quorum, len(n.aofNodes())))))
 	case Slow5ms, Slow50ms:
@@ -301,7 +315,8 @@ func (n *Nemesis) nodesFor(d draw) []int {
 
 func (n *Nemesis) losesData(d draw) bool {
 	for _, i := range n.nodesFor(d) {
-		if n.plain(i) && (d.kind == KillMinority || d.kind == KillMajority || d.kind == RestartEmpty) {
+		if n.plain(i) && (d.kind == KillMinority || d.kind == KillMajority || d.kind == RestartEmpty ||
+			d.kind == PausedRestartEmpty || d.kind == Failback) {
 			return true
 		}
 	}
@@ -474,7 +489,9 @@ func (n *Nemesis) apply(d draw) Fault {
 			time.Sleep(step)
 		}
 	default:
-		f.t.Fatalf("nemesis: unknown fault %q", d.kind)
+		if !n.applyMore(d, nodes, &ft) {
+			f.t.Fatalf("nemesis: unknown fault %q", d.kind)
+		}
 	}
 	ft.End = time.Now()
 	return ft

@@ -44,6 +44,10 @@ type Server struct {
 	password string
 	port     int
 
+	// clockStep and clockFile: see WithClockStep.
+	clockStep bool
+	clockFile string
+
 	mu     sync.Mutex
 	proc   *proc
 	paused bool
@@ -60,7 +64,7 @@ type proc struct {
 // and returns once the server accepts connections. t.Cleanup kills it
 // (SIGKILL of the postmaster and its children, resumed if paused), waits
 // for its processes and removes its directory.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	bin := binDir(t)
 	who, err := serverUser()
@@ -85,6 +89,14 @@ func Start(t testing.TB) *Server {
 	pw := make([]byte, 12)
 	_, _ = rand.Read(pw)
 	s := &Server{t: t, bin: bin, who: who, dir: dir, password: hex.EncodeToString(pw)}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.clockStep {
+		if err := s.buildClockShim(); err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+	}
 	t.Cleanup(s.cleanup)
 	err = proctest.StartOnFreePorts(1, func(ports []int) error {
 		s.mu.Lock()
@@ -117,7 +129,7 @@ func (s *Server) spawnLocked() error {
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "max_connections=60",
 		"-c", "shared_buffers=16MB", "-c", "logging_collector=off", "-c", "unix_socket_permissions=0777")
 	cmd.Dir = s.dir
-	cmd.Env = serverEnv()
+	cmd.Env = append(serverEnv(), s.clockEnv()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = proctest.SysProcAttr(s.who.cred())
 	err = cmd.Start()
