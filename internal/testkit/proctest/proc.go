@@ -16,6 +16,7 @@ import (
 type Proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
+	err  error // cmd.Wait's result; read only after done is closed
 
 	mu     sync.Mutex
 	paused bool
@@ -29,8 +30,17 @@ func Start(cmd *exec.Cmd, cred *syscall.Credential) (*Proc, error) {
 		return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
 	}
 	p := &Proc{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	go func() { p.err = cmd.Wait(); close(p.done) }()
 	return p, nil
+}
+
+// Err returns how the process exited (cmd.Wait's result); nil while it
+// runs.
+func (p *Proc) Err() error {
+	if !p.Exited() {
+		return nil
+	}
+	return p.err
 }
 
 // PID returns the process id.
