@@ -14,9 +14,12 @@ import (
 // daemon lost its leases (killed, frozen, cut off from a quorum,
 // stopped), the ticks whose deadline falls within one TTL and a request
 // timeout of that moment, the longest another host must wait to take a
-// lease over. Every other tick, faults or not, must have run; a tick no
-// fault touched at all (nor the settle time after one) must have run
-// exactly once, to its end. RELIABILITY.md states the rule.
+// lease over. (The ticks of a job the nemesis paused, from one period
+// before the pause to a second after the resume, are not expected to run
+// either: Paused checks they did not.) Every other tick, faults or not,
+// must have run; a tick no fault touched at all (nor the settle time after
+// one) must have run exactly once, to its end. RELIABILITY.md states the
+// rule.
 
 // settle is how long after a Blocking fault ticks are still exempt: the
 // TTL in which restarted nodes do not vote and leases of cut-off hosts
@@ -59,6 +62,18 @@ func (n *Nemesis) exempt(from, to, deadline time.Time) *Fault {
 	return nil
 }
 
+// pausedAt reports whether a fault paused job j around tick: from one
+// period before the pause was acknowledged (the pause was asked for in
+// between) to a second after the resume was asked for.
+func (n *Nemesis) pausedAt(j Job, tick time.Time) bool {
+	for _, ft := range n.Faults {
+		if ft.Paused == j.Name && tick.After(ft.PausedFrom.Add(-j.Every)) && tick.Before(ft.PausedTo.Add(time.Second)) {
+			return true
+		}
+	}
+	return false
+}
+
 // touching returns the first fault that touched [from, to], or nil.
 func (n *Nemesis) touching(from, to time.Time) *Fault {
 	for i, ft := range n.Faults {
@@ -84,7 +99,7 @@ func (n *Nemesis) Liveness(h *History, from, to time.Time) ([]Violation, int) {
 		}
 		for _, tick := range Ticks(j.Every, from.Add(j.Every), to) {
 			wFrom, wTo := tick.Add(-j.Every), tick.Add(deadline+j.Sleep)
-			if wTo.After(to) || n.exempt(wFrom, wTo, tick.Add(deadline)) != nil {
+			if wTo.After(to) || n.exempt(wFrom, wTo, tick.Add(deadline)) != nil || n.pausedAt(j, tick) {
 				continue
 			}
 			checked++

@@ -86,3 +86,26 @@ func TestLivenessTakeoverBound(t *testing.T) {
 		t.Fatalf("a tick past the takeover bound after a daemon kill must run; got:\n%s", FormatViolations(vs))
 	}
 }
+
+// TestPausedRuleAndExemption: a run whose tick falls between a pause's
+// acknowledgement and the resume is a "paused" violation; the paused
+// job's missing ticks in that window are not "missing".
+func TestPausedRuleAndExemption(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	from, to := t0, t0.Add(40*time.Second)
+	pause := Fault{Kind: PausedRestartEmpty, Start: t0.Add(19 * time.Second), End: t0.Add(25 * time.Second),
+		Paused: "j", PausedFrom: t0.Add(19 * time.Second), PausedTo: t0.Add(25 * time.Second)}
+	// Paused from 19 s to 25 s: ticks 20, 22 and 24 s must not run.
+	obeyed := syntheticHistory(from, to, t0.Add(20*time.Second), t0.Add(22*time.Second), t0.Add(24*time.Second))
+	n := oracleFor(pause)
+	if vs, _ := n.Liveness(obeyed, from, to); len(vs) != 0 {
+		t.Fatalf("the paused job's skipped ticks are not missing; got:\n%s", FormatViolations(vs))
+	}
+	if vs := n.Paused(obeyed); len(vs) != 0 {
+		t.Fatalf("no run while paused; got:\n%s", FormatViolations(vs))
+	}
+	broken := syntheticHistory(from, to, t0.Add(20*time.Second), t0.Add(24*time.Second))
+	if vs := n.Paused(broken); len(vs) != 1 || vs[0].Rule != "paused" {
+		t.Fatalf("a run of tick 22 s while paused must be reported; got:\n%s", FormatViolations(vs))
+	}
+}

@@ -84,6 +84,7 @@ func (n *Nemesis) applyMore(d draw, nodes []int, ft *Fault) bool {
 		hold := cfg.TTL + n.hold(500*time.Millisecond, 2*time.Second, d.b)
 		ft.Target = fmt.Sprintf("%s %d SIGSTOP for %s", who, i, hold.Round(time.Millisecond))
 		ft.Blocking = false
+		ft.Start = time.Now() // finding the leader may take a while
 		f.Store.Servers[i].Pause()
 		time.Sleep(hold)
 		f.Store.Servers[i].Resume()
@@ -110,21 +111,28 @@ func (n *Nemesis) applyMore(d draw, nodes []int, ft *Fault) bool {
 			replicas[k].Promote()
 		}
 		time.Sleep(hold)
+		// Fail back while the longest job runs and the other hosts follow
+		// its tick: they ask the failed-back nodes for its lease.
+		busy := n.waitRun(longestJob(cfg))
 		for k, i := range nodes {
 			f.Redis.Nodes[i].ReplicaOf(replicas[k])
 			f.Redis.Nodes[i].Promote()
 			replicas[k].Kill()
 		}
-		ft.Target = fmt.Sprintf("%s failed back from replicas promoted %s before", n.describeNodes(nodes), hold.Round(time.Millisecond))
+		ft.Target = fmt.Sprintf("%s failed back from replicas promoted %s before, %s", n.describeNodes(nodes), hold.Round(time.Millisecond), busy)
 		ft.LosesData, ft.Blocking = true, false
 	case Escapee:
 		ft.Target = n.killSupervisor(escapeeJob(cfg))
 		ft.LeaseLost = []time.Time{ft.Start}
 		ft.Blocking = false
 	case ServerClockStep:
-		step := time.Duration(1+int(d.a*3)) * time.Second
+		// Up to the TTL and more: with a step of the TTL every lease the
+		// server counts by its wall clock looks expired at once.
+		step := cfg.TTL/2 + time.Duration(d.a*float64(cfg.TTL)).Round(100*time.Millisecond)
 		hold := n.hold(2*time.Second, 3*time.Second, d.b)
-		ft.Target = fmt.Sprintf("server clock %+v for %s", step, hold.Round(time.Millisecond))
+		busy := n.waitRun(longestJob(cfg))
+		ft.Start = time.Now()
+		ft.Target = fmt.Sprintf("server clock %+v for %s, %s", step, hold.Round(time.Millisecond), busy)
 		f.Store.ClockStep(step)
 		time.Sleep(hold)
 		f.Store.ClockStep(0)
@@ -135,11 +143,20 @@ func (n *Nemesis) applyMore(d draw, nodes []int, ft *Fault) bool {
 	return true
 }
 
-// killSupervisor waits (up to two periods of the job) for a run of job
-// that has a while to go, SIGKILLs its supervisor (the parent of the
-// job's process: the daemon's own executable, not the daemon) and
-// describes what it did.
-func (n *Nemesis) killSupervisor(job string) string {
+// longestJob returns the name of the job that runs longest.
+func longestJob(cfg Config) string {
+	var best Job
+	for _, j := range cfg.Jobs {
+		if j.Sleep > best.Sleep {
+			best = j
+		}
+	}
+	return best.Name
+}
+
+// liveRun waits (up to two periods of the job and 2 s) for a run of job
+// that is alive and started less than 300 ms ago, so it has a while to go.
+func (n *Nemesis) liveRun(job string) (Run, bool) {
 	f := n.f
 	var every time.Duration
 	for _, j := range f.Config().Jobs {
@@ -150,23 +167,43 @@ func (n *Nemesis) killSupervisor(job string) string {
 	end := time.Now().Add(2*every + 2*time.Second)
 	for time.Now().Before(end) {
 		for _, r := range f.History().Job(job) {
-			if r.Ended() || time.Since(r.Last) > 200*time.Millisecond {
-				continue
+			if !r.Ended() && time.Since(r.Last) < 200*time.Millisecond && time.Since(r.Start) < 300*time.Millisecond {
+				return r, true
 			}
-			sup := parentPID(r.PID)
-			d := f.Daemon(r.Host)
-			if sup <= 1 || d == nil || sup == d.PID() || !f.runsLeasecron(sup) {
-				continue
-			}
-			if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
-				return fmt.Sprintf("supervisor %d of %s: %v", sup, r, err)
-			}
-			return fmt.Sprintf("supervisor %d of %s tick %s on %s SIGKILLed", sup, job,
-				time.Unix(r.Tick, 0).UTC().Format("15:04:05"), r.Host)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return "no running " + job + " found"
+	return Run{}, false
+}
+
+// waitRun is liveRun, described for a fault's target.
+func (n *Nemesis) waitRun(job string) string {
+	r, ok := n.liveRun(job)
+	if !ok {
+		return "no run of " + job + " found"
+	}
+	return fmt.Sprintf("%s tick %s running on %s", job, time.Unix(r.Tick, 0).UTC().Format("15:04:05"), r.Host)
+}
+
+// killSupervisor waits for a fresh run of job, SIGKILLs its supervisor
+// (the parent of the job's process: the daemon's own executable, not the
+// daemon) and describes what it did.
+func (n *Nemesis) killSupervisor(job string) string {
+	f := n.f
+	r, ok := n.liveRun(job)
+	if !ok {
+		return "no running " + job + " found"
+	}
+	sup := parentPID(r.PID)
+	d := f.Daemon(r.Host)
+	if sup <= 1 || d == nil || sup == d.PID() || !f.runsLeasecron(sup) {
+		return fmt.Sprintf("no supervisor found for %s (parent %d)", r, sup)
+	}
+	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
+		return fmt.Sprintf("supervisor %d of %s: %v", sup, r, err)
+	}
+	return fmt.Sprintf("supervisor %d of %s tick %s on %s SIGKILLed", sup, job,
+		time.Unix(r.Tick, 0).UTC().Format("15:04:05"), r.Host)
 }
 
 // parentPID returns pid's parent from /proc (0 when unknown).

@@ -1,6 +1,7 @@
 package fleettest
 
 import (
+	"cmp"
 	"testing"
 	"time"
 )
@@ -27,7 +28,7 @@ func runFault(t *testing.T, cfg Config, kind FaultKind, seed uint64, dur time.Du
 		t.Fatalf("%s: no fault applied", kind)
 	}
 	if vs := rep.Violations(); len(vs) > 0 {
-		t.Errorf("%s on %s, seed %d: %d violations:\n%s", kind, cfg.Backend, seed, len(vs), FormatViolations(vs))
+		t.Errorf("%s on %s, seed %d: %d violations:\n%s", kind, cmp.Or(cfg.Backend, "redis"), seed, len(vs), FormatViolations(vs))
 	}
 	return rep
 }
