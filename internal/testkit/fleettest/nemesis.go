@@ -297,8 +297,14 @@ func (n *Nemesis) nodesFor(d draw) []int {
 		return pick(all, quorum)
 	case RestartEmpty:
 		return pick(n.plainNodes(), 1+int(d.a*float64(len(n.plainNodes()))))
-	case PausedRestartEmpty, Failback:
+	case PausedRestartEmpty:
 		return pick(n.plainNodes(), quorum-1)
+	case Failback:
+		// As many as there are, up to a quorum: on 3 nodes with one
+		// AOF node, a quorum fails back, and only a daemon that sees the
+		// failback (and lets those nodes vote only a TTL later) keeps a
+		// second holder out.
+		return pick(n.plainNodes(), quorum)
 	case FreezeLeader:
 		return pick(all, 1)
 	case RestartAOF:

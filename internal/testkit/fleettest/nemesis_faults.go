@@ -25,7 +25,7 @@ const (
 	// past their restart guard and resumes the job: no run of the paused
 	// job may start while it is paused.
 	PausedRestartEmpty FaultKind = "paused-restart-empty"
-	// Failback makes Redis nodes without persistence (fewer than a quorum)
+	// Failback makes Redis nodes without persistence (up to a quorum)
 	// fail back from their former replicas: a fresh node replicates X and
 	// is promoted, writes go on to X for a while, then X replicates the
 	// promoted node (a full sync: its older copy) and is promoted again.
@@ -120,7 +120,7 @@ func (n *Nemesis) applyMore(d draw, nodes []int, ft *Fault) bool {
 			replicas[k].Kill()
 		}
 		ft.Target = fmt.Sprintf("%s failed back from replicas promoted %s before, %s", n.describeNodes(nodes), hold.Round(time.Millisecond), busy)
-		ft.LosesData, ft.Blocking = true, false
+		ft.LosesData = true
 	case Escapee:
 		ft.Target = n.killSupervisor(escapeeJob(cfg))
 		ft.LeaseLost = []time.Time{ft.Start}
