@@ -83,9 +83,17 @@ func Start(t testing.TB, n int) *Ensemble {
 	return e
 }
 
+// takePortsHook, set by this package's tests only, is called with the
+// ports of each start attempt before the servers spawn; the function it
+// returns is called when the attempt is over.
+var takePortsHook func(ports []int) (release func())
+
 // tryStart starts n servers on ports (3 a server: client, quorum,
 // election) and waits until they serve; on failure it kills them.
 func (e *Ensemble) tryStart(n int, ports []int) error {
+	if takePortsHook != nil {
+		defer takePortsHook(ports)()
+	}
 	var peers strings.Builder
 	if n > 1 {
 		for i := range n {
