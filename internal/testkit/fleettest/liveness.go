@@ -26,11 +26,17 @@ import (
 // run out, and a second for the next attempt.
 func (n *Nemesis) settle() time.Duration { return n.f.Config().TTL + time.Second }
 
+// heldRecheck is how often a daemon that found a tick's lease held asks
+// again (the scheduler's heldRecheck): a takeover lands at most that long
+// after the lease ran out.
+const heldRecheck = 500 * time.Millisecond
+
 // takeover is the longest another host waits to take over a lease whose
-// holder lost it: the lease's TTL and one request timeout.
+// holder lost it: the lease's TTL, one recheck of the followers and one
+// request timeout.
 func (n *Nemesis) takeover() time.Duration {
 	cfg := n.f.Config()
-	return cfg.TTL + cfg.Timeout
+	return cfg.TTL + heldRecheck + cfg.Timeout
 }
 
 // Quiet reports whether no fault at all (nor the settle time after it)

@@ -347,7 +347,8 @@ func (n *Nemesis) apply(d draw) Fault {
 		dm.Args = append(append([]string(nil), orig...), "--test-clock-offset="+off.String())
 		dm.Start()
 		time.Sleep(hold)
-		ft.LeaseLost = []time.Time{ft.Start, time.Now()}
+		// A stopped daemon's running jobs get the shutdown grace.
+		ft.LeaseLost = []time.Time{ft.Start.Add(cfg.ShutdownGrace), time.Now().Add(cfg.ShutdownGrace)}
 		dm.Stop()
 		dm.Args = orig
 		dm.Start()

@@ -53,12 +53,19 @@ func (f *Fleet) WaitReady(timeout time.Duration) time.Time {
 
 // ScheduleFrom is the first moment from which the fleet must run every
 // tick: when its nodes vote (VotingAt) and every daemon started so far is
-// ready. The first call waits for that (up to readyTimeout) and later
-// calls return the same moment. Call it after StartAll.
+// ready — on Redis, ready plus the restart guard (the TTL) and the same
+// second of margin as VotingAt, as a node the daemons meet without a data
+// marker (every node of a fresh fleet) votes only a guard after the first
+// daemon wrote one. The first call waits for that (up to readyTimeout)
+// and later calls return the same moment. Call it after StartAll.
 func (f *Fleet) ScheduleFrom() time.Time {
 	f.t.Helper()
 	if f.scheduleFrom.IsZero() {
-		f.scheduleFrom = f.WaitReady(readyTimeout)
+		ready := f.WaitReady(readyTimeout)
+		if f.Redis != nil {
+			ready = ready.Add(f.cfg.TTL + time.Second)
+		}
+		f.scheduleFrom = ready
 		if f.scheduleFrom.Before(f.VotingAt) {
 			f.scheduleFrom = f.VotingAt
 		}
