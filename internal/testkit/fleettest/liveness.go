@@ -2,6 +2,7 @@ package fleettest
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -80,14 +81,15 @@ func (n *Nemesis) pausedAt(j Job, tick time.Time) bool {
 	return false
 }
 
-// touching returns the first fault that touched [from, to], or nil.
-func (n *Nemesis) touching(from, to time.Time) *Fault {
-	for i, ft := range n.Faults {
+// touching names the faults that touched [from, to] ("" for none).
+func (n *Nemesis) touching(from, to time.Time) string {
+	var names []string
+	for _, ft := range n.Faults {
 		if ft.Start.Before(to) && from.Before(ft.End.Add(n.settle())) {
-			return &n.Faults[i]
+			names = append(names, fmt.Sprintf("#%d %s", ft.N, ft.Kind))
 		}
 	}
-	return nil
+	return strings.Join(names, ", ")
 }
 
 // Liveness checks every tick of every job whose window — from one period
@@ -111,14 +113,14 @@ func (n *Nemesis) Liveness(h *History, from, to time.Time) ([]Violation, int) {
 			checked++
 			at := tick.UTC().Format(time.RFC3339)
 			during := "in a quiet window"
-			ft := n.touching(wFrom, wTo)
-			if ft != nil {
-				during = fmt.Sprintf("during fault #%d %s (a quorum and a daemon up)", ft.N, ft.Kind)
+			faults := n.touching(wFrom, wTo)
+			if faults != "" {
+				during = "during fault " + faults + " (a quorum and a daemon up)"
 			}
 			switch rs := h.Tick(j.Name, tick.Unix()); {
 			case len(rs) == 0:
 				vs = append(vs, Violation{Rule: "missing", Msg: fmt.Sprintf("tick %s of %s, %s, never ran", at, j.Name, during)})
-			case ft == nil && (len(rs) > 1 || !rs[0].Ended()):
+			case faults == "" && (len(rs) > 1 || !rs[0].Ended()):
 				vs = append(vs, Violation{Rule: "once", Msg: fmt.Sprintf("tick %s of %s, %s, did not run exactly once to its end",
 					at, j.Name, during), Runs: rs})
 			}
