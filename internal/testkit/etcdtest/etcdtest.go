@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,8 +31,6 @@ const (
 	startTimeout = 30 * time.Second
 	// killTimeout bounds the wait for a SIGKILLed member to be reaped.
 	killTimeout = 10 * time.Second
-	// startAttempts is how many sets of fresh ports Start tries.
-	startAttempts = 3
 )
 
 // Cluster is a running 3-member etcd cluster owned by a test. Methods
@@ -51,9 +48,7 @@ type member struct {
 	name, dir, log   string
 	client, peer     int
 	mu               sync.Mutex
-	cmd              *exec.Cmd
-	done             chan struct{} // closed when cmd.Wait returned
-	paused           bool
+	proc             *proctest.Proc // nil while killed
 	initialCluster   string
 	initialClusterTk string
 }
@@ -82,53 +77,44 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	if c.tlsOn {
 		c.tls = newTLS(t)
 	}
-	var err error
-	for range startAttempts {
-		if err = c.tryStart(); err == nil {
-			return c
-		}
-		c.killAll()
+	t.Cleanup(c.killAll)
+	if err := proctest.StartOnFreePorts(2*Members, c.tryStart); err != nil {
+		t.Fatalf("etcdtest: starting the cluster: %v", err)
 	}
-	t.Fatalf("etcdtest: starting the cluster: %v", err)
-	return nil
+	return c
 }
 
-func (c *Cluster) tryStart() error {
-	ln := make([]net.Listener, 0, 2*Members)
-	for range 2 * Members {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		ln = append(ln, l)
-	}
-	for _, l := range ln {
-		_ = l.Close()
-	}
-	port := func(i int) int { return ln[i].Addr().(*net.TCPAddr).Port }
+// tryStart starts the members on ports (client and peer port each) and
+// waits until they are healthy; on failure it kills them.
+func (c *Cluster) tryStart(ports []int) error {
 	var peers []string
 	c.members = nil
 	for i := range Members {
-		m := &member{name: fmt.Sprintf("m%d", i), client: port(2 * i), peer: port(2*i + 1)}
+		m := &member{name: fmt.Sprintf("m%d", i), client: ports[2*i], peer: ports[2*i+1]}
 		m.dir = filepath.Join(c.t.TempDir(), "data")
 		m.log = filepath.Join(filepath.Dir(m.dir), "etcd.log")
 		peers = append(peers, fmt.Sprintf("%s=http://127.0.0.1:%d", m.name, m.peer))
 		c.members = append(c.members, m)
 	}
-	for _, m := range c.members {
-		m.initialCluster = strings.Join(peers, ",")
-		m.initialClusterTk = fmt.Sprintf("etcdtest-%d", c.members[0].client)
-		if err := c.spawn(m); err != nil {
-			return err
+	err := func() error {
+		for _, m := range c.members {
+			m.initialCluster = strings.Join(peers, ",")
+			m.initialClusterTk = fmt.Sprintf("etcdtest-%d", c.members[0].client)
+			if err := c.spawn(m); err != nil {
+				return err
+			}
 		}
-	}
-	c.t.Cleanup(c.killAll)
-	for _, m := range c.members {
-		if err := c.waitHealthy(m); err != nil {
-			return err
+		for _, m := range c.members {
+			if err := c.waitHealthy(m); err != nil {
+				return err
+			}
 		}
+		return nil
+	}()
+	if err != nil {
+		c.killAll()
 	}
-	return nil
+	return err
 }
 
 func (c *Cluster) spawn(m *member) error {
@@ -152,17 +138,12 @@ func (c *Cluster) spawn(m *member) error {
 	defer out.Close()
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = proctest.SysProcAttr(nil)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("etcdtest: starting %s for %s: %w", c.bin, m.name, err)
+	p, err := proctest.Start(cmd, nil)
+	if err != nil {
+		return fmt.Errorf("etcdtest: %s: %w", m.name, err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
 	m.mu.Lock()
-	m.cmd, m.done, m.paused = cmd, done, false
+	m.proc = p
 	m.mu.Unlock()
 	return nil
 }
@@ -204,12 +185,10 @@ func (c *Cluster) waitHealthy(m *member) error {
 	last := "no answer"
 	for time.Now().Before(deadline) {
 		m.mu.Lock()
-		done := m.done
+		p := m.proc
 		m.mu.Unlock()
-		select {
-		case <-done:
-			return fmt.Errorf("etcdtest: %s exited during start:\n%s", m.name, tail(m.log))
-		default:
+		if p == nil || p.Exited() {
+			return fmt.Errorf("etcdtest: %w: %s exited during start:\n%s", proctest.ErrPortTaken, m.name, tail(m.log))
 		}
 		resp, err := hc.Get(fmt.Sprintf("%s://127.0.0.1:%d/health", c.scheme(), m.client))
 		if err == nil {
@@ -225,14 +204,14 @@ func (c *Cluster) waitHealthy(m *member) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("etcdtest: %s not healthy within %s (last: %s):\n%s", m.name, startTimeout, last, tail(m.log))
+	err := fmt.Errorf("etcdtest: %s not healthy within %s (last: %s):\n%s", m.name, startTimeout, last, tail(m.log))
+	if proctest.AddrInUse(tail(m.log)) {
+		err = fmt.Errorf("%w: %w", proctest.ErrPortTaken, err)
+	}
+	return err
 }
 
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.Join(lines[max(0, len(lines)-20):], "\n")
-}
+func tail(path string) string { return proctest.Tail(20, path) }
 
 // Endpoints returns the members' client URLs, http://127.0.0.1:port.
 func (c *Cluster) Endpoints() []string {
@@ -312,7 +291,7 @@ func (c *Cluster) Leader() int {
 		var lead uint64
 		for i, m := range c.members {
 			m.mu.Lock()
-			up := m.cmd != nil && !m.paused
+			up := m.proc != nil && !m.proc.Paused()
 			m.mu.Unlock()
 			if !up {
 				continue

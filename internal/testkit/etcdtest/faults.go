@@ -1,11 +1,7 @@
 package etcdtest
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"syscall"
-	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/proctest"
 )
@@ -21,29 +17,16 @@ func (c *Cluster) Kill(i int) {
 
 func (m *member) kill() error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cmd == nil {
+	p := m.proc
+	m.proc = nil
+	m.mu.Unlock()
+	if p == nil {
 		return nil
 	}
-	cmd, done, paused := m.cmd, m.done, m.paused
-	m.cmd, m.paused = nil, false
-	select {
-	case <-done:
-		return nil
-	default:
+	if err := p.Kill(killTimeout); err != nil {
+		return fmt.Errorf("etcdtest: %s: %w", m.name, err)
 	}
-	if paused {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-	}
-	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("etcdtest: killing %s (pid %d): %w", m.name, cmd.Process.Pid, err)
-	}
-	select {
-	case <-done:
-		return nil
-	case <-time.After(killTimeout):
-		return fmt.Errorf("etcdtest: %s (pid %d) not reaped %s after SIGKILL", m.name, cmd.Process.Pid, killTimeout)
-	}
+	return nil
 }
 
 func (c *Cluster) killAll() {
@@ -61,7 +44,7 @@ func (c *Cluster) Restart(i int, waitHealthy bool) {
 	c.t.Helper()
 	m := c.members[i]
 	m.mu.Lock()
-	running := m.cmd != nil
+	running := m.proc != nil
 	m.mu.Unlock()
 	if running {
 		c.t.Fatalf("etcdtest: restart %s: still running", m.name)
@@ -85,28 +68,31 @@ func (c *Cluster) WaitHealthy(i int) {
 }
 
 // Pause sends SIGSTOP to member i and waits until it is stopped.
-func (c *Cluster) Pause(i int) { c.t.Helper(); c.signal(i, syscall.SIGSTOP, true) }
+func (c *Cluster) Pause(i int) {
+	c.t.Helper()
+	if err := c.running(i).Pause(); err != nil {
+		c.t.Fatalf("etcdtest: %s: %v", c.members[i].name, err)
+	}
+}
 
 // Resume sends SIGCONT to member i.
-func (c *Cluster) Resume(i int) { c.t.Helper(); c.signal(i, syscall.SIGCONT, false) }
+func (c *Cluster) Resume(i int) {
+	c.t.Helper()
+	if err := c.running(i).Resume(); err != nil {
+		c.t.Fatalf("etcdtest: %s: %v", c.members[i].name, err)
+	}
+}
 
-func (c *Cluster) signal(i int, sig syscall.Signal, pause bool) {
+// running returns member i's process, failing the test while it is killed.
+func (c *Cluster) running(i int) *proctest.Proc {
 	c.t.Helper()
 	m := c.members[i]
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cmd == nil {
-		c.t.Fatalf("etcdtest: %v to %s: not running", sig, m.name)
+	if m.proc == nil {
+		c.t.Fatalf("etcdtest: %s: not running", m.name)
 	}
-	if err := m.cmd.Process.Signal(sig); err != nil {
-		c.t.Fatalf("etcdtest: %v to %s (pid %d): %v", sig, m.name, m.cmd.Process.Pid, err)
-	}
-	m.paused = pause
-	if pause {
-		if err := proctest.WaitStopped(m.cmd.Process.Pid, 5*time.Second); err != nil {
-			c.t.Fatalf("etcdtest: %s: %v", m.name, err)
-		}
-	}
+	return m.proc
 }
 
 // PID returns member i's process id, 0 while killed.
@@ -114,8 +100,8 @@ func (c *Cluster) PID(i int) int {
 	m := c.members[i]
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cmd == nil {
+	if m.proc == nil {
 		return 0
 	}
-	return m.cmd.Process.Pid
+	return m.proc.PID()
 }

@@ -51,7 +51,7 @@ func TestBackendNemesis(t *testing.T) {
 		t.Run(b, func(t *testing.T) {
 			t.Parallel()
 			rep, _ := runNemesis(t, backendNemesisConfig(b), NemesisOptions{
-				Seed: 11, Duration: 20 * time.Second, Scale: 0.6,
+				Seed: 11, Duration: 20 * time.Second, Scale: 0.6, Kinds: BaseFaults,
 				MinGap: 500 * time.Millisecond, MaxGap: 1500 * time.Millisecond,
 			}, 6*time.Second)
 			t.Logf("report:\n%s", rep.Markdown())

@@ -32,7 +32,7 @@ func TestCandidatesHostKilledMidTick(t *testing.T) {
 	f := startVoting(t, cfg)
 
 	// Spread: three ticks of the ten jobs before any fault.
-	from := f.VotingAt.Add(time.Second)
+	from := f.ScheduleFrom().Add(time.Second)
 	to := from.Add(6 * time.Second)
 	var h *History
 	for _, j := range spread {

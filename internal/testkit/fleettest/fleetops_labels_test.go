@@ -43,7 +43,7 @@ func labelsTargeting(t *testing.T, backend string) {
 	want := map[string][]string{"db": {"h0"}, "web-b": {"h2"}, "hosts": {"h0", "h1"}, "mixed": {"h1"}, "nobody": nil, "ghost": nil}
 	f := startVoting(t, cfg)
 
-	from := f.VotingAt.Add(time.Second)
+	from := f.ScheduleFrom().Add(time.Second)
 	to := from.Add(5 * time.Second)
 	for _, j := range []string{"db", "web-b", "hosts", "mixed"} {
 		awaitMostTicks(f, j, time.Second, from, to, 3, 10*time.Second)

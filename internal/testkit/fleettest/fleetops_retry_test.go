@@ -99,7 +99,7 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 
 	// One or two ticks of flaky and once, one of doomed, all past their
 	// deadlines (the next tick) before they are checked.
-	from := f.VotingAt.Add(time.Second)
+	from := f.ScheduleFrom().Add(time.Second)
 	to := from.Add(12 * time.Second)
 	completedTicks(f, "flaky", 8*time.Second, from, to, false, 20*time.Second)
 	awaitMostTicks(f, "once", 8*time.Second, from, to, 1, 20*time.Second)

@@ -142,7 +142,7 @@ func TestMaxParallel(t *testing.T) {
 	}
 	f := startVoting(t, cfg)
 
-	from := f.VotingAt.Add(time.Second)
+	from := f.ScheduleFrom().Add(time.Second)
 	to := from.Add(6 * time.Second)
 	for _, j := range jobs {
 		awaitMostTicks(f, j, 2*time.Second, from, to, 2, 10*time.Second)

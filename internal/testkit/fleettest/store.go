@@ -37,6 +37,12 @@ type Store struct {
 	// level) for a daemon whose links to the servers listen on addrs (in
 	// the order of Servers).
 	Section func(addrs []string, timeout time.Duration) string
+	// Leader returns the index of the ensemble's leader (nil for a store
+	// without one: Redis, PostgreSQL).
+	Leader func() int
+	// ClockStep sets the offset of the servers' wall clock (nil where it
+	// cannot be stepped).
+	ClockStep func(offset time.Duration)
 }
 
 // Backends lists the backends a fleet can run on.
@@ -73,8 +79,16 @@ func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
 		}
 		return s, c
 	case "postgres":
-		pg := pgtest.Start(t)
-		return &Store{Backend: "postgres", Servers: []Server{pg}, Durable: always,
+		var opts []pgtest.Option
+		if cfg.ClockStep {
+			opts = append(opts, pgtest.WithClockStep())
+		}
+		pg := pgtest.Start(t, opts...)
+		var step func(time.Duration)
+		if cfg.ClockStep {
+			step = pg.StepClock
+		}
+		return &Store{Backend: "postgres", Servers: []Server{pg}, Durable: always, ClockStep: step,
 			Section: func(addrs []string, timeout time.Duration) string {
 				u := url.URL{Scheme: "postgres", User: url.UserPassword(pgtest.User, pg.Password()), Host: addrs[0],
 					Path: "/" + pgtest.Database, RawQuery: "sslmode=disable"}
@@ -98,6 +112,7 @@ func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
 		for i := range c.Endpoints() {
 			s.Servers = append(s.Servers, etcdMember{c: c, i: i})
 		}
+		s.Leader = c.Leader
 		return s, nil
 	case "zookeeper":
 		e := zktest.Start(t, cfg.Nodes)
@@ -114,6 +129,7 @@ func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
 		for _, srv := range e.Servers {
 			s.Servers = append(s.Servers, zkServer{srv})
 		}
+		s.Leader = e.Leader
 		return s, nil
 	}
 	t.Fatalf("fleettest: unknown backend %q (have %v)", cfg.Backend, Backends)

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -29,8 +28,6 @@ const (
 	startTimeout = 60 * time.Second
 	// killTimeout bounds the wait for the killed processes to be gone.
 	killTimeout = 10 * time.Second
-	// startAttempts is how many fresh ports a first start tries.
-	startAttempts = 5
 	// User and Database are the role and database tests connect as.
 	User     = "leasecron"
 	Database = "leasecron"
@@ -47,7 +44,10 @@ type Server struct {
 	password string
 	port     int
 
-	// maxConns is the server's max_connections.
+	// clockStep and clockFile: see WithClockStep.
+	clockStep bool
+	clockFile string
+	// maxConns is the server's max_connections (WithMaxConnections).
 	maxConns int
 
 	mu     sync.Mutex
@@ -55,12 +55,6 @@ type Server struct {
 	paused bool
 	proxy  *redistest.Proxy
 }
-
-// Option changes how Start starts the server.
-type Option func(*Server)
-
-// WithMaxConnections sets the server's max_connections (default 60).
-func WithMaxConnections(n int) Option { return func(s *Server) { s.maxConns = n } }
 
 type proc struct {
 	cmd  *exec.Cmd
@@ -100,29 +94,27 @@ func Start(t testing.TB, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	t.Cleanup(s.cleanup)
-	for attempt := 1; ; attempt++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("pgtest: finding a free port: %v", err)
-		}
-		s.port = ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		s.mu.Lock()
-		err = s.spawnLocked()
-		s.mu.Unlock()
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, errAddrInUse) || attempt >= startAttempts {
+	if s.clockStep {
+		if err := s.buildClockShim(); err != nil {
 			t.Fatalf("pgtest: %v", err)
 		}
+	}
+	t.Cleanup(s.cleanup)
+	err = proctest.StartOnFreePorts(1, func(ports []int) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.port = ports[0]
+		return s.spawnLocked()
+	})
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
 	}
 	s.Exec("ALTER ROLE " + User + " PASSWORD '" + s.password + "'")
 	return s
 }
 
-var errAddrInUse = errors.New("pgtest: address already in use")
+// errAddrInUse marks a start that failed because the port was taken.
+var errAddrInUse = fmt.Errorf("pgtest: %w", proctest.ErrPortTaken)
 
 func (s *Server) logPath() string { return filepath.Join(s.dir, "postgres.log") }
 
@@ -139,7 +131,7 @@ func (s *Server) spawnLocked() error {
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "max_connections="+strconv.Itoa(s.maxConns),
 		"-c", "shared_buffers=16MB", "-c", "logging_collector=off", "-c", "unix_socket_permissions=0777")
 	cmd.Dir = s.dir
-	cmd.Env = serverEnv()
+	cmd.Env = append(serverEnv(), s.clockEnv()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = proctest.SysProcAttr(s.who.cred())
 	err = cmd.Start()
@@ -160,7 +152,7 @@ func (s *Server) spawnLocked() error {
 		b, _ := os.ReadFile(s.logPath())
 		fresh := string(b[min(int(off), len(b)):])
 		err = errors.Join(fmt.Errorf("pgtest: server %s (pid %d): %w\n--- %s:\n%s", s.Addr(), cmd.Process.Pid, err, s.logPath(), fresh), kerr)
-		if strings.Contains(fresh, "Address already in use") {
+		if proctest.AddrInUse(fresh) {
 			err = errors.Join(errAddrInUse, err)
 		}
 		return err

@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,15 +29,12 @@ const (
 	startTimeout = 20 * time.Second
 	// killTimeout bounds the wait for a SIGKILLed process to be reaped.
 	killTimeout = 10 * time.Second
-	// startAttempts is how many fresh ports a first start tries when the
-	// chosen port was taken by someone else in the meantime.
-	startAttempts = 5
 	// logTailLines is how much of a node's log a failure message quotes.
 	logTailLines = 30
 )
 
 // errAddrInUse marks a start that failed because the port was taken.
-var errAddrInUse = errors.New("redistest: address already in use")
+var errAddrInUse = fmt.Errorf("redistest: %w", proctest.ErrPortTaken)
 
 // Node is one redis-server process owned by a test: started by Start,
 // StartRedisCluster or StartSentinelGroup, killed by the test's cleanup. Its methods that can
@@ -62,17 +58,9 @@ type Node struct {
 	tlsPort int // TLS port, 0 without WithTLS
 
 	mu     sync.Mutex
-	proc   *proc // nil while killed
-	paused bool
+	proc   *proctest.Proc // nil while killed
 	client *redis.Client
 	proxy  *Proxy
-}
-
-// proc is one run of redis-server.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd.Wait returned
-	err  error         // cmd.Wait's result; read only after done is closed
 }
 
 // newNode prepares a node in a fresh temporary directory and registers the
@@ -112,20 +100,14 @@ func (n *Node) cleanup() {
 func (n *Node) firstStart() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var err error
-	for range startAttempts {
-		want := 1
-		if n.cluster {
-			want++
-		}
-		if n.cfg.tls != nil {
-			want++
-		}
-		var ports []int
-		ports, err = freePorts(want)
-		if err != nil {
-			return err
-		}
+	want := 1
+	if n.cluster {
+		want++
+	}
+	if n.cfg.tls != nil {
+		want++
+	}
+	return proctest.StartOnFreePorts(want, func(ports []int) error {
 		n.port, ports = ports[0], ports[1:]
 		if n.cluster {
 			n.busPort, ports = ports[0], ports[1:]
@@ -133,12 +115,8 @@ func (n *Node) firstStart() error {
 		if n.cfg.tls != nil {
 			n.tlsPort = ports[0]
 		}
-		err = n.spawnLocked()
-		if !errors.Is(err, errAddrInUse) {
-			return err
-		}
-	}
-	return err
+		return n.spawnLocked()
+	})
 }
 
 // args is the redis-server command line for the node's configuration.
@@ -201,18 +179,12 @@ func (n *Node) spawnLocked() error {
 	cmd := exec.Command(n.bin, n.args()...)
 	cmd.Dir = n.dir
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = proctest.SysProcAttr(nil)
-	err = cmd.Start()
+	p, err := proctest.Start(cmd, nil)
 	_ = out.Close() // the child has its own descriptor
 	if err != nil {
-		return fmt.Errorf("redistest: starting %s for %s: %w", n.bin, n.Addr(), err)
+		return fmt.Errorf("redistest: node %s: %w", n.Addr(), err)
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	n.proc, n.paused = p, false
+	n.proc = p
 
 	if err := n.waitReady(p); err != nil {
 		kerr := n.killLocked()
@@ -221,7 +193,7 @@ func (n *Node) spawnLocked() error {
 		if kerr != nil {
 			err = errors.Join(err, kerr)
 		}
-		if bytes.Contains([]byte(fresh), []byte("Address already in use")) {
+		if proctest.AddrInUse(fresh) {
 			err = errors.Join(errAddrInUse, err)
 		}
 		return err
@@ -231,7 +203,7 @@ func (n *Node) spawnLocked() error {
 
 // waitReady polls PING until it succeeds, the process exits or
 // startTimeout passes.
-func (n *Node) waitReady(p *proc) error {
+func (n *Node) waitReady(p *proctest.Proc) error {
 	c := redis.NewClient(&redis.Options{
 		Addr:         n.Addr(),
 		Username:     n.cfg.user(),
@@ -246,8 +218,8 @@ func (n *Node) waitReady(p *proc) error {
 	deadline := time.Now().Add(startTimeout)
 	for {
 		select {
-		case <-p.done:
-			return fmt.Errorf("redis-server exited during start: %v", p.err)
+		case <-p.Done():
+			return fmt.Errorf("redis-server exited during start: %v", p.Err())
 		default:
 		}
 		// A plain dial first: go-redis logs its failed dials, and a server
@@ -263,7 +235,7 @@ func (n *Node) waitReady(p *proc) error {
 			// at the same moment: only our own process counts.
 			var pid int
 			pid, err = serverPID(c)
-			if err == nil && pid != p.cmd.Process.Pid {
+			if err == nil && pid != p.PID() {
 				return fmt.Errorf("port answered by another redis-server (pid %d): %w", pid, errAddrInUse)
 			}
 		}
@@ -274,7 +246,7 @@ func (n *Node) waitReady(p *proc) error {
 			return fmt.Errorf("no answer to PING within %s: %w", startTimeout, err)
 		}
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -314,25 +286,10 @@ func (n *Node) killLocked() error {
 		return nil
 	}
 	n.proc = nil
-	wasPaused := n.paused
-	n.paused = false
-	select {
-	case <-p.done:
-		return nil
-	default:
+	if err := p.Kill(killTimeout); err != nil {
+		return fmt.Errorf("redistest: node %s: %w", n.Addr(), err)
 	}
-	if wasPaused {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	}
-	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("redistest: killing node %s (pid %d): %w", n.Addr(), p.cmd.Process.Pid, err)
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(killTimeout):
-		return fmt.Errorf("redistest: node %s (pid %d) not reaped %s after SIGKILL", n.Addr(), p.cmd.Process.Pid, killTimeout)
-	}
+	return nil
 }
 
 // Addr returns the node's "127.0.0.1:port". The port stays the same across
@@ -374,7 +331,7 @@ func (n *Node) PID() int {
 	if n.proc == nil {
 		return 0
 	}
-	return n.proc.cmd.Process.Pid
+	return n.proc.PID()
 }
 
 // Kill sends SIGKILL to the node (SIGCONT first if it is paused) and waits
@@ -415,16 +372,8 @@ func (n *Node) Pause() {
 	if n.proc == nil {
 		n.t.Fatalf("redistest: Pause: node %s is not running", n.Addr())
 	}
-	if n.paused {
-		return
-	}
-	pid := n.proc.cmd.Process.Pid
-	if err := n.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		n.t.Fatalf("redistest: SIGSTOP to node %s (pid %d): %v", n.Addr(), pid, err)
-	}
-	n.paused = true
-	if err := proctest.WaitStopped(pid, 5*time.Second); err != nil {
-		n.t.Fatalf("redistest: node %s (pid %d): %v", n.Addr(), pid, err)
+	if err := n.proc.Pause(); err != nil {
+		n.t.Fatalf("redistest: node %s: %v", n.Addr(), err)
 	}
 }
 
@@ -434,13 +383,12 @@ func (n *Node) Resume() {
 	n.t.Helper()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.proc == nil || !n.paused {
+	if n.proc == nil {
 		return
 	}
-	if err := n.proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		n.t.Fatalf("redistest: SIGCONT to node %s (pid %d): %v", n.Addr(), n.proc.cmd.Process.Pid, err)
+	if err := n.proc.Resume(); err != nil {
+		n.t.Fatalf("redistest: node %s: %v", n.Addr(), err)
 	}
-	n.paused = false
 }
 
 // Client returns a go-redis client connected directly to the node (with its

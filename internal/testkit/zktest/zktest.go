@@ -22,7 +22,6 @@ package zktest
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"fmt"
 	"net"
@@ -32,7 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+
 	"testing"
 	"time"
 
@@ -49,6 +48,9 @@ const TickTime = 100 * time.Millisecond
 // take to serve clients; a loaded 2-core machine starts a JVM slowly.
 const startTimeout = 60 * time.Second
 
+// killTimeout bounds the wait for a SIGKILLed server to be reaped.
+const killTimeout = 10 * time.Second
+
 // Ensemble is a running standalone server (1) or quorum ensemble (3, 5).
 type Ensemble struct {
 	t       testing.TB
@@ -63,10 +65,8 @@ type Server struct {
 	clientPort int
 	opts       Options
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{}
-	paused bool
+	mu   sync.Mutex
+	proc *proctest.Proc // nil before the first start
 }
 
 // Options are settings of the servers that tests vary.
@@ -77,7 +77,9 @@ type Options struct {
 }
 
 // Start starts n ZooKeeper servers (n = 1: standalone; otherwise a quorum
-// ensemble) and waits until every one serves clients.
+// ensemble) and waits until every one serves clients. When a server exits
+// while starting (a chosen port was taken meanwhile), the whole ensemble
+// starts again on new ports (see proctest.StartOnFreePorts).
 func Start(t testing.TB, n int) *Ensemble {
 	t.Helper()
 	return StartWith(t, n, Options{})
@@ -86,43 +88,65 @@ func Start(t testing.TB, n int) *Ensemble {
 // StartWith is Start with the servers configured by o.
 func StartWith(t testing.TB, n int, o Options) *Ensemble {
 	t.Helper()
-	java, err := exec.LookPath("java")
-	if err != nil || fileMissing(Jar) {
+	if _, err := exec.LookPath("java"); err != nil || fileMissing(Jar) {
 		t.Fatalf("zktest: ZooKeeper is not installed (need java and %s): apt-get install zookeeper", Jar)
 	}
-	_ = java
-	ports, err := proctest.FreePorts(3 * n)
-	if err != nil {
+	e := &Ensemble{t: t}
+	t.Cleanup(e.killAll)
+	if err := proctest.StartOnFreePorts(3*n, func(ports []int) error { return e.tryStart(n, ports, o) }); err != nil {
 		t.Fatalf("zktest: %v", err)
 	}
-	e := &Ensemble{t: t}
+	return e
+}
+
+// takePortsHook, set by this package's tests only, is called with the
+// ports of each start attempt before the servers spawn; the function it
+// returns is called when the attempt is over.
+var takePortsHook func(ports []int) (release func())
+
+// tryStart starts n servers on ports (3 a server: client, quorum,
+// election) and waits until they serve; on failure it kills them.
+func (e *Ensemble) tryStart(n int, ports []int, o Options) error {
+	if takePortsHook != nil {
+		defer takePortsHook(ports)()
+	}
 	var peers strings.Builder
 	if n > 1 {
 		for i := range n {
 			fmt.Fprintf(&peers, "server.%d=127.0.0.1:%d:%d\n", i+1, ports[3*i+1], ports[3*i+2])
 		}
 	}
+	e.Servers = nil
 	for i := range n {
-		s := &Server{t: t, ID: i + 1, dir: t.TempDir(), clientPort: ports[3*i], opts: o}
+		s := &Server{t: e.t, ID: i + 1, dir: e.t.TempDir(), clientPort: ports[3*i], opts: o}
 		if err := s.writeConfig(peers.String()); err != nil {
-			t.Fatalf("zktest: %v", err)
+			return err
 		}
 		e.Servers = append(e.Servers, s)
 	}
-	t.Cleanup(func() {
+	err := func() error {
 		for _, s := range e.Servers {
-			s.kill()
+			if err := s.spawn(); err != nil {
+				return err
+			}
 		}
-	})
-	for _, s := range e.Servers {
-		if err := s.spawn(); err != nil {
-			t.Fatalf("zktest: %v", err)
+		for _, s := range e.Servers {
+			if err := s.waitServing(); err != nil {
+				return err
+			}
 		}
+		return nil
+	}()
+	if err != nil {
+		e.killAll()
 	}
+	return err
+}
+
+func (e *Ensemble) killAll() {
 	for _, s := range e.Servers {
-		s.waitServing()
+		s.kill()
 	}
-	return e
 }
 
 // Addrs returns the servers' client addresses (host:port).
@@ -187,40 +211,48 @@ func (s *Server) spawn() error {
 		"-Dzookeeper.log.dir="+s.dir, "-cp", s.dir+":"+Jar,
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(s.dir, "zoo.cfg"))
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = proctest.SysProcAttr(nil)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start zookeeper %d: %w", s.ID, err)
+	p, err := proctest.Start(cmd, nil)
+	if err != nil {
+		return fmt.Errorf("zookeeper %d: %w", s.ID, err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	s.mu.Lock()
-	s.cmd, s.done, s.paused = cmd, done, false
+	s.proc = p
 	s.mu.Unlock()
 	return nil
 }
 
 // waitServing waits until the server answers srvr with a mode (leader,
-// follower or standalone): it has joined a quorum and serves clients.
-func (s *Server) waitServing() {
-	s.t.Helper()
+// follower or standalone): it has joined a quorum and serves clients. An
+// exit while starting, or a log saying a port was taken, is
+// proctest.ErrPortTaken.
+func (s *Server) waitServing() error {
 	end := time.Now().Add(startTimeout)
 	for time.Now().Before(end) {
 		if s.Mode() != "" {
-			return
+			return nil
 		}
 		select {
 		case <-s.exited():
-			s.t.Fatalf("zktest: server %d exited while starting; log:\n%s", s.ID, s.logTail())
+			return fmt.Errorf("%w: server %d exited while starting; log:\n%s", proctest.ErrPortTaken, s.ID, s.logTail())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	s.t.Fatalf("zktest: server %d not serving after %s; log:\n%s", s.ID, startTimeout, s.logTail())
+	err := fmt.Errorf("server %d not serving after %s; log:\n%s", s.ID, startTimeout, s.logTail())
+	if proctest.AddrInUse(s.logTail()) {
+		err = fmt.Errorf("%w: %w", proctest.ErrPortTaken, err)
+	}
+	return err
 }
 
 func (s *Server) exited() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.done
+	if s.proc == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return s.proc.Done()
 }
 
 // Addr returns the client address, 127.0.0.1:PORT.
@@ -230,10 +262,10 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.clientPort
 func (s *Server) PID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil || isClosed(s.done) {
+	if s.proc == nil || s.proc.Exited() {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return s.proc.PID()
 }
 
 // Mode asks the server (four-letter word srvr) for its mode: "leader",
@@ -265,17 +297,14 @@ func (s *Server) Kill() {
 
 func (s *Server) kill() {
 	s.mu.Lock()
-	cmd, done, paused := s.cmd, s.done, s.paused
-	s.paused = false
+	p := s.proc
 	s.mu.Unlock()
-	if cmd == nil || isClosed(done) {
+	if p == nil {
 		return
 	}
-	if paused {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
+	if err := p.Kill(killTimeout); err != nil {
+		s.t.Errorf("zktest: server %d: %v", s.ID, err)
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-done
 }
 
 // Restart starts a killed server again on the same ports with its data,
@@ -285,7 +314,9 @@ func (s *Server) kill() {
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Start()
-	s.waitServing()
+	if err := s.waitServing(); err != nil {
+		s.t.Fatalf("zktest: %v", err)
+	}
 }
 
 // Start starts a killed server again on the same ports with its data,
@@ -302,7 +333,9 @@ func (s *Server) Start() {
 func (e *Ensemble) WaitServing() {
 	e.t.Helper()
 	for _, s := range e.Servers {
-		s.waitServing()
+		if err := s.waitServing(); err != nil {
+			e.t.Fatalf("zktest: %v", err)
+		}
 	}
 }
 
@@ -310,13 +343,12 @@ func (e *Ensemble) WaitServing() {
 func (s *Server) Pause() {
 	s.t.Helper()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil || isClosed(s.done) {
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil || p.Exited() {
 		s.t.Fatalf("zktest: pause of server %d, which is not running", s.ID)
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGSTOP)
-	s.paused = true
-	if err := proctest.WaitStopped(s.cmd.Process.Pid, 5*time.Second); err != nil {
+	if err := p.Pause(); err != nil {
 		s.t.Fatalf("zktest: server %d: %v", s.ID, err)
 	}
 }
@@ -325,31 +357,18 @@ func (s *Server) Pause() {
 func (s *Server) Resume() {
 	s.t.Helper()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd != nil && s.paused {
-		_ = s.cmd.Process.Signal(syscall.SIGCONT)
-		s.paused = false
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	if err := p.Resume(); err != nil {
+		s.t.Fatalf("zktest: server %d: %v", s.ID, err)
 	}
 }
 
 func (s *Server) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
-	o, _ := os.ReadFile(filepath.Join(s.dir, "stdout.log"))
-	b = append(b, o...)
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > 40 {
-		lines = lines[len(lines)-40:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
+	return proctest.Tail(40, filepath.Join(s.dir, "zookeeper.log"), filepath.Join(s.dir, "stdout.log"))
 }
 
 func fileMissing(p string) bool {

@@ -1,6 +1,8 @@
 package zktest
 
 import (
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -46,5 +48,35 @@ func TestEnsemble(t *testing.T) {
 	e.Servers[other].Resume()
 	if e.Leader() < 0 {
 		t.Error("no leader after the pause")
+	}
+}
+
+// TestStartRetriesTakenPort: the client port chosen for the first attempt
+// is taken (by this test) before the server binds it; the server exits
+// while starting, and Start starts it again on new ports, where it
+// serves.
+func TestStartRetriesTakenPort(t *testing.T) {
+	var attempts [][]int
+	takePortsHook = func(ports []int) func() {
+		attempts = append(attempts, ports)
+		if len(attempts) > 1 {
+			return func() {}
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ports[0]))
+		if err != nil {
+			t.Fatalf("taking port %d: %v", ports[0], err)
+		}
+		return func() { _ = ln.Close() }
+	}
+	t.Cleanup(func() { takePortsHook = nil })
+	e := Start(t, 1)
+	if len(attempts) != 2 {
+		t.Fatalf("%d start attempts (ports %v); want 2: the taken port, then new ones", len(attempts), attempts)
+	}
+	if got, want := e.Addrs()[0], "127.0.0.1:"+strconv.Itoa(attempts[1][0]); got != want {
+		t.Fatalf("serving on %s, want the second attempt's %s", got, want)
+	}
+	if m := e.Servers[0].Mode(); m != "standalone" {
+		t.Fatalf("mode %q, want standalone", m)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
@@ -46,6 +47,9 @@ func main() {
 	failAttempts := flag.String("fail-attempts", "", "comma-separated attempts (LEASECRON_ATTEMPT) that exit non-zero at their end")
 	failHosts := flag.String("fail-hosts", "", "comma-separated hosts (LEASECRON_HOST) on which runs exit non-zero at their end")
 	failAlways := flag.Bool("fail", false, "every run exits non-zero at its end")
+	escapee := flag.Duration("escapee", 0, "start a child in its own session (setsid) that logs heartbeats as part of this run until this long after its start")
+	escapeeOf := flag.Int("escapee-of", 0, "(the escapee itself) the PID of the run it belongs to")
+	escapeeUntil := flag.Int64("escapee-until", 0, "(the escapee itself) when to stop, unix nanoseconds")
 	flag.Parse()
 	if *logPath == "" {
 		fmt.Fprintln(os.Stderr, "recorder: --log is required")
@@ -77,9 +81,17 @@ func main() {
 		}
 	}
 
+	if *escapeeOf != 0 {
+		base.PID = *escapeeOf
+		runEscapee(write, *hb, time.Unix(0, *escapeeUntil))
+		return
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM)
 	write("start")
+	if *escapee > 0 {
+		startEscapee(*logPath, *hb, time.Now().Add(*escapee))
+	}
 	fmt.Printf("recorder: job %s tick %d token %d started\n", base.Job, tick, token)
 	end := time.NewTimer(*sleep)
 	beat := time.NewTicker(*hb)
@@ -110,4 +122,27 @@ func split(s string) []string {
 		}
 	}
 	return out
+}
+
+// startEscapee starts this program again, in a session of its own
+// (setsid), as the escapee of this run, and does not wait for it.
+func startEscapee(logPath string, hb time.Duration, until time.Time) {
+	cmd := exec.Command(os.Args[0], "--log", logPath, "--hb", hb.String(),
+		"--escapee-of", strconv.Itoa(os.Getpid()), "--escapee-until", strconv.FormatInt(until.UnixNano(), 10))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "recorder: escapee:", err)
+		return
+	}
+	_ = cmd.Process.Release()
+}
+
+// runEscapee logs a heartbeat of the run every hb until until; only
+// SIGKILL stops it earlier.
+func runEscapee(write func(string), hb time.Duration, until time.Time) {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	for time.Now().Before(until) {
+		write("hb")
+		time.Sleep(hb)
+	}
 }

@@ -1,0 +1,111 @@
+package fleettest
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// syntheticHistory is a history of job j (every 2 s, 300 ms runs) in which
+// every tick in [from, to] ran once to its end, except the ticks in skip.
+func syntheticHistory(from, to time.Time, skip ...time.Time) *History {
+	h := &History{}
+	for _, tick := range Ticks(2*time.Second, from, to) {
+		missing := false
+		for _, s := range skip {
+			missing = missing || s.Equal(tick)
+		}
+		if missing {
+			continue
+		}
+		start := tick.Add(10 * time.Millisecond)
+		h.Runs = append(h.Runs, Run{Job: "j", Tick: tick.Unix(), Host: "h0", Token: tick.Unix(), Start: start,
+			Last: start.Add(300 * time.Millisecond), End: start.Add(300 * time.Millisecond)})
+	}
+	return h
+}
+
+// oracleFor is a nemesis over a fleet that runs job j, with faults.
+func oracleFor(faults ...Fault) *Nemesis {
+	cfg := DefaultConfig()
+	cfg.Jobs = []Job{{Name: "j", Every: 2 * time.Second, Sleep: 300 * time.Millisecond}}
+	for i := range faults {
+		faults[i].N = i + 1
+	}
+	return &Nemesis{f: &Fleet{cfg: cfg}, Faults: faults}
+}
+
+// TestLivenessMinorityFaultIsChecked is the negative control of the
+// liveness oracle: a tick missing while a fault left a quorum and a daemon
+// up (a minority of servers killed) is reported; the same tick missing
+// while a Blocking fault (a quorum of servers killed) held, or within the
+// TTL after it, is not.
+func TestLivenessMinorityFaultIsChecked(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	from, to := t0, t0.Add(40*time.Second)
+	missed := t0.Add(20 * time.Second)
+	h := syntheticHistory(from, to, missed)
+	fault := Fault{Kind: KillMinority, Start: t0.Add(19 * time.Second), End: t0.Add(22 * time.Second)}
+
+	vs, checked := oracleFor(fault).Liveness(h, from, to)
+	if len(vs) != 1 || vs[0].Rule != "missing" || !strings.Contains(vs[0].Msg, "kill-minority") {
+		t.Fatalf("a tick missed during a minority fault: got %d violations (%d ticks checked):\n%s", len(vs), checked, FormatViolations(vs))
+	}
+	t.Logf("the oracle reports, as it must: %s", vs[0])
+
+	fault.Kind, fault.Blocking = KillMajority, true
+	if vs, _ := oracleFor(fault).Liveness(h, from, to); len(vs) != 0 {
+		t.Fatalf("a tick missed during a fault that took the quorum away is exempt; got:\n%s", FormatViolations(vs))
+	}
+	// The exemption ends a TTL and a second after the fault.
+	late := fault.End.Add(DefaultConfig().TTL + time.Second + 4*time.Second).Truncate(2 * time.Second)
+	vs, _ = oracleFor(fault).Liveness(syntheticHistory(from, to, missed, late), from, to)
+	if len(vs) != 1 || !strings.Contains(vs[0].Msg, late.UTC().Format(time.RFC3339)) {
+		t.Fatalf("a tick missed after the blocking fault's window: got\n%s", FormatViolations(vs))
+	}
+}
+
+// TestLivenessTakeoverBound: after a daemon is killed, a tick whose
+// deadline falls within one TTL and a request timeout of the kill is
+// excused (its lease may be held by the dead daemon until then); a tick
+// whose deadline is later must have run.
+func TestLivenessTakeoverBound(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	from, to := t0, t0.Add(40*time.Second)
+	kill := Fault{Kind: KillDaemon, Start: t0.Add(19 * time.Second), End: t0.Add(20 * time.Second)}
+	kill.LeaseLost = []time.Time{kill.Start}
+	// Tick 18 s (deadline 20 s) is within the bound of 19 s + 2.05 s.
+	excused := t0.Add(18 * time.Second)
+	if vs, _ := oracleFor(kill).Liveness(syntheticHistory(from, to, excused), from, to); len(vs) != 0 {
+		t.Fatalf("a tick whose deadline is within the takeover bound is excused; got:\n%s", FormatViolations(vs))
+	}
+	// Tick 22 s (deadline 24 s) is past it: another host must run it.
+	owed := t0.Add(22 * time.Second)
+	vs, _ := oracleFor(kill).Liveness(syntheticHistory(from, to, owed), from, to)
+	if len(vs) != 1 || !strings.Contains(vs[0].Msg, "kill-daemon") {
+		t.Fatalf("a tick past the takeover bound after a daemon kill must run; got:\n%s", FormatViolations(vs))
+	}
+}
+
+// TestPausedRuleAndExemption: a run whose tick falls between a pause's
+// acknowledgement and the resume is a "paused" violation; the paused
+// job's missing ticks in that window are not "missing".
+func TestPausedRuleAndExemption(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	from, to := t0, t0.Add(40*time.Second)
+	pause := Fault{Kind: PausedRestartEmpty, Start: t0.Add(19 * time.Second), End: t0.Add(25 * time.Second),
+		Paused: "j", PausedFrom: t0.Add(19 * time.Second), PausedTo: t0.Add(25 * time.Second)}
+	// Paused from 19 s to 25 s: ticks 20, 22 and 24 s must not run.
+	obeyed := syntheticHistory(from, to, t0.Add(20*time.Second), t0.Add(22*time.Second), t0.Add(24*time.Second))
+	n := oracleFor(pause)
+	if vs, _ := n.Liveness(obeyed, from, to); len(vs) != 0 {
+		t.Fatalf("the paused job's skipped ticks are not missing; got:\n%s", FormatViolations(vs))
+	}
+	if vs := n.Paused(obeyed); len(vs) != 0 {
+		t.Fatalf("no run while paused; got:\n%s", FormatViolations(vs))
+	}
+	broken := syntheticHistory(from, to, t0.Add(20*time.Second), t0.Add(24*time.Second))
+	if vs := n.Paused(broken); len(vs) != 1 || vs[0].Rule != "paused" {
+		t.Fatalf("a run of tick 22 s while paused must be reported; got:\n%s", FormatViolations(vs))
+	}
+}
