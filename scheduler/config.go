@@ -19,6 +19,8 @@ const (
 	defaultRedisTimeout    = 50 * time.Millisecond
 	defaultPostgresTable   = "leasecron_leases"
 	defaultPostgresTimeout = 2 * time.Second
+	defaultMySQLTable      = "leasecron_leases"
+	defaultMySQLTimeout    = 2 * time.Second
 	defaultEtcdPrefix      = "/leasecron/"
 	defaultEtcdTimeout     = 500 * time.Millisecond
 	defaultZooKeeperRoot   = "/leasecron"
@@ -55,6 +57,7 @@ type Config struct {
 	Backend       string
 	Redis         RedisConfig     // yaml: redis; used when Backend is BackendRedis
 	Postgres      PostgresConfig  // yaml: postgres; used when Backend is BackendPostgres
+	MySQL         MySQLConfig     // yaml: mysql; used when Backend is BackendMySQL
 	Etcd          EtcdConfig      // yaml: etcd; used when Backend is BackendEtcd
 	ZooKeeper     ZooKeeperConfig // yaml: zookeeper; used when Backend is BackendZooKeeper
 	Lease         LeaseConfig     // yaml: lease
@@ -183,7 +186,7 @@ type Job struct {
 // DefaultConfig returns a Config with every documented default set and no
 // backend, nodes or jobs: ID is the hostname, Redis.Prefix "leasecron",
 // Redis.Timeout 50ms, Postgres.Table "leasecron_leases", Postgres.Timeout
-// 2s, Etcd.Prefix "/leasecron/", Etcd.Timeout 500ms, ZooKeeper.Root
+// 2s, MySQL.Table "leasecron_leases", MySQL.Timeout 2s, Etcd.Prefix "/leasecron/", Etcd.Timeout 500ms, ZooKeeper.Root
 // "/leasecron", ZooKeeper.Timeout 1s, Lease.TTL 30s, Lease.Renew 10s (TTL/3), Lease.Drift 0.01,
 // ShutdownGrace 30s, Heartbeat 5s. Parse decodes a file over it.
 func DefaultConfig() *Config {
@@ -192,6 +195,7 @@ func DefaultConfig() *Config {
 		ID:            host,
 		Redis:         RedisConfig{Prefix: defaultPrefix, Timeout: defaultRedisTimeout},
 		Postgres:      PostgresConfig{Table: defaultPostgresTable, Timeout: defaultPostgresTimeout},
+		MySQL:         MySQLConfig{Table: defaultMySQLTable, Timeout: defaultMySQLTimeout},
 		Etcd:          EtcdConfig{Prefix: defaultEtcdPrefix, Timeout: defaultEtcdTimeout},
 		ZooKeeper:     ZooKeeperConfig{Root: defaultZooKeeperRoot, Timeout: defaultZKTimeout},
 		Lease:         LeaseConfig{TTL: defaultTTL, Renew: defaultTTL / 3, Drift: defaultDrift},

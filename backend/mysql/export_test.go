@@ -3,8 +3,9 @@ package mysql
 import "sync/atomic"
 
 // WithoutReconnect turns off the retry of a statement on a fresh
-// connection (and of a deadlocked statement): the negative control of the
-// reconnection and deadlock tests.
+// connection (and of a deadlocked statement) and the driver's liveness
+// check of idle connections: the negative control of the reconnection
+// and deadlock tests.
 func WithoutReconnect() Option { return func(o *options) { o.noReconnect = true } }
 
 // WithUnsortedBatches sends a batch's keys in request order instead of

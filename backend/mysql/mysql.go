@@ -75,6 +75,13 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
 	if cfg.Timeout <= 0 || cfg.Timeout > o.timeout {
 		cfg.Timeout = o.timeout
 	}
+	// The driver's own log lines (a dead idle connection dropped, ...)
+	// would go to the process's stderr, outside leasecron's logging; the
+	// errors that matter reach the caller.
+	cfg.Logger = nopLogger{}
+	if o.noReconnect {
+		cfg.CheckConnLiveness = false
+	}
 	conn, err := driver.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("mysql backend: %s: %s", Redact(dsn), scrub(err.Error(), dsn))
@@ -296,3 +303,8 @@ func (b *Backend) Close() error {
 	}
 	return b.db.Close()
 }
+
+// nopLogger discards the driver's log lines.
+type nopLogger struct{}
+
+func (nopLogger) Print(...any) {}
