@@ -143,10 +143,17 @@ func Start(t testing.TB) *Server {
 		t.Fatalf("mysqltest: %v", err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := who.chown(dir); err != nil {
-		t.Fatalf("mysqltest: %v", err)
+	// A temporary directory of its own: servers installed at once in the
+	// shared /tmp collide on their temporary tables' names.
+	for _, d := range []string{dir, filepath.Join(dir, "tmp")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatalf("mysqltest: %v", err)
+		}
+		if err := who.chown(d); err != nil {
+			t.Fatalf("mysqltest: %v", err)
+		}
 	}
-	args := append([]string{"--no-defaults", "--datadir=" + filepath.Join(dir, "data"),
+	args := append([]string{"--no-defaults", "--datadir=" + filepath.Join(dir, "data"), "--tmpdir=" + filepath.Join(dir, "tmp"),
 		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"}, innodbOpts...)
 	cmd := exec.Command(install, args...)
 	cmd.SysProcAttr = proctest.SysProcAttr(who.cred())
@@ -193,7 +200,7 @@ func (s *Server) spawnLocked() error {
 		off = st.Size()
 	}
 	args := append([]string{"--no-defaults", "--datadir=" + filepath.Join(s.dir, "data"),
-		"--socket=" + s.socket(), "--port=" + strconv.Itoa(s.port), "--bind-address=127.0.0.1",
+		"--tmpdir=" + filepath.Join(s.dir, "tmp"), "--socket=" + s.socket(), "--port=" + strconv.Itoa(s.port), "--bind-address=127.0.0.1",
 		"--skip-networking=0", "--skip-name-resolve", "--pid-file=" + filepath.Join(s.dir, "mysqld.pid"),
 		"--log-error=" + s.logPath(), "--max-connections=200", "--innodb-lock-wait-timeout=50"}, innodbOpts...)
 	cmd := exec.Command(s.bin, args...)
