@@ -34,6 +34,10 @@ func dsn(addr, user, password string) string {
 	return c.FormatDSN()
 }
 
+// DSNAt is DSN through another address (a proxy of the caller's that
+// forwards to Addr).
+func (s *Server) DSNAt(addr string) string { return dsn(addr, User, s.password) }
+
 // Proxy returns the TCP proxy in front of the server (started on first
 // use); connect through ProxiedDSN to be affected by its faults. It keeps
 // working across Restart.
