@@ -36,7 +36,7 @@
 //     the others follow it (fence + 1, version + 1, owner, TTL, expiry):
 //     MySQL and MariaDB run ON DUPLICATE KEY UPDATE's assignments from left
 //     to right, each seeing the previous ones (MariaDB's
-//     SIMULTANEOUS_ASSIGNMENT sql_mode, off by default, is not supported).
+//     SIMULTANEOUS_ASSIGNMENT sql_mode, off by default, is refused by Open).
 //     rows.sql then reads the batch's rows back: a row carrying this
 //     attempt's token was granted (its fence is the new one); any other
 //     row is a refusal, reported with its holder, time left and completed

@@ -89,3 +89,22 @@ func TestCheckDSN(t *testing.T) {
 		}
 	}
 }
+
+// TestSimultaneousAssignmentRefused: a server whose sql_mode has
+// SIMULTANEOUS_ASSIGNMENT (the assignments would all see the old token,
+// so a grant would set the new token without raising the fence or
+// setting the expiry) is refused by Open, naming the mode.
+func TestSimultaneousAssignmentRefused(t *testing.T) {
+	t.Parallel()
+	s := mysqltest.Start(t)
+	s.Exec("SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',SIMULTANEOUS_ASSIGNMENT')")
+	ctx := ctxT(t)
+	b, err := mysql.Open(ctx, s.DSN(), mysql.WithTimeout(5*time.Second))
+	if err == nil {
+		_ = b.Close()
+		t.Fatal("Open accepted a server with SIMULTANEOUS_ASSIGNMENT")
+	}
+	if !strings.Contains(err.Error(), "SIMULTANEOUS_ASSIGNMENT") {
+		t.Fatalf("Open: %v; want it to name SIMULTANEOUS_ASSIGNMENT", err)
+	}
+}

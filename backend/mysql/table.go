@@ -154,12 +154,30 @@ func (b *Backend) ensureTable(ctx context.Context) error {
 		return nil
 	}
 	err := b.do(ctx, func(ctx context.Context) error {
+		if err := b.checkSQLMode(ctx); err != nil {
+			return err
+		}
 		return b.ensure(ctx, b.dbName, b.name, b.table, leaseColumns, b.sql.schema)
 	})
 	if err != nil {
 		return b.nodeErr(err)
 	}
 	b.ready.Store(true)
+	return nil
+}
+
+// checkSQLMode refuses a server whose sql_mode makes the assignments of
+// an UPDATE or ON DUPLICATE KEY UPDATE see the old values of the columns
+// (MariaDB's SIMULTANEOUS_ASSIGNMENT): the statements rely on the
+// assignments running left to right, the first one deciding.
+func (b *Backend) checkSQLMode(ctx context.Context) error {
+	var mode string
+	if err := b.db.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("reading sql_mode: %w", err)
+	}
+	if strings.Contains(strings.ToUpper(mode), "SIMULTANEOUS_ASSIGNMENT") {
+		return permanentf("sql_mode %s has SIMULTANEOUS_ASSIGNMENT, which the lease statements cannot work with (they rely on ON DUPLICATE KEY UPDATE assigning left to right): remove it from the server's sql_mode", mode)
+	}
 	return nil
 }
 
