@@ -51,7 +51,7 @@ type Config struct {
 	File string // path it was loaded from (for messages)
 	ID   string // yaml: id; this host's name in leases, logs and status; default os.Hostname()
 	// Backend names the store that holds the leases: BackendRedis,
-	// BackendPostgres, BackendEtcd or BackendZooKeeper, after the one
+	// BackendPostgres, BackendMySQL, BackendEtcd or BackendZooKeeper, after the one
 	// backend section the file has. "" in a Config built in code means
 	// BackendRedis.
 	Backend       string
@@ -281,8 +281,8 @@ func Load(path string) (*Config, error) {
 // where they are. Every problem found is reported, not just the first: the
 // error is the errors.Join of *ConfigError values sorted by line.
 //
-// The file has exactly one backend section, "redis" or "postgres"; it
-// sets Backend. YAML anchors, aliases and merge keys ("<<: *common") may
+// The file has exactly one backend section (redis, postgres, mysql, etcd or
+// zookeeper); it sets Backend. YAML anchors, aliases and merge keys ("<<: *common") may
 // be used.
 func Parse(r io.Reader, file string) (*Config, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
