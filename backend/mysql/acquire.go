@@ -226,10 +226,10 @@ func (b *Backend) heldError(key string, r row, replied time.Time) *backend.Refus
 	e := &backend.RefusedError{Key: key, Reason: backend.ErrHeld, HolderNodes: 1, DoneEpoch: r.doneEpoch,
 		Holder: r.owner, HolderTTL: time.Duration(r.leftMicros) * time.Microsecond}
 	if r.token == "" {
-		// The row was free in the statement's snapshot but taken by a
-		// concurrent statement before ours locked it.
+		// Held when acquire.sql ran, free when rows.sql read it back:
+		// released in between.
 		e.Holder = ""
-		e.Detail = "taken by a concurrent request"
+		e.Detail = "held when this attempt ran, released since"
 		return e
 	}
 	wait := b.obs.saw(key, r.token, strconv.FormatInt(r.version, 10), time.Duration(r.ttlMicros)*time.Microsecond, replied)

@@ -110,36 +110,43 @@ func parseDSN(dsn string) (*driver.Config, error) {
 	return cfg, nil
 }
 
+// splitDSN cuts dsn where the driver does: the credentials end at the
+// last '@' before the last '/' (the one before the database name), so a
+// password may hold '@' and ':'.
+func splitDSN(dsn string) (cred, rest string, ok bool) {
+	end := strings.LastIndex(dsn, "/")
+	if end < 0 {
+		end = len(dsn)
+	}
+	i := strings.LastIndex(dsn[:end], "@")
+	if i < 0 {
+		return "", dsn, false
+	}
+	return dsn[:i], dsn[i+1:], true
+}
+
 // dsnTail is the part of dsn after the credentials.
 func dsnTail(dsn string) string {
-	if i := strings.LastIndex(dsn, "@"); i >= 0 {
-		return dsn[i+1:]
-	}
-	return dsn
+	_, rest, _ := splitDSN(dsn)
+	return rest
 }
 
 // Redact returns dsn as user@net(addr)/dbname, without the password and
 // the parameters: the name of the server in messages.
 func Redact(dsn string) string {
-	user, tail := "", dsn
-	if i := strings.LastIndex(dsn, "@"); i >= 0 {
-		user, tail = dsn[:i], dsn[i+1:]
-		user, _, _ = strings.Cut(user, ":")
+	cred, rest, ok := splitDSN(dsn)
+	rest, _, _ = strings.Cut(rest, "?")
+	if !ok {
+		return rest
 	}
-	tail, _, _ = strings.Cut(tail, "?")
-	if user == "" {
-		return tail
-	}
-	return user + "@" + tail
+	user, _, _ := strings.Cut(cred, ":")
+	return user + "@" + rest
 }
 
 // password returns dsn's password ("" if none).
 func password(dsn string) string {
-	i := strings.LastIndex(dsn, "@")
-	if i < 0 {
-		return ""
-	}
-	_, pw, _ := strings.Cut(dsn[:i], ":")
+	cred, _, _ := splitDSN(dsn)
+	_, pw, _ := strings.Cut(cred, ":")
 	return pw
 }
 
@@ -157,9 +164,10 @@ func WithPassword(dsn, pw string) (string, error) {
 	if password(dsn) != "" {
 		return "", errors.New("the DSN has a password and a password file is given: keep one")
 	}
-	i := strings.LastIndex(dsn, "@")
-	if i < 0 {
+	cred, rest, ok := splitDSN(dsn)
+	if !ok || cred == "" {
 		return "", errors.New("the DSN names no user (user@tcp(host:3306)/dbname) for the password file's password")
 	}
-	return dsn[:i] + ":" + pw + dsn[i:], nil
+	user, _, _ := strings.Cut(cred, ":")
+	return user + ":" + pw + "@" + rest, nil
 }

@@ -65,6 +65,7 @@ func TestCheckDSN(t *testing.T) {
 		"leasecron@tcp(db1:3306)/ops?tls=true",
 		"leasecron:" + pw + "@tcp(db1:3306)/ops?tls=true&parseTime=true&transaction_isolation=%27READ-COMMITTED%27",
 		"leasecron@unix(/run/mysqld/mysqld.sock)/ops",
+		"leasecron:p@ss:w0rd@tcp(db1:3306)/ops?connectionAttributes=team:ops",
 	} {
 		if err := mysql.CheckDSN(dsn); err != nil {
 			t.Errorf("CheckDSN(%q): %v", mysql.Redact(dsn), err)
@@ -78,6 +79,7 @@ func TestCheckDSN(t *testing.T) {
 		"mysql://leasecron:" + pw + "@db1:3306/ops":                 "a URL",
 		"leasecron:" + pw + "@tcp(db1:3306)/ops?tls=bogus":          "bogus",
 		"": "empty",
+		"leasecron:p@" + pw + "@tcp(db1:3306)/ops?bogus=1": "bogus",
 	} {
 		err := mysql.CheckDSN(dsn)
 		if err == nil {
@@ -106,5 +108,32 @@ func TestSimultaneousAssignmentRefused(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "SIMULTANEOUS_ASSIGNMENT") {
 		t.Fatalf("Open: %v; want it to name SIMULTANEOUS_ASSIGNMENT", err)
+	}
+}
+
+// TestRedact: the server's name in messages never carries the password,
+// whatever it holds, and WithPassword puts one where the driver reads it.
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	for dsn, want := range map[string]string{
+		"u:pw@tcp(db1:3306)/ops?tls=true":                   "u@tcp(db1:3306)/ops",
+		"u:p@w:d@tcp(db1:3306)/ops":                         "u@tcp(db1:3306)/ops",
+		"u@unix(/run/mysqld/mysqld.sock)/ops":               "u@unix(/run/mysqld/mysqld.sock)/ops",
+		"tcp(db1:3306)/ops":                                 "tcp(db1:3306)/ops",
+		"u:pw@tcp(db1:3306)/ops?connectionAttributes=a:b@c": "u@tcp(db1:3306)/ops",
+	} {
+		if got := mysql.Redact(dsn); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+	got, err := mysql.WithPassword("u@tcp(db1:3306)/ops?tls=true", "p@w:d")
+	if err != nil || got != "u:p@w:d@tcp(db1:3306)/ops?tls=true" {
+		t.Errorf("WithPassword: %q, %v", got, err)
+	}
+	if err := mysql.CheckDSN(got); err != nil {
+		t.Errorf("CheckDSN(WithPassword(...)): %v", err)
+	}
+	if _, err := mysql.WithPassword("u:own@tcp(db1:3306)/ops", "x"); err == nil {
+		t.Error("WithPassword over a DSN's own password")
 	}
 }
