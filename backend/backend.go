@@ -39,7 +39,9 @@ type Backend interface {
 	Quorum() int
 	// Servers names the servers, with passwords redacted.
 	Servers() []string
-	// Close releases the connections; leases still held expire by their TTL.
+	// Close releases the connections; leases still held expire by their
+	// TTL, except on ZooKeeper, where they end with the session (see the
+	// package documentation).
 	Close() error
 
 	// Entries keeps fleet-wide flags, heartbeats and retry state, and Logs
@@ -79,8 +81,10 @@ type Lease interface {
 	Release(ctx context.Context) error
 	// Complete marks the lease's epoch completed and releases it, retrying
 	// until the mark is durable or ctx ends; from then on no acquisition
-	// of this epoch or an older one succeeds. Without an epoch it is
-	// Release. Call it only after the epoch's work has really finished.
+	// of this epoch or an older one succeeds. It succeeds after the lease
+	// ran out as long as no newer holder took the key, and fails with
+	// ErrNotHeld (the epoch left open) when one did. Without an epoch it
+	// is Release. Call it only after the epoch's work has really finished.
 	Complete(ctx context.Context) error
 }
 

@@ -27,4 +27,14 @@
 //     failed.
 //   - Loss before validity: Hold's Done closes before ValidUntil when
 //     renewals keep failing.
+//   - Completion without a newer holder: Lease.Complete marks the epoch
+//     when no other acquisition of the key happened since the lease's own
+//     (its fence is still the newest), also when the lease ran out
+//     meanwhile; when a newer holder took the key it returns ErrNotHeld and
+//     leaves the epoch open for that holder.
+//   - Close and held leases: Backend.Close leaves the leases its client
+//     holds to expire at their validity (Redis, PostgreSQL, etcd), except
+//     ZooKeeper, whose session's end deletes its ephemeral locks at once. A
+//     caller that stopped renewing a lease whose work may still run must
+//     wait for its ValidUntil before Close (the scheduler's Close does).
 package backend

@@ -26,7 +26,8 @@ var (
 	ErrLost = errors.New("lease: lost")
 	// ErrMaxLifetime is reported by a Hold that reached its MaxLifetime.
 	ErrMaxLifetime = errors.New("lease: maximum lifetime reached")
-	// ErrNotHeld is returned by Extend when the lease is no longer ours.
+	// ErrNotHeld is returned by Extend when the lease is no longer ours,
+	// and by Complete when a newer holder took the key.
 	ErrNotHeld = errors.New("lease: not held")
 	// ErrDataYounger is a server's reason not to vote for an epoch: its
 	// data is younger than the Request's EpochTime (plus a guard), so it

@@ -18,9 +18,17 @@ type holdOptions struct {
 	margin   time.Duration
 	onRenew  func(time.Time)
 	observe  func(RenewEvent)
+	// afterReturn times each renewal from when the previous Extend
+	// returned instead of from the validity it set; only tests set it
+	// (the timer the Hold had before, for negative controls).
+	afterReturn bool
 }
 
-// RenewEvery sets how often the lease is extended. Default TTL/3.
+// RenewEvery sets how often the lease is extended. Default TTL/3. The
+// period is counted from the start of the extension (or acquisition) that
+// set the current validity, read off the validity itself: the next renewal
+// is due when ValidUntil − now ≤ TTL − d. A slow reply therefore does not
+// push the renewals after it back by its latency.
 func RenewEvery(d time.Duration) HoldOption { return func(o *holdOptions) { o.every = d } }
 
 // MaxLifetime bounds the hold: d after NewHold was called, renewing stops
@@ -76,7 +84,8 @@ type Hold struct {
 // NewHold starts renewing l in a goroutine owned by the returned Hold.
 // timeout is the backend's per-request timeout (Backend.Timeout): it sets
 // the default safety margin and how soon a failed renewal is retried.
-// Renewals happen every RenewEvery; after a failed one the Hold retries
+// Renewals happen every RenewEvery, counted from the start of the
+// previous successful one (see RenewEvery); after a failed one the Hold retries
 // quickly while validity remains, and closes Done (ErrLost) the safety
 // margin plus one timeout before the validity ends — or at once when an
 // extension is refused with ErrNotHeld (the store says the lease is not
@@ -137,7 +146,7 @@ func (h *Hold) run() {
 	if h.o.onRenew != nil {
 		h.o.onRenew(l.ValidUntil())
 	}
-	renew := time.NewTimer(h.o.every)
+	renew := time.NewTimer(h.renewWait())
 	defer renew.Stop()
 	lossTimer := time.NewTimer(time.Until(h.lossAt()))
 	defer lossTimer.Stop()
@@ -170,7 +179,7 @@ func (h *Hold) run() {
 			if h.o.onRenew != nil {
 				h.o.onRenew(l.ValidUntil())
 			}
-			renew.Reset(h.o.every)
+			renew.Reset(h.renewWait())
 			lossTimer.Reset(time.Until(h.lossAt()))
 			continue
 		}
@@ -184,6 +193,25 @@ func (h *Hold) run() {
 		// Retry soon, while validity remains; the loss timer ends it.
 		renew.Reset(Jitter(max(h.timeout, 10*time.Millisecond)))
 	}
+}
+
+// minRenewWait bounds how soon a renewal follows the previous successful
+// one, for a lease whose validity is shorter than TTL − RenewEvery right
+// after an extension (no renewal loop at full speed).
+const minRenewWait = 10 * time.Millisecond
+
+// renewWait is how long until the next renewal is due: when ValidUntil −
+// now ≤ TTL − every. The validity is counted from the start of the last
+// successful Extend (or of the acquisition), so the renewal period is too,
+// and the time an Extend took before returning is not added to it — with
+// the period counted from the return, each renewal's reply could land up
+// to two request timeouts after the previous validity's renew point.
+func (h *Hold) renewWait() time.Duration {
+	if h.o.afterReturn {
+		return h.o.every
+	}
+	wait := time.Until(h.l.ValidUntil().Add(h.o.every - h.l.TTL()))
+	return max(wait, min(h.o.every, minRenewWait))
 }
 
 // lossAt is when Done must close if no renewal succeeds: the safety margin

@@ -266,7 +266,7 @@ collect:
 				if c.opts.detect {
 					_, notVoting = votesFor(birth, now, t.req.EpochTime, guard)
 				}
-				c.countAcquire(t, nd, a, k, notVoting)
+				c.countAcquire(t, nd, a, k, notVoting, birth.Add(guard).Sub(now))
 				if !wasDecided && t.decided(q, n) {
 					undecided--
 				}
@@ -391,8 +391,9 @@ func (c *Client) cleanUp(start time.Time, losers []*tally) {
 
 // countAcquire folds node nd's answer for tally k into t. notVoting, when
 // not nil, is why a grant of the node does not count (ErrRestarted,
-// ErrDataYounger).
-func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting error) {
+// ErrDataYounger); votesIn is how long until the node votes again after a
+// restart.
+func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting error, votesIn time.Duration) {
 	t.answers++
 	ka, err := c.keyAnswer(a, k)
 	if err != nil {
@@ -409,7 +410,16 @@ func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting err
 	v := VoteRefused
 	switch status {
 	case 1:
-		t.freeIn = append(t.freeIn, 0)
+		// The key is free on this node for this request: now if the node
+		// votes, once its restart guard passed if it restarted, never if
+		// its data is younger than the epoch. A holder's refusal must not
+		// say "free in 0s" because nodes that lost its lock do not vote.
+		switch {
+		case notVoting == nil:
+			t.freeIn = append(t.freeIn, 0)
+		case errors.Is(notVoting, ErrRestarted):
+			t.freeIn = append(t.freeIn, max(votesIn, 0))
+		}
 		if notVoting == nil {
 			t.granted++
 			if t.granted == 1 {

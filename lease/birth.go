@@ -26,7 +26,11 @@ import (
 // Every new connection reads the marker too, so that the first Ping of a
 // node already knows its age.
 // A marker seen for the first time tells how old the dataset is, also for
-// a client that meets the node long after a flush. The marker is read
+// a client that meets the node long after a flush. The check also returns
+// the server's master_replid: a master demoted and promoted again keeps
+// its connections, and after a full sync from its own former replica its
+// marker is its own old one; a new master_replid on a connection that
+// stayed open counts as a restart at that moment as well. The marker is read
 // after the round's scripts, in the same pipeline (in the same atomic
 // script step as the last of them), so a flush before a grant is always
 // seen with it; a flush after the marker was read comes after the grant,
@@ -64,11 +68,12 @@ func (n *node) birthCall() call {
 // only when it is needed: to write a new marker, or when the client has
 // not seen the node's marker yet (the marker's age is then needed).
 
-// birthWrapHead and birthWrapTail surround a script's body to make its
-// marker-checking variant. The variant takes the marker key as its last
+// birthWrapHead and birthWrapTail surround a script's body (in its
+// generation-checking variant, gen.go) to make its marker-checking variant. The variant takes the marker key as its last
 // KEYS entry and, as its last two ARGV entries, the client's nonce and "1"
 // when the server time is wanted; the body sees KEYS and ARGV without
-// them. It returns {body's reply, marker, server time µs ("0": not read)};
+// them. It returns {body's reply, marker, server time µs ("0": not read),
+// master_replid};
 // a body that fails (a Redis or Lua error) does not fail the marker check:
 // its error is returned in the first element.
 const birthWrapHead = `local bkey = table.remove(KEYS)
@@ -89,27 +94,28 @@ local function clock()
   local t = redis.call('TIME')
   return t[1] .. string.format('%06d', tonumber(t[2]))
 end
+local brid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') or ''
 local b = redis.call('GET', bkey)
 if b then
   if bclock == '1' then
     bnow = clock()
   end
-  return {bres, b, bnow}
+  return {bres, b, bnow, brid}
 end
 bnow = clock()
 b = bnow .. ' ' .. bnonce
 local ok = redis.pcall('SET', bkey, b)
 if type(ok) == 'table' and ok.err then
-  return {bres, '', bnow}
+  return {bres, '', bnow, brid}
 end
-return {bres, b, bnow}
+return {bres, b, bnow, brid}
 `
 
 // birthWrapped maps each round script to its marker-checking variant.
 var birthWrapped = func() map[*redis.Script]*redis.Script {
 	m := map[*redis.Script]*redis.Script{}
 	for _, s := range roundScripts {
-		m[s.script] = redis.NewScript(birthWrapHead + s.src + birthWrapTail)
+		m[s.script] = redis.NewScript(birthWrapHead + genHead + s.src + birthWrapTail)
 	}
 	return m
 }()
@@ -119,23 +125,27 @@ var birthWrapped = func() map[*redis.Script]*redis.Script {
 func wrappedSources() []string {
 	out := make([]string, 0, len(roundScripts))
 	for _, s := range roundScripts {
-		out = append(out, birthWrapHead+s.src+birthWrapTail)
+		out = append(out, birthWrapHead+genHead+s.src+birthWrapTail)
 	}
 	return out
 }
 
-// withBirth returns c in its marker-checking variant: the marker key and
-// the nonce appended (in new slices: c's may share a backing array).
+// withBirth returns c in its marker-checking variant, which checks the
+// lane's generation too (gen.go): the generation key and the marker key,
+// the generation and the nonce appended (in new slices: c's may share a
+// backing array).
 func (n *node) withBirth(c call, clock bool) call {
-	keys := make([]string, len(c.keys)+1)
+	keys := make([]string, len(c.keys)+2)
 	copy(keys, c.keys)
-	keys[len(c.keys)] = birthKey
-	args := make([]any, len(c.args)+2)
+	keys[len(c.keys)] = n.genKey()
+	keys[len(c.keys)+1] = birthKey
+	args := make([]any, len(c.args)+3)
 	copy(args, c.args)
-	args[len(c.args)] = n.nonce
-	args[len(c.args)+1] = "0"
+	args[len(c.args)] = strconv.FormatInt(n.gen, 10)
+	args[len(c.args)+1] = n.nonce
+	args[len(c.args)+2] = "0"
 	if clock {
-		args[len(c.args)+1] = "1"
+		args[len(c.args)+2] = "1"
 	}
 	return call{script: birthWrapped[c.script], keys: keys, args: args}
 }
@@ -150,14 +160,14 @@ func (n *node) needClock() bool {
 
 // unwrapBirth splits the reply of a marker-checking call: cmd gets the
 // body's own reply (or error), and the marker check's answer is returned
-// as {marker, server time} for noteBirth, with the call's error if it
+// as {marker, server time, master_replid} for noteBirth, with the call's error if it
 // failed as a whole.
 func unwrapBirth(cmd *redis.Cmd) ([]any, error) {
 	if err := cmd.Err(); err != nil {
 		return nil, err
 	}
 	vals, _ := cmd.Val().([]any)
-	if len(vals) != 3 {
+	if len(vals) != 4 {
 		err := fmt.Errorf("unexpected reply %v", cmd.Val())
 		cmd.SetErr(err)
 		return nil, err
@@ -183,19 +193,20 @@ func (n *node) checkBirth(ctx context.Context, cn *redis.Conn) error {
 	return n.noteBirth(vals, cmd.Err(), time.Now())
 }
 
-// noteBirth folds the marker check's answer ({marker, server time µs} or
-// the error of the check), received at recv, into the node's data birth.
-// It returns an error when the check failed: the round's grants must not
-// count then.
+// noteBirth folds the marker check's answer ({marker, server time µs,
+// master_replid} or the error of the check), received at recv, into the
+// node's data birth. It returns an error when the check failed: the
+// round's grants must not count then.
 func (n *node) noteBirth(vals []any, err error, recv time.Time) error {
 	if err != nil {
 		return fmt.Errorf("data marker check: %w", err)
 	}
-	if len(vals) < 2 {
+	if len(vals) < 3 {
 		return fmt.Errorf("data marker check: unexpected reply %v", vals)
 	}
 	marker := toString(vals[0])
 	serverNow := toInt64(vals[1])
+	promoted := n.noteReplID(toString(vals[2]))
 	birth := recv // the marker could not be written: the data is new
 	if marker != "" {
 		us, _, _ := strings.Cut(marker, " ")
@@ -212,6 +223,13 @@ func (n *node) noteBirth(vals []any, err error, recv time.Time) error {
 	n.mu.Lock()
 	replaced := false
 	switch {
+	case promoted:
+		// The server restarted or was promoted since the last check, on
+		// a connection that stayed open: whatever its marker, its dataset
+		// may be an older copy of its own (synced back from a former
+		// replica), so it begins now.
+		birth, replaced = recv, true
+		n.restartedAt = recv
 	case !n.markerSeen:
 		// First sight: the marker says how old the data is.
 	case marker == n.marker && marker != "":
@@ -238,6 +256,21 @@ func (n *node) noteBirth(vals []any, err error, recv time.Time) error {
 	return nil
 }
 
+// noteReplID records the master_replid a marker check returned and
+// reports whether it differs from the one the node's server had before
+// (on a connection set up earlier or the last round): a restart or a
+// promotion since, on a connection that stayed open.
+func (n *node) noteReplID(rid string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if rid == "" {
+		return false
+	}
+	prev := n.replID
+	n.replID = rid
+	return prev != "" && prev != rid && !n.noReplIDCheck
+}
+
 // dataBirth returns the node's data birth: the latest instant at which it
 // may have begun with an empty or replaced dataset, as far as the client
 // knows (its start, a restart, failover or flush detected since).
@@ -252,14 +285,17 @@ func (n *node) dataBirth() time.Time {
 // before epochTime (when set). The second check is what keeps a node that
 // may have lost an epoch's completion mark from voting for that epoch;
 // the guard is its margin for the wall-clock offset between the host that
-// set epochTime and this one (see the package documentation).
+// set epochTime and this one (see the package documentation). It is
+// checked first: ErrDataYounger is final for the epoch (a data birth only
+// moves later), ErrRestarted ends with the guard, and a caller told the
+// first gives the epoch up instead of retrying it until its guard ends.
 func votesFor(birth, now, epochTime time.Time, guard time.Duration) (bool, error) {
 	from := birth.Add(guard)
-	if now.Before(from) {
-		return false, ErrRestarted
-	}
 	if !epochTime.IsZero() && epochTime.Before(from) {
 		return false, ErrDataYounger
+	}
+	if now.Before(from) {
+		return false, ErrRestarted
 	}
 	return true, nil
 }

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -46,5 +47,32 @@ func TestPromotionIsRestart(t *testing.T) {
 	connect()
 	if n.restartedAt.IsZero() || n.voting(time.Now(), time.Second) {
 		t.Error("a master demoted and promoted again (same run_id, same data marker, new master_replid) was not treated as a restart")
+	}
+}
+
+// TestVotesForDataYoungerFirst: a node whose data is younger than the
+// epoch says so even within its restart guard (final for the epoch, so a
+// caller can give it up), and ErrRestarted only for an epoch it will vote
+// for once the guard ends.
+func TestVotesForDataYoungerFirst(t *testing.T) {
+	now := time.Now()
+	guard := 2 * time.Second
+	for _, c := range []struct {
+		name  string
+		birth time.Time
+		epoch time.Time
+		ok    bool
+		want  error
+	}{
+		{"old epoch, in the guard", now, now.Add(-time.Hour), false, ErrDataYounger},
+		{"old epoch, after the guard", now.Add(-time.Minute), now.Add(-time.Hour), false, ErrDataYounger},
+		{"no epoch, in the guard", now, time.Time{}, false, ErrRestarted},
+		{"epoch after the guard, in the guard", now, now.Add(2 * guard), false, ErrRestarted},
+		{"epoch after the guard, after it", now.Add(-time.Minute), now, true, nil},
+	} {
+		ok, err := votesFor(c.birth, now, c.epoch, guard)
+		if ok != c.ok || !errors.Is(err, c.want) || (c.want == nil && err != nil) {
+			t.Errorf("%s: votes %v, %v; want %v, %v", c.name, ok, err, c.ok, c.want)
+		}
 	}
 }

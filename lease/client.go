@@ -57,7 +57,7 @@ var (
 
 	allScriptSources = append([]string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc,
 		acquireBatchSrc, releaseBatchSrc, fenceBatchSrc, entriesSrc, logSrc},
-		wrappedSources()...)
+		append(wrappedSources(), genSources()...)...)
 )
 
 // Client takes leases on N independent Redis nodes with the Redlock
@@ -70,6 +70,12 @@ type Client struct {
 	quorum int
 	maxTTL atomic.Int64 // longest TTL requested, for the default restart guard
 	lost   lostKeys     // lost attempts the next attempt on their key waits for
+
+	// noExtendTTL (tests only) leaves an Extend's TTL out of maxTTL;
+	// noStoreGuard (tests only) counts every node's answer to a store
+	// read, whatever its data birth.
+	noExtendTTL  bool
+	noStoreGuard bool
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -215,6 +221,15 @@ func (c *Client) guard() time.Duration {
 // requested.
 func (c *Client) fenceExpiry() time.Duration {
 	return max(c.opts.fenceExpiry, c.guard(), time.Duration(c.maxTTL.Load()), time.Millisecond)
+}
+
+// votesIn is how long until node n votes again (0 if it votes now).
+func (c *Client) votesIn(n *node) time.Duration {
+	if !c.opts.detect {
+		return 0
+	}
+	votingAt, _ := n.status(c.guard())
+	return max(time.Until(votingAt), 0)
 }
 
 func (c *Client) voting(n *node, now time.Time) bool {

@@ -22,16 +22,37 @@ import (
 // voting.
 func dataLossScenario(t *testing.T, lose func(cl *redistest.Cluster), opts ...lease.Option) (doubleAt time.Time, sawNotVoting bool) {
 	t.Helper()
+	return dataLossRun(t, dataLoss{lose: lose}, opts...)
+}
+
+// dataLoss is a data loss of node 0 for dataLossRun: prepare (optional)
+// runs before A acquires the key, lose after; tweak (optional) adjusts
+// client B once it is created.
+type dataLoss struct {
+	prepare, lose func(cl *redistest.Cluster)
+	tweak         func(b *lease.Client)
+}
+
+// dataLossRun is dataLossScenario with the steps of dl.
+func dataLossRun(t *testing.T, dl dataLoss, opts ...lease.Option) (doubleAt time.Time, sawNotVoting bool) {
+	t.Helper()
 	cl := start(t, 3)
 	ttl := 3 * time.Second
 	opts = append([]lease.Option{lease.WithRestartGuard(ttl), lease.WithTimeout(testTimeout)}, opts...)
 	b := newClient(t, cl.URLs(), opts...)
+	if dl.tweak != nil {
+		dl.tweak(b)
+	}
 	// B must see nodes 0 and 1 voting before the loss (fresh nodes do not
 	// vote for a guard): then node 0 has been up longer than the guard.
 	waitVoting(t, b, nil)
+	if dl.prepare != nil {
+		dl.prepare(cl)
+		waitVoting(t, b, nil)
+	}
 	la := restartScenario(t, cl,
 		func() { cl.Nodes[2].Proxy().Cut() },
-		func() { lose(cl) }, ttl)
+		func() { dl.lose(cl) }, ttl)
 	validUntil := la.ValidUntil()
 	if got := lockKeys(t, cl.Nodes[0]); len(got) != 0 {
 		t.Fatalf("node 0 still holds %v after the data loss", got)
@@ -238,4 +259,124 @@ func youngNodes(err error) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// failback makes node 0 fail back from its own former replica: a server
+// Y replicates node 0 (so Y has node 0's data marker) and is promoted
+// before A acquires the key; after that node 0 is made a replica of Y
+// (a full sync: Y's copy, the same marker, without A's lock) and promoted
+// again. Node 0 keeps its run_id and its clients' connections; only its
+// master_replid changes.
+func failback(t *testing.T) dataLoss {
+	y := start(t, 1, redistest.WithArgs("--repl-diskless-sync-delay", "0")).Nodes[0]
+	return dataLoss{
+		prepare: func(cl *redistest.Cluster) {
+			y.ReplicaOf(cl.Nodes[0])
+			y.Promote()
+		},
+		lose: func(cl *redistest.Cluster) {
+			cl.Nodes[0].ReplicaOf(y)
+			cl.Nodes[0].Promote()
+		},
+	}
+}
+
+// TestFailbackFromFormerReplicaNotVoting: a client whose connections to
+// node 0 stayed open across its failback sees the new master_replid in
+// the marker check of its next round (the same atomic step as the grant)
+// and does not count node 0's vote, although the marker and run_id are
+// unchanged.
+func TestFailbackFromFormerReplicaNotVoting(t *testing.T) {
+	t.Parallel()
+	at, saw := dataLossRun(t, failback(t))
+	if !at.IsZero() {
+		t.Fatal("double grant: a client acquired the key while A held it, counting the failed-back node's vote")
+	}
+	if !saw {
+		t.Error("no refusal named the failed-back node as not voting (ErrRestarted)")
+	}
+}
+
+// TestFailbackWithoutReplIDCheck is the negative control: with the
+// marker check's master_replid ignored, client B counts node 0's vote and
+// takes the key while A holds it.
+func TestFailbackWithoutReplIDCheck(t *testing.T) {
+	t.Parallel()
+	dl := failback(t)
+	dl.tweak = lease.IgnoreReplIDChange
+	at, _ := dataLossRun(t, dl)
+	if at.IsZero() {
+		t.Fatal("negative control did not show the double grant")
+	}
+}
+
+// failbackEpoch completes epoch e (EpochTime: the tick) through client A
+// on nodes 0 and 1 only (node 2 is cut off from A), fails node 0 back
+// from its former replica (losing the mark there) and, with node 1
+// stopped (SIGSTOP), lets client B, whose connections to node 0 stayed
+// open, try e again. It returns node 0's name and B's error (nil: e was
+// won again).
+func failbackEpoch(t *testing.T, tweak func(*lease.Client)) (string, error) {
+	t.Helper()
+	dl := failback(t)
+	cl := start(t, 3)
+	ttl := 2 * time.Second
+	b := newClient(t, cl.URLs(), lease.WithRestartGuard(ttl), lease.WithTimeout(testTimeout))
+	if tweak != nil {
+		tweak(b)
+	}
+	waitVoting(t, b, nil)
+	dl.prepare(cl)
+	waitVoting(t, b, nil)
+	a := newClient(t, cl.ProxiedURLs(), lease.WithoutRestartDetection(), lease.WithTimeout(testTimeout))
+	cl.Nodes[2].Proxy().Cut()
+	tick := time.Now()
+	req := lease.Request{Key: key(t), TTL: ttl, Epoch: tick.UnixMilli(), EpochTime: tick, Owner: "A"}
+	la, err := a.Acquire(ctxT(t, 10*time.Second), req)
+	if err != nil {
+		t.Fatalf("A: %v", err)
+	}
+	if err := la.Complete(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatalf("A complete: %v", err)
+	}
+	if got := cl.Nodes[2].Keys("*:epoch"); len(got) != 0 {
+		t.Fatalf("node 2 was cut off from A but has the mark %v", got)
+	}
+	dl.lose(cl)
+	if got := cl.Nodes[0].Keys("*:epoch"); len(got) != 0 {
+		t.Fatalf("node 0 kept the mark %v across the failback", got)
+	}
+	cl.Nodes[1].Pause()
+	defer cl.Nodes[1].Resume()
+	req.Owner = "B"
+	lb, err := b.Acquire(ctxT(t, 10*time.Second), req)
+	if err == nil {
+		_ = lb.Release(context.Background())
+	}
+	return b.Nodes()[0], err
+}
+
+// TestFailbackCompletedEpochNotRewon: the completed epoch is not won
+// again through the failed-back node, whose data (a copy older than the
+// mark) is younger than the tick by the marker check's master_replid.
+func TestFailbackCompletedEpochNotRewon(t *testing.T) {
+	t.Parallel()
+	node0, err := failbackEpoch(t, nil)
+	refused(t, err, lease.ErrNoQuorum)
+	named := false
+	for _, ne := range nodeErrors(err) {
+		named = named || ne.Node == node0 && (errors.Is(ne, lease.ErrDataYounger) || errors.Is(ne, lease.ErrRestarted))
+	}
+	if !named {
+		t.Errorf("the refusal does not name the failed-back node %s as not voting: %v", node0, err)
+	}
+}
+
+// TestFailbackEpochWithoutReplIDCheck is the negative control: with the
+// master_replid ignored, nodes 0 and 2 win the completed epoch again.
+func TestFailbackEpochWithoutReplIDCheck(t *testing.T) {
+	t.Parallel()
+	if _, err := failbackEpoch(t, lease.IgnoreReplIDChange); err != nil {
+		t.Fatalf("negative control did not win the completed epoch again: %v", err)
+	}
 }

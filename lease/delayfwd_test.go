@@ -22,6 +22,8 @@ type delayFwd struct {
 	mu     sync.Mutex
 	delay  map[string]time.Duration // server-side address -> hold-back
 	fresh  time.Duration            // hold-back of connections accepted from now on
+	all    time.Duration            // hold-back of every chunk read from now on, on any connection
+	held   int                      // chunks held back by all and delivered since
 	conns  []net.Conn
 	closed bool
 	wg     sync.WaitGroup
@@ -59,6 +61,27 @@ func (f *delayFwd) Delay(addr string, d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.delay[addr] = d
+}
+
+// HoldAll holds back each chunk read from now on, on any connection, by
+// d (0: ends it; chunks read before keep their hold-back).
+func (f *delayFwd) HoldAll(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.all = d
+}
+
+// Held returns how many chunks held back by HoldAll were delivered.
+func (f *delayFwd) Held() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held
+}
+
+func (f *delayFwd) holdAll() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.all
 }
 
 func (f *delayFwd) delayOf(addr string) time.Duration {
@@ -111,11 +134,17 @@ func (f *delayFwd) up(c, s net.Conn) {
 	for {
 		n, err := c.Read(buf)
 		if n > 0 {
-			if d := f.delayOf(addr); d > 0 {
+			all := f.holdAll()
+			if d := max(f.delayOf(addr), all); d > 0 {
 				time.Sleep(d)
 			}
 			if _, werr := s.Write(buf[:n]); werr != nil {
 				break
+			}
+			if all > 0 {
+				f.mu.Lock()
+				f.held++
+				f.mu.Unlock()
 			}
 		}
 		if err != nil {

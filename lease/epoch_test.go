@@ -53,17 +53,17 @@ func TestEpochs(t *testing.T) {
 			// The completion released the lock: a later epoch, or no epoch,
 			// is granted.
 			l2 := mustAcquire(t, c, lease.Request{Key: k, TTL: 5 * time.Second, Epoch: e + 1})
-			// Completing an epoch does not need the lock (the mark is
-			// written even if the lock was taken over).
+			// A Complete after a newer holder took the key is refused
+			// (ErrNotHeld), without a mark: the epoch stays open for it.
 			if err := l2.Release(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			l3 := mustAcquire(t, c, lease.Request{Key: k, TTL: 5 * time.Second})
-			if err := l2.Complete(context.Background()); err != nil {
-				t.Fatal(err)
+			if err := l2.Complete(context.Background()); !errors.Is(err, lease.ErrNotHeld) {
+				t.Fatalf("Complete after a newer holder took the key: %v, want ErrNotHeld", err)
 			}
 			_, err := c.Acquire(context.Background(), lease.Request{Key: k, TTL: time.Second, Epoch: e + 1})
-			refused(t, err, lease.ErrEpochDone)
+			refused(t, err, lease.ErrHeld)
 			// l3 (no epoch) still holds the lock.
 			if err := l3.Extend(context.Background(), 0); err != nil {
 				t.Errorf("unrelated holder lost its lock to a Complete: %v", err)

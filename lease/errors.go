@@ -26,7 +26,8 @@ var (
 	// ErrMaxLifetime is reported by a Hold that reached its MaxLifetime.
 	ErrMaxLifetime = backend.ErrMaxLifetime
 	// ErrNotHeld is returned by Extend when the lease is no longer ours on a
-	// quorum of nodes.
+	// quorum of nodes, and by Complete when too many nodes name a newer
+	// holder for a quorum to mark the epoch.
 	ErrNotHeld = backend.ErrNotHeld
 	// ErrRestarted is the per-node reason a grant did not count: the node
 	// restarted, failed over or lost its data less than the restart guard

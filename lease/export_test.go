@@ -36,16 +36,16 @@ func InlineConn(c *Client) (id int64, addr string, ready bool) {
 	return n.inline.id, n.inline.addr, n.inline.ready
 }
 
-// InlineDisabled returns why c's single node has its fast path off for
-// good (nil: it has not, or has none).
-func InlineDisabled(c *Client) error {
+// InlineKillOff returns why c's single node does not kill the connections
+// of failed inline rounds (nil: it does, or has no fast path).
+func InlineKillOff(c *Client) error {
 	n := c.nodes[0]
 	if n.inline == nil {
 		return nil
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.inline.disabled
+	return n.inline.killOff
 }
 
 // HasInline reports whether c's single node has a fast path at all.
@@ -73,3 +73,34 @@ func SetInlineWarmRetry(c *Client, d time.Duration) {
 // InlineWarmups returns how many set-ups of its inline connection c's
 // single node has started.
 func InlineWarmups(c *Client) int64 { return c.nodes[0].inline.warmups.Load() }
+
+// IgnoreExtendTTL makes c's Extend leave its TTL out of the restart guard
+// and the fence expiry (the negative control of the rule that they follow
+// the longest TTL an Extend asked for too).
+func IgnoreExtendTTL(c *Client) { c.noExtendTTL = true }
+
+// IgnoreReplIDChange makes c's marker checks ignore a changed
+// master_replid (the negative control of the failback detection on open
+// connections).
+func IgnoreReplIDChange(c *Client) {
+	for _, l := range append(append([]*node{}, c.nodes...), c.stores...) {
+		l.mu.Lock()
+		l.noReplIDCheck = true
+		l.mu.Unlock()
+	}
+}
+
+// IgnoreGuardForStoreReads makes c count every node's answer to an entries
+// or log read, also from nodes whose data is younger than the restart
+// guard (the negative control of the store reads after a data loss).
+func IgnoreGuardForStoreReads(c *Client) { c.noStoreGuard = true }
+
+// DisableLaneGenerations makes c's lanes keep their generation after a
+// round that failed on its connection, so that its requests may still be
+// applied after the next round's (the negative control of the
+// generation check).
+func DisableLaneGenerations(c *Client) {
+	for _, l := range append(append([]*node{}, c.nodes...), c.stores...) {
+		l.noGenRaise.Store(true)
+	}
+}

@@ -93,7 +93,9 @@ loop:
 				holders[owner]++
 				free = append(free, time.Duration(max(toInt64(vals[1]), 0))*time.Millisecond)
 			} else {
-				free = append(free, 0)
+				// Free here once the node votes: a node that restarted
+				// (and lost the holder's lock) does not before its guard.
+				free = append(free, c.votesIn(c.nodes[a.node]))
 			}
 			info.Fence = max(info.Fence, toInt64(vals[2]))
 			info.DoneEpoch = max(info.DoneEpoch, toInt64(vals[3]))

@@ -45,12 +45,16 @@ import (
 //     lane's next round sends CLIENT KILL ID <id> ADDR <addr> in front of
 //     its calls, on the lane's connection. Redis then either ran the old
 //     request before (and what follows, such as the release of a lost
-//     acquire, is applied after it), or never runs it.
+//     acquire, is applied after it), or never runs it. The failed round
+//     also raises the node's lane generation (gen.go), which the inline
+//     path's calls carry like the lane's: the old request, arriving after
+//     the next round, is refused by the server.
 //
-// The path needs CLIENT INFO and CLIENT KILL: warmInline checks both (a
-// kill that matches no client), and a server that refuses either (an ACL
-// user without +client, a renamed command) has its rounds go through the
-// lane for good, as does one whose kill is refused later.
+// The kill needs CLIENT INFO and CLIENT KILL: warmInline checks both (a
+// kill that matches no client). A server that refuses either (an ACL user
+// without +client, a renamed command), at the set-up or at a kill later,
+// has the kills turned off for good (killOff); the path stays on, and the
+// lane generation alone keeps the order.
 
 // inlinePath is a node's single-node fast path.
 type inlinePath struct {
@@ -65,7 +69,7 @@ type inlinePath struct {
 	batch [1]*op
 
 	// Under the node's mu.
-	disabled  error         // why the path is off for good (nil: it is not)
+	killOff   error         // why failed rounds' connections are not killed (nil: they are)
 	ready     bool          // sc holds a connection set up by warmInline
 	probed    bool          // CLIENT KILL was found allowed
 	used      time.Time     // when sc's connection was last set up or used
@@ -120,7 +124,7 @@ func (n *node) tryInline(ctx context.Context, o *op) bool {
 		return false
 	}
 	n.mu.Lock()
-	if n.closed || n.executing || len(n.queue) > 0 || in.disabled != nil || in.killID != 0 {
+	if n.closed || n.executing || len(n.queue) > 0 || in.killID != 0 {
 		n.mu.Unlock()
 		return false
 	}
@@ -239,7 +243,9 @@ func (n *node) inlineLost(sc *stickyConn, nodeErr error) (error, bool) {
 		return nodeErr, false
 	}
 	in.ready = false
-	in.killID, in.killAddr = in.id, in.addr
+	if in.killOff == nil {
+		in.killID, in.killAddr = in.id, in.addr
+	}
 	switch {
 	case isTimeout(sc.failed) && in.own:
 		return timeoutErr{d: in.timeout, last: n.lastFail}, true
@@ -306,7 +312,8 @@ func (n *node) killed(kill *redis.Cmd, res []redis.Cmder) error {
 		n.startWarm()
 	case isReplyError(kerr) && !setup:
 		in.killID = 0
-		in.disabled = fmt.Errorf("CLIENT KILL refused: %w", kerr)
+		in.killOff = fmt.Errorf("CLIENT KILL refused: %w", kerr)
+		n.startWarm()
 	}
 	return err
 }
@@ -325,7 +332,7 @@ type warmConn struct {
 // connection is waiting) or the node is closed (n.mu held).
 func (n *node) startWarm() {
 	in := n.inline
-	if in.warming || in.disabled != nil || in.killID != 0 || n.closed || time.Now().Before(in.warmAfter) ||
+	if in.warming || in.killID != 0 || n.closed || time.Now().Before(in.warmAfter) ||
 		in.next != nil && time.Since(in.next.at) <= connIdleRecheck {
 		return
 	}
@@ -340,7 +347,7 @@ func (n *node) startWarm() {
 // a connection from the inline client's pool (the pool's health check
 // and, on a new one, dial, TLS and onConnect), then CLIENT INFO for its ID
 // and address and, the first time, a CLIENT KILL that matches no client
-// to check that kills are allowed. It leaves the connection in next, where
+// to check that kills are allowed (a refusal turns the kills off). It leaves the connection in next, where
 // the next inline caller takes it. It is bounded by warmTimeout, longer
 // than a round may take; after a set-up that failed none is tried for
 // warmRetry, and rounds go through the lane meanwhile.
@@ -362,7 +369,7 @@ func (n *node) warmInline() {
 	ping := pipe.Ping(ctx)
 	ci := pipe.Do(ctx, "client", "info")
 	_, _ = pipe.Exec(ctx)
-	var refused error // a reply that disables the path for good
+	var refused error // a reply that turns the kills off (killOff)
 	err := ping.Err()
 	var id int64
 	var addr string
@@ -391,9 +398,10 @@ func (n *node) warmInline() {
 	n.mu.Lock()
 	in.warming = false
 	keep := false
+	if refused != nil && in.killOff == nil {
+		in.killOff = refused
+	}
 	switch {
-	case refused != nil:
-		in.disabled = refused
 	case err != nil:
 		in.warmAfter = time.Now().Add(in.warmRetry) // not ready; tried again then
 	case n.closed:

@@ -29,7 +29,7 @@ func warmInline(t *testing.T, c *lease.Client) {
 		return lease.InlineRounds(c) > before && ready
 	})
 	if !ok {
-		t.Fatalf("no inline round after 20s (disabled: %v)", lease.InlineDisabled(c))
+		t.Fatalf("no inline round after 20s (kills off: %v)", lease.InlineKillOff(c))
 	}
 }
 

@@ -18,15 +18,21 @@ import (
 // held back on the way to the node for hold, past the per-node timeout,
 // and returns the node's lock keys for that lease once the request
 // arrived (or was dropped), with the client. kill false switches the
-// kill of the timed-out connection off.
-func inlineTimeout(t *testing.T, kill bool) (*redistest.Node, *lease.Client, string, []string) {
+// kill of the timed-out connection off, and also the lane generation
+// unless gen.
+func inlineTimeout(t *testing.T, kill bool, gen ...bool) (*redistest.Node, *lease.Client, string, []string) {
 	t.Helper()
 	const timeout, hold = testTimeout, 2500 * time.Millisecond
 	rc := start(t, 1)
 	fwd := newDelayFwd(t, rc.Nodes[0].Addr())
 	c := votingClient(t, []string{"redis://" + fwd.Addr()}, lease.WithTimeout(timeout))
 	if !kill {
+		// Without the kill and the lane generation (which also keeps the
+		// held-back request from being applied after the next round).
 		lease.DisableInlineKill(c)
+		if len(gen) == 0 || !gen[0] {
+			lease.DisableLaneGenerations(c)
+		}
 	}
 	warmInline(t, c)
 	k := key(t)
@@ -96,8 +102,8 @@ func TestInlineTimeout(t *testing.T) {
 	if len(left) != 0 {
 		t.Fatalf("lock key left behind by the timed-out inline acquire: %v", left)
 	}
-	if err := lease.InlineDisabled(c); err != nil {
-		t.Fatalf("fast path disabled: %v", err)
+	if err := lease.InlineKillOff(c); err != nil {
+		t.Fatalf("kills turned off: %v", err)
 	}
 	if !waitFor(20*time.Second, func() bool {
 		before := lease.InlineRounds(c)
@@ -128,16 +134,27 @@ func TestInlineTimeoutNoKill(t *testing.T) {
 	}
 }
 
+// TestInlineTimeoutGenerationWithoutKill: with the kill off, the lane
+// generation alone keeps the held-back acquire from being applied after
+// its cleanup (it is refused when it arrives): no lock key is left.
+func TestInlineTimeoutGenerationWithoutKill(t *testing.T) {
+	t.Parallel()
+	if _, _, _, left := inlineTimeout(t, false, true); len(left) != 0 {
+		t.Fatalf("lock key left behind with the generation on and the kill off: %v", left)
+	}
+}
+
 // TestInlineACL: a node whose ACL user may not run CLIENT KILL. Refused
-// from the start, the fast path is never used; refused only after an
-// inline round timed out (the permission revoked meanwhile), the node
-// goes through its lane for good. Either way the results stay right.
+// from the start, or only after an inline round timed out (the
+// permission revoked meanwhile), the kills are turned off for good. Either
+// way the fast path stays on (the lane generation keeps the order without
+// kills) and the results stay right.
 func TestInlineACL(t *testing.T) {
 	t.Parallel()
 	check := func(t *testing.T, c *lease.Client, k string) {
 		t.Helper()
-		if err := lease.InlineDisabled(c); err == nil {
-			t.Fatal("fast path still on")
+		if err := lease.InlineKillOff(c); err == nil {
+			t.Fatal("kills still on")
 		}
 		before := lease.InlineRounds(c)
 		for i := 0; i < 10; i++ {
@@ -151,8 +168,14 @@ func TestInlineACL(t *testing.T) {
 				t.Fatalf("Release: %v", err)
 			}
 		}
-		if n := lease.InlineRounds(c) - before; n != 0 {
-			t.Fatalf("%d inline rounds with the fast path off", n)
+		if !waitFor(20*time.Second, func() bool {
+			l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "acl"})
+			if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			return lease.InlineRounds(c) > before
+		}) {
+			t.Fatal("no round ran inline with the kills off")
 		}
 	}
 	aclURL := func(n *redistest.Node, addr, rules string) string {
@@ -176,12 +199,9 @@ func TestInlineACL(t *testing.T) {
 			if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
 				t.Fatalf("Release: %v", err)
 			}
-			return lease.InlineDisabled(c) != nil
+			return lease.InlineKillOff(c) != nil
 		}) {
-			t.Fatal("fast path not disabled for a user without CLIENT KILL")
-		}
-		if n := lease.InlineRounds(c); n != 0 {
-			t.Fatalf("%d inline rounds for a user without CLIENT KILL", n)
+			t.Fatal("kills not turned off for a user without CLIENT KILL")
 		}
 		check(t, c, key(t))
 	})
@@ -202,8 +222,8 @@ func TestInlineACL(t *testing.T) {
 		// The next round carries the kill, which is refused: its own calls
 		// still count.
 		l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "acl"})
-		if err := lease.InlineDisabled(c); err == nil {
-			t.Fatal("fast path not disabled after a refused kill")
+		if err := lease.InlineKillOff(c); err == nil {
+			t.Fatal("kills not turned off after a refused kill")
 		}
 		if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
 			t.Fatalf("Release: %v", err)
@@ -288,8 +308,8 @@ func killInFront(t *testing.T, kill bool) {
 	if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if err := lease.InlineDisabled(c); err != nil {
-		t.Fatalf("fast path disabled: %v", err)
+	if err := lease.InlineKillOff(c); err != nil {
+		t.Fatalf("kills turned off: %v", err)
 	}
 }
 

@@ -89,6 +89,7 @@ func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
 	sc.failed = nil
 	pipe := n.pipeline(sc)
 	kill := n.queueKill(ctx, pipe, sc)
+	raise := n.queueRaise(ctx, pipe)
 	info := n.recheck(ctx, pipe)
 	// The last script call of the round also checks the data marker
 	// (birth.go); a round of PINGs, or one whose last script has no
@@ -113,9 +114,7 @@ func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
 		}
 		cmds[i] = make([]*redis.Cmd, len(o.calls))
 		for j, c := range o.calls {
-			if i == last.i && j == last.j {
-				c = n.withBirth(c, clock)
-			}
+			c = n.roundCall(c, i == last.i && j == last.j, clock)
 			cmds[i][j] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
 		}
 	}
@@ -129,6 +128,7 @@ func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
 	if kill != nil {
 		err = n.killed(kill, res)
 	}
+	n.raised(raise)
 	var wrapped []*redis.Cmd // marker-checking calls, in the order they ran
 	standaloneNewer := false // a resend ended with birth on its own
 	if last.i >= 0 {
@@ -174,6 +174,11 @@ func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
 		// A failed round may leave the connection unusable (go-redis
 		// then refuses it for good): the next round dials afresh.
 		sc.drop()
+	}
+	if sc.failed != nil || err != nil && !isReplyError(err) {
+		// Its requests may still be in the network: the next round
+		// raises the generation first (gen.go).
+		n.connFailed()
 	}
 	var nodeErr error
 	if err != nil && (!isReplyError(err) || !cmdErr && !birthRan) {

@@ -67,6 +67,11 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl <= 0 {
 		ttl = l.req.TTL
 	}
+	if !l.c.noExtendTTL {
+		// A longer TTL raises the restart guard and the fence expiry
+		// before the round counts votes, as an Acquire with it would.
+		l.c.noteTTL(ttl)
+	}
 	k := keysOf(l.req.Key)
 	spread := "0"
 	if time.Now().Before(l.ValidUntil()) {
@@ -121,24 +126,32 @@ func (l *Lease) Release(ctx context.Context) error {
 
 // Complete marks the lease's epoch completed and releases it. It retries
 // until a quorum of nodes stored the mark or ctx ends; from then on no
-// acquisition of this epoch or an older one can succeed. Without an epoch
-// it is Release. Call it only after the epoch's work has really finished.
+// acquisition of this epoch or an older one can succeed. A node marks the
+// epoch when no newer holder took the key since this acquisition: the lock
+// is ours, or gone (expired) with the fence counter not past our Fence. When
+// so many nodes name a newer holder that no quorum can mark the epoch,
+// Complete returns ErrNotHeld and the epoch stays open for that holder.
+// Without an epoch it is Release. Call it only after the epoch's work has
+// really finished.
 func (l *Lease) Complete(ctx context.Context) error {
 	if l.req.Epoch <= 0 {
 		return l.Release(ctx)
 	}
-	k := keysOf(l.req.Key)
 	l.expire()
+	// First a round that only looks: when a newer holder is seen on enough
+	// nodes, nothing is written — not even on the nodes its requests have
+	// not reached yet.
+	if _, newer, errs := l.completeRound(ctx, true); newer > len(l.c.nodes)-l.c.quorum {
+		return l.newerHolder(newer, errs)
+	}
 	var last error
 	for attempt := 0; ; attempt++ {
-		// Wait for every node (up to the timeout): the more nodes carry the
-		// mark, the more node restarts it survives.
-		good, _, errs := l.c.simpleRound(ctx, "complete",
-			func(int) call {
-				return call{script: completeScript, keys: []string{k.lock, k.epoch}, args: []any{l.value, l.req.Epoch}}
-			}, l.c.quorum, isOne, false, true)
+		good, newer, errs := l.completeRound(ctx, false)
 		if good >= l.c.quorum {
 			return nil
+		}
+		if newer > len(l.c.nodes)-l.c.quorum {
+			return l.newerHolder(newer, errs)
 		}
 		last = fmt.Errorf("complete %s epoch %d: %w (%d of %d)%s", l.req.Key, l.req.Epoch, ErrNoQuorum, good, l.c.quorum, nodeSuffix(errs))
 		t := time.NewTimer(jitter(min(10*time.Millisecond<<min(attempt, 6), time.Second)))
@@ -149,6 +162,38 @@ func (l *Lease) Complete(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// completeRound runs complete.lua on every node. The marking round waits
+// for every node up to the timeout: the more nodes carry the mark, the
+// more node restarts it survives; the checkOnly round (which writes
+// nothing) stops once its outcome is decided. It returns how many nodes
+// marked the epoch (or would) and how many named a newer holder.
+func (l *Lease) completeRound(ctx context.Context, checkOnly bool) (good, newer int, errs error) {
+	k := keysOf(l.req.Key)
+	check := "0"
+	if checkOnly {
+		check = "1"
+	}
+	good, _, errs = l.c.simpleRound(ctx, "complete",
+		func(int) call {
+			return call{script: completeScript, keys: []string{k.lock, k.epoch, k.fence},
+				args: []any{l.value, l.req.Epoch, strconv.FormatInt(l.fence, 10), check}}
+		}, l.c.quorum, func(v any) bool {
+			if isOne(v) {
+				return true
+			}
+			newer++
+			return false
+		}, false, !checkOnly)
+	return good, newer, errs
+}
+
+// newerHolder is Complete's error when too many nodes name a newer holder
+// of the key for a quorum to mark the epoch.
+func (l *Lease) newerHolder(newer int, errs error) error {
+	return fmt.Errorf("complete %s epoch %d: %w: %d of %d nodes name a newer holder of the key%s",
+		l.req.Key, l.req.Epoch, ErrNotHeld, newer, len(l.c.nodes), nodeSuffix(errs))
 }
 
 // expire marks the lease invalid locally (it is being given up).

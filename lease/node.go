@@ -58,6 +58,19 @@ type node struct {
 	marker     string
 	markerSeen bool
 	nonce      string
+	// gen is the lane's generation, genRaise whether the next round must
+	// raise the node's generation key to it first (gen.go); executor
+	// only. noGenRaise (tests only) keeps the generation as it is after a
+	// failed round.
+	gen        int64
+	genRaise   bool
+	noGenRaise atomic.Bool
+
+	// replID is the server's master_replid as last seen (on a new
+	// connection or by a marker check); noReplIDCheck (tests only) makes
+	// marker checks ignore a change of it.
+	replID        string
+	noReplIDCheck bool
 
 	// lane is the lane's own connection to a single-server node (none
 	// until the first round, after a round that failed or an idle spell,
@@ -340,6 +353,9 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	}
 	n.onConnectErr = nil
 	n.runIDs[addr] = runID
+	if !n.perShard {
+		n.replID = fields["master_replid"]
+	}
 	var base time.Time
 	restarted := false
 	switch {

@@ -98,9 +98,7 @@ func (n *node) reloadAndRetry(ctx context.Context, sc *stickyConn, live []*op, c
 	for k := len(again) - 1; k >= 0; k-- { // again is in reverse order
 		p := again[k]
 		c := live[p.i].calls[p.j]
-		if k == 0 && wrap {
-			c = n.withBirth(c, clock)
-		}
+		c = n.roundCall(c, k == 0 && wrap, clock)
 		resent[k] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
 	}
 	if wrap {

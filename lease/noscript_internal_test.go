@@ -34,7 +34,7 @@ func TestNoScriptRetryKeepsOrder(t *testing.T) {
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.ScriptLoad(ctx, releaseSrc).Err(); err != nil {
+	if err := rdb.ScriptLoad(ctx, genHead+releaseSrc).Err(); err != nil {
 		t.Fatal(err)
 	}
 	acquire := func(key, value string) call {

@@ -60,8 +60,9 @@ func WithRetry(r RetryStrategy) Option { return func(o *options) { o.retry = r }
 // from voting: it must be at least the longest TTL any client uses on these
 // keys, and more than the offset between the wall clocks of the client
 // hosts (it is also the margin of Request.EpochTime). Default: the longest
-// TTL this Client has been asked for so far, which is right when every
-// client of a key uses the same TTL. See the package documentation for
+// TTL this Client has been asked for so far (by Acquire or by Extend: an
+// Extend to a longer TTL raises the guard before its round counts votes),
+// which is right when every client of a key uses the same TTL. See the package documentation for
 // Sentinel groups.
 func WithRestartGuard(d time.Duration) Option { return func(o *options) { o.restartGuard = d } }
 

@@ -63,9 +63,19 @@ func TestRestartDetection(t *testing.T) {
 			_ = lb.Release(context.Background())
 			break
 		}
-		refused(t, err, lease.ErrHeld)
+		re := refused(t, err, lease.ErrHeld)
 		if errors.Is(err, lease.ErrRestarted) {
 			sawRestarted = true
+			// The refusal's time left counts the restarted node as free
+			// only once it votes again: not "free in 0s" while A holds.
+			if left := time.Until(validUntil); left > 0 && (re.HolderTTL < left || re.HolderTTL > ttl) {
+				t.Errorf("refusal says the key is free in %s (holder %q); A's validity has %s left, the TTL is %s", re.HolderTTL, re.Holder, left, ttl)
+			}
+			if in, err := b.Inspect(ctxT(t, 5*time.Second), k); err == nil {
+				if left := time.Until(validUntil); left > 0 && in.TTL < left {
+					t.Errorf("Inspect says the key is free in %s; A's validity has %s left", in.TTL, left)
+				}
+			}
 			var names []string
 			for _, ne := range nodeErrors(err) {
 				if errors.Is(ne, lease.ErrRestarted) {

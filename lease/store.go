@@ -38,10 +38,16 @@ import (
 // name by the highest version, logs are the union of the answers by record
 // ID, newest first, at most the largest limit a node reports. Any write
 // quorum and read quorum share a node, so a read sees every write that
-// succeeded before it began, as long as the nodes keep their data. Unlike
-// grants, these answers count during a node's restart guard: entries and
-// logs live in Redis memory, survive what the nodes' persistence keeps,
-// and a record survives while any node that stored it keeps it. Store
+// succeeded before it began, as long as the nodes keep their data. Writes
+// count every node's answer; a read counts only the answers of nodes whose
+// data birth is at least the restart guard before the answer (as for
+// grants, see birth.go): a node that restarted empty, was flushed or had
+// its dataset replaced would answer "absent" for what it lost, so without
+// a quorum of nodes older than that the read fails (ErrNoQuorum, with
+// ErrRestarted NodeErrors) instead of answering empty. Once the guard has
+// passed such a node counts again: what it lost is then read back only
+// from the nodes that kept it, so entries written before a quorum lost
+// them are gone unless written again. Store
 // calls wait for each node up to the larger of the per-node timeout and
 // 1 s (storeTimeout), and for ctx. They travel on a lane of their own per
 // node (storeLanes), never in the rounds of grants and renewals.
@@ -146,6 +152,10 @@ func (c *Client) storeRound(ctx context.Context, cl call, read bool) ([]any, err
 				errs = append(errs, &NodeError{Node: c.stores[a.node].name, Err: err})
 				continue
 			}
+			if read && !c.storeVoting(a.node, time.Now()) {
+				errs = append(errs, &NodeError{Node: c.stores[a.node].name, Err: errStoreYoung})
+				continue
+			}
 			vals = append(vals, a.cmds[0].Val())
 		case <-timer.C:
 			unanswered(timeoutErr{d: c.storeTimeout()})
@@ -156,6 +166,25 @@ func (c *Client) storeRound(ctx context.Context, cl call, read bool) ([]any, err
 		}
 	}
 	return vals, errors.Join(errs...)
+}
+
+// errStoreYoung is the per-node error of a read answer that does not
+// count: the node's data is younger than the restart guard.
+var errStoreYoung = fmt.Errorf("data younger than the restart guard, its answer to a read does not count: %w", ErrRestarted)
+
+// storeVoting reports whether node i's answer to a read counts at now:
+// its data birth, as both its lanes know it (the lease lane's connections
+// see restarts, the store lane's marker checks see data replaced under
+// its own rounds), is at least the restart guard before now. A node that
+// came back empty would otherwise answer "absent" for what it lost, and a
+// quorum of such nodes would read a written entry (a pause flag) as
+// absent.
+func (c *Client) storeVoting(i int, now time.Time) bool {
+	if !c.opts.detect || c.noStoreGuard {
+		return true
+	}
+	g := c.guard()
+	return c.nodes[i].voting(now, g) && c.stores[i].voting(now, g)
 }
 
 // noQuorum is the error of a store call that got good answers from fewer

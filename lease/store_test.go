@@ -13,13 +13,12 @@ import (
 	"github.com/leasecron/leasecron/lease"
 )
 
-// storeClient opens a client on urls for the store tests (the restart
-// guard does not apply to entries and logs) and warms its lanes.
+// storeClient opens a client on urls for the store tests and waits until
+// every node votes (a read counts only nodes whose data is older than the
+// restart guard).
 func storeClient(t *testing.T, urls []string) *lease.Client {
 	t.Helper()
-	c := newClient(t, urls, lease.WithTimeout(testTimeout), lease.WithRestartGuard(testGuard))
-	_ = c.Warm(ctxT(t, 10*time.Second))
-	return c
+	return votingClient(t, urls)
 }
 
 // TestEntryVersionsExact: versions are compared exactly on the server,

@@ -30,6 +30,13 @@ type dryFleet struct {
 // 3-node cluster, and waits until every one sees all n hosts.
 func startDryFleet(t *testing.T, n int, hb time.Duration, noStandby bool, jobs func() []*Job) *dryFleet {
 	t.Helper()
+	return startDryFleetWith(t, n, hb, jobs, func(_ int, s *Scheduler) { s.noStandby = noStandby })
+}
+
+// startDryFleetWith is startDryFleet with prep(i, s) called on each
+// scheduler (and its config, s.cfg) before it runs.
+func startDryFleetWith(t *testing.T, n int, hb time.Duration, jobs func() []*Job, prep func(i int, s *Scheduler)) *dryFleet {
+	t.Helper()
 	cluster := redistest.Start(t, 3)
 	f := &dryFleet{}
 	for i := range n {
@@ -45,7 +52,7 @@ func startDryFleet(t *testing.T, n int, hb time.Duration, noStandby bool, jobs f
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.noStandby = noStandby
+		prep(i, s)
 		ctx, cancel := context.WithCancel(context.Background())
 		f.scheds, f.metrics, f.cancel = append(f.scheds, s), append(f.metrics, m), append(f.cancel, cancel)
 		f.wg.Add(1)

@@ -86,9 +86,10 @@ type Config struct {
 
 // LeaseConfig is the "lease" section: the lease timing.
 type LeaseConfig struct {
-	// TTL is the validity of one acquisition or renewal; default 30s. It
-	// must be at least Renew + the largest KillGrace + a safety margin of
-	// 2*Timeout() + TTL*Drift + 2ms + 1s, so that a job whose lease
+	// TTL is the validity of one acquisition or renewal; default 30s.
+	// TTL*(1-Drift) must be at least Renew + the largest KillGrace + the
+	// kill margin (200ms + 2*Timeout()) + 2*Timeout(), so that a renewal
+	// reaches the job's supervisor before SIGTERM and a job whose lease
 	// cannot be renewed is dead before the lease runs out.
 	TTL time.Duration
 	// Renew is how often a held lease is renewed; default TTL/3.

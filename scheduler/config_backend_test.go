@@ -195,7 +195,7 @@ func TestBackendTimeoutRules(t *testing.T) {
 		return "postgres:\n  url: postgres://u@127.0.0.1/ops\n  timeout: 1s\nlease:\n  ttl: " + ttl + "\n" + job1
 	}
 	_, err := parse(t, pg("12s"))
-	wantError(t, err, 5, "lease.ttl", "a margin of 3.122s (2×postgres.timeout + ttl×drift + 2ms + 1s)")
+	wantError(t, err, 5, "lease.ttl", "the kill margin (2.2s = 200ms + 2×postgres.timeout) + 2×postgres.timeout (2s) = 13.2s")
 	msg := err.Error()
 	i := strings.Index(msg, "the minimum ttl is ")
 	if i < 0 {

@@ -291,7 +291,7 @@ func TestParseGood(t *testing.T) {
 				t.Errorf("c = %+v", cc)
 			}
 		}},
-		{"ttl rule at its limit", // 3.333s + 5s + (0.1s + 0.1s + 2ms + 1s) = 9.535s
+		{"ttl rule within its limit", // 10s×0.99 = 9.9s >= 3.333s + 5s + (0.2s + 0.1s) + 0.1s = 8.733s
 			node1 + job1 + "lease:\n  ttl: 10s\n", nil},
 		{"local timezone warns", node1 + "jobs:\n  - {name: a, schedule: '0 3 * * *', shell: x, timezone: Local}\n", func(t *testing.T, c *Config) {
 			if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "jobs[0].timezone") {
@@ -355,7 +355,7 @@ func TestParseBad(t *testing.T) {
 		{"bad drift", node1 + job1 + "lease:\n  drift: lots\n", 9, "lease.drift", "bad number"},
 		{"drift too large", node1 + job1 + "lease:\n  drift: 0.1\n", 9, "lease.drift", "less than 0.1"},
 		{"negative drift", node1 + job1 + "lease:\n  drift: -0.01\n", 9, "lease.drift", "at least 0"},
-		{"ttl too short", node1 + job1 + "lease:\n  ttl: 9s\n", 9, "lease.ttl", "the minimum ttl is 9.293s (renew stays at its default ttl/3), or lower kill_grace"},
+		{"ttl too short", node1 + job1 + "lease:\n  ttl: 8s\n", 9, "lease.ttl", "the minimum ttl is 8.224s (renew stays at its default ttl/3), or lower kill_grace"},
 		{"ttl too short for a job's kill_grace", node1 + job1 + "    kill_grace: 40s\n", 8, "lease.ttl", `the largest kill_grace (40s, jobs[0] "a")`},
 		{"ttl too short for defaults' kill_grace", node1 + "defaults:\n  kill_grace: 40s\n" + job1, 5, "lease.ttl", "40s"},
 		{"negative shutdown_grace", node1 + job1 + "shutdown_grace: -1s\n", 8, "shutdown_grace", "negative"},

@@ -67,8 +67,8 @@ func (v *validator) failed(field string) bool {
 //
 // Rules: an ID without spaces; the backend's section (see RedisConfig and
 // PostgresConfig); 0 < Timeout() < Lease.TTL/10; 0 < Renew < TTL;
-// 0 <= Drift < 0.1; TTL >= Renew + the largest KillGrace + 2*Timeout() +
-// TTL*Drift + 2ms + 1s; ShutdownGrace >= 0; for each job a unique name of
+// 0 <= Drift < 0.1; TTL*(1-Drift) >= Renew + the largest KillGrace + the
+// kill margin (200ms + 2*Timeout()) + 2*Timeout(); ShutdownGrace >= 0; for each job a unique name of
 // [A-Za-z0-9_.-], a schedule that parses and fires, exactly one of a
 // non-empty Command or Shell, a loadable Timezone, overlap skip or wait,
 // and no negative durations.
@@ -152,8 +152,13 @@ func (v *validator) lease() {
 	}
 }
 
-// timing checks that a job whose lease cannot be renewed can be stopped
-// before the lease runs out: ttl >= renew + kill_grace + margin.
+// timing checks that a job whose lease cannot be renewed is stopped before
+// the lease runs out, and that a healthy job is never stopped: ttl·(1−drift)
+// ≥ renew + kill_grace + kill margin + 2×timeout. A renewal is due renew
+// after the start of the previous one (whose validity is ttl·(1−drift)
+// from that start, less the time its round took, up to one timeout) and
+// its reply lands within another timeout; SIGTERM comes kill_grace before
+// the kill deadline, which is the kill margin before the validity ends.
 func (v *validator) timing() {
 	c := v.c
 	l, t := c.Lease, c.Timeout()
@@ -168,25 +173,24 @@ func (v *validator) timing() {
 			grace, worst = j.KillGrace, j
 		}
 	}
-	fixed := 2*t + 2*time.Millisecond + time.Second
-	margin := fixed + time.Duration(float64(l.TTL)*l.Drift)
-	need := l.Renew + grace + margin
-	if l.TTL >= need {
+	kill := killMarginFor(t)
+	usable := time.Duration(float64(l.TTL) * (1 - l.Drift))
+	need := l.Renew + grace + kill + 2*t
+	if usable >= need {
 		return
 	}
-	// The smallest ttl that passes, with ttl*drift (and a default renew)
-	// growing with it.
-	minTTL, renewNote := ceilMS(float64(l.Renew+grace+fixed)/(1-l.Drift)), ""
+	// The smallest ttl that passes (with a default renew growing with it).
+	minTTL, renewNote := ceilMS(float64(need)/(1-l.Drift)), ""
 	if c.src != nil && c.src.renewDefault {
-		minTTL, renewNote = ceilMS(float64(grace+fixed)/(2.0/3-l.Drift)), " (renew stays at its default ttl/3)"
+		minTTL, renewNote = ceilMS(float64(grace+kill+2*t)/(2.0/3-l.Drift)), " (renew stays at its default ttl/3)"
 	}
 	graceFrom := ""
 	if worst != nil {
 		graceFrom = fmt.Sprintf(", %s %q", worst.field(c), worst.Name)
 	}
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	msg := fmt.Sprintf("ttl %s is too short: it must cover renew (%s) + the largest kill_grace (%s%s) + a margin of %s (2×%s + ttl×drift + 2ms + 1s) = %s, so that a job whose lease cannot be renewed is dead before the lease runs out; the minimum ttl is %s%s, or lower kill_grace",
-		l.TTL, ms(l.Renew), grace, graceFrom, ms(margin), c.timeoutField(), ms(need), minTTL, renewNote)
+	msg := fmt.Sprintf("ttl %s is too short: ttl×(1−drift %g) = %s must cover renew (%s) + the largest kill_grace (%s%s) + the kill margin (%s = 200ms + 2×%s) + 2×%s (%s) = %s, so that a renewal's reply reaches the job's supervisor before SIGTERM and a job whose lease cannot be renewed is dead before the lease runs out; the minimum ttl is %s%s, or lower kill_grace or renew",
+		l.TTL, l.Drift, ms(usable), ms(l.Renew), grace, graceFrom, ms(kill), c.timeoutField(), c.timeoutField(), ms(2*t), ms(need), minTTL, renewNote)
 	// The line: the ttl if the file has one, else the largest kill_grace.
 	line := 0
 	if c.src != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -106,19 +107,39 @@ func (s *Scheduler) unpaused(ctx context.Context, tick time.Time, jobs []*Job) (
 	return pausesNow, live
 }
 
-// standbyJob is a job this host stands by for, with its next look.
+// standbyJob is a job this host stands by for, with its next look and
+// how many looks it had.
 type standbyJob struct {
-	j    *Job
-	next time.Time
+	j     *Job
+	next  time.Time
+	looks int
+}
+
+// standbyReach is how many ranks of p's job may try the tick at p's look:
+// 2×candidates; when widen (a fresh view in which max_parallel bounds
+// some host, so that candidates may be busy), doubling at each later look
+// and every eligible host at the last look before the deadline, so that a
+// tick its busy candidates could not take is tried by every eligible host
+// before its deadline. A host that finds the tick held or completed stops
+// there: a tick costs each eligible host one attempt at most.
+func (s *Scheduler) standbyReach(j *Job, tick time.Time, p standbyJob, widen bool) int {
+	if s.standbyFixedReach || !widen {
+		return 2 * j.Candidates
+	}
+	if !p.next.Add(j.StandbyAfter(tick)).Before(j.DeadlineFor(tick).Add(-lastTryMargin)) {
+		return math.MaxInt
+	}
+	return 2 * j.Candidates << min(p.looks, 20)
 }
 
 // standby follows the jobs mine of tick (all: the tick's jobs that are not
 // paused) for which this host stands by. At each job's standby time
 // (tick + jitter + StandbyAfter) and then every StandbyAfter until its
-// deadline, it tries the job if it ranks within twice its Candidates: at
-// first the first standby hosts (ranks Candidates to 2×Candidates-1),
-// later hosts that moved up because candidates left (a dead host's
-// heartbeat expires after three heartbeats). The ranking is computed
+// deadline, it tries the job if it ranks within standbyReach: at first
+// the first standby hosts (ranks Candidates to 2×Candidates-1), at each
+// later look twice as many ranks (and hosts that moved up because
+// candidates left: a dead host's heartbeat expires after three
+// heartbeats), at the last look before the deadline every eligible host. The ranking is computed
 // again only when the live hosts changed; looks that try nothing send no
 // request. A tick still held or completed is refused by the lease, so a
 // standby host only runs a tick nobody took.
@@ -154,6 +175,10 @@ func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick 
 			rk, rankedBy = s.rankFor(cfg, all, hosts), hosts
 		}
 		now, paused := s.now(), s.cachedPauses()
+		// Busy candidates exist only where max_parallel bounds a host; and
+		// without a fresh view the ranks of the tick's view stay as they
+		// were (no widening: see above).
+		widen := slices.ContainsFunc(hosts, func(h HostBeat) bool { return h.MaxParallel > 0 })
 		var try []*Job
 		left := pending[:0]
 		for _, p := range pending {
@@ -163,10 +188,11 @@ func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick 
 				left = append(left, p)
 			case !now.Before(j.DeadlineFor(tick).Add(-lastTryMargin)) || cfg.Job(j.Name) == nil:
 			case func() bool { _, ok := paused.paused(j.Name); return ok }():
-			case ok && r >= 0 && r < 2*j.Candidates:
+			case ok && r >= 0 && r < s.standbyReach(j, tick, p, widen):
 				try = append(try, j)
 			default:
 				p.next = p.next.Add(j.StandbyAfter(tick))
+				p.looks++
 				left = append(left, p)
 			}
 		}
@@ -189,13 +215,31 @@ func sameHosts(a, b []HostBeat) bool {
 
 // tryGroup reserves run slots (max_parallel) for jobs, makes one batch
 // attempt for those that got one, and follows each up in its own
-// goroutine. Jobs that found the host full are left to other hosts.
+// goroutine. Jobs that found the host full are followed too, without an
+// attempt: each tries when a slot frees up before its deadline (unless
+// the tick was taken meanwhile), logged in one line for the group.
 func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg *Config, tick, at time.Time, jobs []*Job, pausesNow func() (pauses, error)) {
 	n := s.reserve(cfg, len(jobs))
-	for _, j := range jobs[n:] {
-		s.log.Info("this host runs max_parallel jobs already; leaving the tick to other hosts",
-			"job", j.Name, "tick", tick.UTC().Format(time.RFC3339), "max_parallel", cfg.MaxParallel)
-		s.opts.Metrics.Skipped(j.Name, "host_full")
+	if full := jobs[n:]; len(full) > 0 && s.dropWhenFull {
+		for _, j := range full {
+			s.opts.Metrics.Skipped(j.Name, "host_full")
+		}
+	} else if len(full) > 0 {
+		names := make([]string, 0, min(len(full), 20))
+		for _, j := range full {
+			if len(names) < cap(names) {
+				names = append(names, j.Name)
+			}
+			s.opts.Metrics.Skipped(j.Name, "host_full")
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f := &follower{s: s, ctx: ctx, hard: hard, cfg: cfg, j: j, tick: tick, pausesNow: pausesNow}
+				f.run(backend.Result{Err: errHostFull}, -s.until(at))
+			}()
+		}
+		s.log.Info("this host runs max_parallel jobs already; following the tick, to try it if a slot frees up before its deadline",
+			"tick", tick.UTC().Format(time.RFC3339), "jobs", len(full), "first_jobs", names, "max_parallel", cfg.MaxParallel)
 	}
 	jobs = jobs[:n]
 	if len(jobs) == 0 {
@@ -223,14 +267,24 @@ func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg 
 		}
 		s.log.Debug("tick decided", "tick", tick.UTC().Format(time.RFC3339), "jobs", len(reqs), "won", won)
 	}
+	var unvotable []string
+	var unvotableErr error
 	for i, j := range jobs {
 		j, res := j, results[i]
+		if s.unvotable(res.Err) {
+			s.unreserve()
+			unvotable, unvotableErr = append(unvotable, j.Name), res.Err
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			f := &follower{s: s, ctx: ctx, hard: hard, cfg: cfg, j: j, tick: tick, slot: true, pausesNow: pausesNow}
 			f.run(res, lateBy)
 		}()
+	}
+	if len(unvotable) > 0 {
+		s.giveUpUnvotable(ctx, tick, unvotable, unvotableErr)
 	}
 }
 

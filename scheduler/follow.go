@@ -36,14 +36,24 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 	defer f.freeSlot()
 	deadline := j.DeadlineFor(tick)
 	noQuorumWait := noQuorumFirst
+	noQuorumCap := max(noQuorumMax, deadline.Sub(tick)/noQuorumAttempts)
 	lastTry := false
-	youngerLogged, fullLogged := false, false
+	// A follower started on a full host was logged by its group.
+	youngerLogged, fullLogged := false, errors.Is(res.Err, errHostFull)
 	// givenUp logs that the tick's deadline passed without this host
 	// running it: normal (debug) while another host runs the tick, worth a
 	// warning when it was for want of a quorum.
 	runsElsewhere := false
+	// tries counts the acquisition attempts made (none yet for a follower
+	// started on a full host): overlap skip applies to the first.
+	tries := 1
+	if errors.Is(res.Err, errHostFull) {
+		tries = 0
+	}
 	givenUp := func() {
-		if runsElsewhere {
+		if runsElsewhere || errors.Is(res.Err, errHostFull) {
+			// Another host runs the tick, or this one stayed full (the
+			// tick was logged as such when it started).
 			log.Debug("tick deadline passed while another host runs the tick; stopped watching", "deadline", deadline.UTC().Format(time.RFC3339))
 			return
 		}
@@ -104,12 +114,12 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 				// An older tick (or a manual run) still holds the job.
 				// overlap: skip applies to the tick's first attempt; a
 				// tick already under way (a retry, a takeover) waits.
-				if j.Overlap != OverlapWait && attempt == 0 {
+				if j.Overlap != OverlapWait && tries == 1 {
 					log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
 					s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
 					return
 				}
-				if attempt == 0 {
+				if tries == 1 {
 					log.Info("previous run still holds the lease; waiting (overlap: wait)", "holder", rerr.Holder)
 				}
 				wait = min(rerr.HolderTTL+5*time.Millisecond, time.Second)
@@ -118,30 +128,11 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 			log.Warn("the lease was won but the job could not start now; released it, retrying", "err", res.Err, "retry_in", noQuorumWait)
 			wait = noQuorumWait
 			noQuorumWait = min(noQuorumWait*2, noQuorumMax)
+		case s.unvotable(res.Err):
+			s.giveUpUnvotable(f.ctx, tick, []string{j.Name}, res.Err)
+			return
 		case errors.Is(res.Err, backend.ErrNoQuorum) || errors.Is(res.Err, backend.ErrNotObtained):
-			outcome := "no_quorum"
-			if errors.Is(res.Err, backend.ErrDataYounger) {
-				// Servers that lost their data since the tick do not vote
-				// for it: the tick may have completed and lost its mark
-				// with them. Not running it (again) is the safe side.
-				outcome = "data_younger"
-				if !youngerLogged {
-					youngerLogged = true
-					log.Warn("servers whose data is younger than the tick do not vote for it; the tick is not taken over unless a quorum that saw it answers",
-						"err", res.Err)
-				}
-			}
-			s.opts.Metrics.Acquire(j.Name, outcome)
-			// Warn on the first failure of the tick and then at the slowest
-			// retry pace; the quick retries in between (nodes that just
-			// restarted vote again within a TTL, say) are debug lines.
-			lvl := slog.LevelDebug
-			if noQuorumWait == noQuorumFirst || noQuorumWait == noQuorumMax {
-				lvl = slog.LevelWarn
-			}
-			log.Log(f.ctx, lvl, "no quorum for the job's lease; retrying", "err", res.Err, "retry_in", noQuorumWait)
-			wait = noQuorumWait
-			noQuorumWait = min(noQuorumWait*2, noQuorumMax)
+			wait = f.noQuorum(res.Err, &noQuorumWait, noQuorumCap, &youngerLogged)
 		default:
 			s.opts.Metrics.Acquire(j.Name, "error")
 			log.Error("acquire failed", "err", res.Err)
@@ -161,6 +152,9 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 			t.Stop()
 			return
 		case <-t.C:
+		}
+		if errors.Is(res.Err, backend.ErrNoQuorum) && !s.unpaced && !s.retries.wait(f.ctx) {
+			return
 		}
 		if !s.now().Before(deadline) {
 			givenUp()
@@ -187,10 +181,49 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 		// deadline) between attempts; a backend's Acquire would retry on
 		// its own until ctx ends.
 		res = s.be.TryAcquireBatch(f.ctx, []backend.Request{s.request(f.cfg, j, tick)})[0]
+		tries++
 		if res.Err == nil {
 			log.Info("took the tick over")
 		}
 	}
+}
+
+// noQuorum counts and logs an attempt refused for lack of a quorum and
+// returns the wait before the next: until a quorum votes again when the
+// servers' voting state says when (servers in their restart guard: one
+// info line for the host says when, debug lines per tick), else the
+// doubling backoff *next up to limit, warned about on the first failure
+// and then at the slowest pace.
+func (f *follower) noQuorum(err error, next *time.Duration, limit time.Duration, youngerLogged *bool) time.Duration {
+	s, log := f.s, f.log
+	outcome := "no_quorum"
+	if errors.Is(err, backend.ErrDataYounger) {
+		// Servers that lost their data since the tick do not vote for
+		// it: the tick may have completed and lost its mark with them.
+		// Not running it (again) is the safe side.
+		outcome = "data_younger"
+		if !*youngerLogged {
+			*youngerLogged = true
+			log.Info("servers whose data is younger than the tick do not vote for it; the tick is not taken over unless a quorum that saw it answers",
+				"err", err)
+		}
+	}
+	s.opts.Metrics.Acquire(f.j.Name, outcome)
+	if at := s.quorumVotingAt(f.ctx); time.Until(at) > 0 {
+		wait := time.Until(at) + backend.Jitter(noQuorumFirst)
+		log.Debug("no quorum for the job's lease until servers vote again; retrying then", "err", err, "retry_in", wait)
+		return wait
+	}
+	// Warn on the first failure of the tick and then at the slowest
+	// retry pace; the quick retries in between are debug lines.
+	lvl := slog.LevelDebug
+	if *next == noQuorumFirst || *next == limit {
+		lvl = slog.LevelWarn
+	}
+	wait := *next
+	log.Log(f.ctx, lvl, "no quorum for the job's lease; retrying", "err", err, "retry_in", wait)
+	*next = min(*next*2, limit)
+	return wait
 }
 
 var (

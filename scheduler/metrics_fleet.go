@@ -11,7 +11,7 @@ import (
 //
 //	leasecron_run_attempts_total{job,attempt}     attempts started on this host: attempt "1" is the tick's first run, "retry" any later one
 //	leasecron_retries_exhausted_total{job}        ticks completed after a failure because no retry was left (or could start in time)
-//	leasecron_ticks_skipped_total{job,reason}     ticks this host did not try: paused, host_full (max_parallel)
+//	leasecron_ticks_skipped_total{job,reason}     ticks this host did not try: paused, host_full (max_parallel), data_younger
 //	leasecron_job_paused{job}                     1 while the job is paused fleet-wide (as last read)
 //	leasecron_fleet_hosts                         live hosts seen in the heartbeats
 //	leasecron_standby_attempts_total              jobs tried by this host as a standby (not a candidate)
@@ -33,7 +33,7 @@ func newFleetMetrics(f promauto.Factory, ns string) *fleetMetrics {
 		exhausted: f.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "retries_exhausted_total",
 			Help: "Ticks completed after a failed run with no retry left (or none that could start before the deadline)."}, []string{"job"}),
 		skipped: f.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ticks_skipped_total",
-			Help: "Ticks this host did not try, by reason: paused (fleet-wide pause), host_full (max_parallel)."}, []string{"job", "reason"}),
+			Help: "Ticks this host did not try, by reason: paused (fleet-wide pause), host_full (max_parallel), data_younger (no quorum will ever vote for the tick)."}, []string{"job", "reason"}),
 		paused: f.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "job_paused",
 			Help: "1 while the job is paused fleet-wide, as last read from the backend."}, []string{"job"}),
 		hosts: f.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "fleet_hosts",
@@ -67,8 +67,8 @@ func (m *Metrics) RetriesExhausted(job string) {
 	m.fleet.exhausted.WithLabelValues(job).Inc()
 }
 
-// Skipped counts a tick of job this host did not try, by reason: paused
-// or host_full.
+// Skipped counts a tick of job this host did not try, by reason: paused,
+// host_full or data_younger.
 func (m *Metrics) Skipped(job, reason string) {
 	if m == nil {
 		return

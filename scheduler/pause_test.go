@@ -25,6 +25,15 @@ func TestSetPauseOrderIgnoresClocks(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = be.Close() })
 	ctx := context.Background()
+	// Reads count a node only once its data is older than the restart
+	// guard: a fresh redis-server's after a second or so.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := ReadPauses(ctx, be); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("pause flags unreadable after 15s: %v", err)
+		}
+	}
 	ahead, now := time.Now().Add(time.Hour), time.Now()
 	state := func() pauses {
 		t.Helper()

@@ -17,13 +17,17 @@ import (
 // full, to its highest-scoring host). Every host computes the same
 // assignment from the same view. A job's candidates are its assigned host
 // (rank 0), then the other eligible hosts by descending score (ranks 1,
-// 2, ...). The first Candidates ranks try at T (rank r rankStagger×r after
-// the rank-0 host, so that the assigned host usually wins and runs spread
-// evenly); ranks Candidates to 2×Candidates-1 try once at T+StandbyAfter,
-// when the tick is still neither held nor completed (a host that would now
-// be a candidate in a fresher view tries then too). Hosts of a later rank
-// never try. Ranking decides who tries first, never safety: the lease and
-// the epoch still do, whatever the hosts' views.
+// 2, ...), hosts with a free run slot (max_parallel, from the heartbeats)
+// before full ones. The first Candidates ranks try at T (rank r
+// rankStagger×r after the rank-0 host, so that the assigned host usually
+// wins and runs spread evenly); ranks Candidates to 2×Candidates-1 try at
+// T+StandbyAfter when the tick is still neither held nor completed (a host
+// that would now be a candidate in a fresher view tries then too), and
+// each later standby look doubles the ranks that may try, the last one
+// before the deadline letting every eligible host try. A host that tries
+// while all its run slots are taken keeps following the tick and tries
+// when one frees up. Ranking decides who tries first, never safety: the
+// lease and the epoch still do, whatever the hosts' views.
 
 // loadFactor bounds a host's share of a tick's jobs: at most 1.1 × the
 // mean, so that runs spread evenly.
@@ -59,11 +63,27 @@ type ranking struct {
 	rank map[string]int
 }
 
+// full reports whether h's heartbeat says it runs max_parallel jobs
+// already (it has no free run slot).
+func (h *HostBeat) full() bool { return h.MaxParallel > 0 && h.Running >= h.MaxParallel }
+
 // rankJobs computes this host's rank (0 = assigned) for each job of a
 // tick, given the live hosts. A job this host is not eligible for gets
 // -1. When hosts is empty (heartbeats unknown), every eligible job gets
 // rank 0: every eligible host tries.
+//
+// Free run slots come first: a job is assigned to a host with a free slot
+// (max_parallel minus its running jobs and the jobs of the tick assigned
+// to it so far, from the heartbeats) when one is eligible, and hosts whose
+// heartbeat says they are full rank after every host with a free slot,
+// so that an idle eligible host is among the first to try.
 func rankJobs(jobs []*Job, hosts []HostBeat, self string, selfLabels map[string]string) ranking {
+	return rankJobsBy(jobs, hosts, self, selfLabels, true)
+}
+
+// rankJobsBy is rankJobs; bySlots false ignores the hosts' run slots (the
+// ranking before slots counted, for a negative control).
+func rankJobsBy(jobs []*Job, hosts []HostBeat, self string, selfLabels map[string]string, bySlots bool) ranking {
 	r := ranking{self: self, rank: make(map[string]int, len(jobs))}
 	if len(hosts) == 0 {
 		for _, j := range jobs {
@@ -115,22 +135,26 @@ func rankJobs(jobs []*Job, hosts []HostBeat, self string, selfLabels map[string]
 		if n == 0 {
 			continue
 		}
+		// The assigned host: the best of the first non-empty class among
+		// free slot and under the load limit, free slot, any.
 		limit := capOf(n)
-		best, bestFree := -1, -1
+		best := [3]int{-1, -1, -1}
 		for i := range hs {
 			if !eligible[i] {
 				continue
 			}
-			if best < 0 || scores[i] > scores[best] {
-				best = i
-			}
-			if load[i] < limit && (bestFree < 0 || scores[i] > scores[bestFree]) {
-				bestFree = i
+			free := !bySlots || hs[i].MaxParallel == 0 || hs[i].Running+load[i] < hs[i].MaxParallel
+			for c, in := range [3]bool{free && load[i] < limit, free, true} {
+				if in && (best[c] < 0 || scores[i] > scores[best[c]]) {
+					best[c] = i
+				}
 			}
 		}
-		assigned := best
-		if bestFree >= 0 {
-			assigned = bestFree
+		assigned := best[2]
+		if best[0] >= 0 {
+			assigned = best[0]
+		} else if best[1] >= 0 {
+			assigned = best[1]
 		}
 		load[assigned]++
 		if !eligible[selfIdx] {
@@ -140,15 +164,27 @@ func rankJobs(jobs []*Job, hosts []HostBeat, self string, selfLabels map[string]
 			r.rank[j.Name] = 0
 			continue
 		}
-		mine, rank := scores[selfIdx], 1
-		for i := range hs {
-			if eligible[i] && i != assigned && i != selfIdx && scores[i] > mine {
-				rank++
-			}
-		}
-		r.rank[j.Name] = rank
+		r.rank[j.Name] = 1 + rankAmong(hs, eligible, scores, assigned, selfIdx, bySlots)
 	}
 	return r
+}
+
+// rankAmong counts the eligible hosts other than assigned that rank before
+// self: hosts with a free slot (by their heartbeats) before full ones,
+// then by descending score.
+func rankAmong(hs []rankedHost, eligible []bool, scores []uint64, assigned, self int, bySlots bool) int {
+	selfFull := bySlots && hs[self].full()
+	ahead := 0
+	for i := range hs {
+		if !eligible[i] || i == assigned || i == self {
+			continue
+		}
+		full := bySlots && hs[i].full()
+		if (!full && selfFull) || (full == selfFull && scores[i] > scores[self]) {
+			ahead++
+		}
+	}
+	return ahead
 }
 
 // rankCache is a ranking with what it was computed from.
@@ -169,7 +205,7 @@ func (s *Scheduler) rankFor(cfg *Config, jobs []*Job, hosts []HostBeat) ranking 
 	if c := s.ranked.Load(); c != nil && c.cfg == cfg && slices.Equal(c.jobs, jobs) && sameHosts(c.hosts, hosts) {
 		return c.ranked
 	}
-	r := rankJobs(jobs, hosts, s.host, cfg.Labels)
+	r := rankJobsBy(jobs, hosts, s.host, cfg.Labels, !s.rankIgnoresSlots)
 	s.ranked.Store(&rankCache{cfg: cfg, hosts: hosts, jobs: slices.Clone(jobs), ranked: r})
 	return r
 }

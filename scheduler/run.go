@@ -56,8 +56,12 @@ type runState struct {
 // killMargin is how long before the lease's validity ends the supervisor
 // must have killed the job: it leaves room for the kill itself and for
 // process scheduling delays of the supervisor.
-func (s *Scheduler) killMargin() time.Duration {
-	return 200*time.Millisecond + 2*s.be.Timeout()
+func (s *Scheduler) killMargin() time.Duration { return killMarginFor(s.be.Timeout()) }
+
+// killMarginFor is the kill margin for a backend whose per-request timeout
+// is timeout; the config's timing rule counts it.
+func killMarginFor(timeout time.Duration) time.Duration {
+	return 200*time.Millisecond + 2*timeout
 }
 
 // runLeased runs attempt attempt (from 1) of job j for tick under lease l
@@ -298,7 +302,9 @@ func (s *Scheduler) finish(j *Job, l backend.Lease, hold *backend.Hold, rec RunR
 	switch {
 	case lapse && hold != nil:
 		hold.Stop()
+		s.lapsed(l)
 	case lapse:
+		s.lapsed(l)
 	case complete && hold != nil:
 		err = hold.Complete(ctx)
 	case complete:

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,40 @@ import (
 // A cron.Parser holds only its options and is safe for concurrent use.
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour |
 	cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// sundayAsSeven rewrites day of week 7 (Sunday, as crontab(5) allows and
+// Debian's own /etc/crontab writes it) as 0, the only Sunday robfig/cron
+// knows: "7" is "0", "5-7" is "5-6,0", "1-7/2" is "1-6/2,0". Other parts
+// are left for the parser to judge.
+func sundayAsSeven(field string) string {
+	parts := strings.Split(field, ",")
+	out := make([]string, 0, len(parts)+1)
+	for _, p := range parts {
+		rng, step, hasStep := strings.Cut(p, "/")
+		lo, hi, isRange := strings.Cut(rng, "-")
+		l, lerr := strconv.Atoi(lo)
+		st, serr := 1, error(nil)
+		if hasStep {
+			st, serr = strconv.Atoi(step)
+		}
+		switch {
+		case rng == "7" && !hasStep:
+			out = append(out, "0")
+		case isRange && hi == "7" && lerr == nil && serr == nil && st > 0 && l >= 0 && l <= 6:
+			r := lo + "-6"
+			if hasStep {
+				r += "/" + step
+			}
+			out = append(out, r)
+			if (7-l)%st == 0 {
+				out = append(out, "0")
+			}
+		default:
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ",")
+}
 
 // maxPrevWindow bounds how far back Prev searches. It stays below the five
 // years that next searches forward, so a tick inside the window is always
@@ -66,9 +101,12 @@ func parseSchedule(spec string, loc *time.Location) (sched *schedule, err error)
 		return parseEvery(strings.TrimSpace(s[len("@every"):]))
 	}
 	if !strings.HasPrefix(s, "@") {
-		if n := len(strings.Fields(s)); n != 5 && n != 6 {
+		f := strings.Fields(s)
+		if n := len(f); n != 5 && n != 6 {
 			return nil, fmt.Errorf("expected 5 or 6 fields, found %d (an optional seconds field, then minute hour day-of-month month day-of-week)", n)
 		}
+		f[len(f)-1] = sundayAsSeven(f[len(f)-1])
+		s = strings.Join(f, " ")
 	}
 	parsed, err := cronParser.Parse(s)
 	if err != nil {

@@ -377,3 +377,33 @@ func TestScheduleErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSundayAsSeven: crontab(5) lets day of week 7 be Sunday (Debian's own
+// /etc/crontab writes "47 6 * * 7"); the ticks are those of 0.
+func TestSundayAsSeven(t *testing.T) {
+	from := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC) // a Thursday
+	for spec, want := range map[string][]int{              // days of November/December 2026
+		"0 0 * * 7":     {29, 6, 13},
+		"0 0 * * 5-7":   {27, 28, 29},
+		"0 0 * * 1-7/2": {27, 29, 30},
+		"0 0 * * 6,7":   {28, 29, 5},
+		"0 0 * * 0":     {29, 6, 13},
+	} {
+		s, err := parseSchedule(spec, time.UTC)
+		if err != nil {
+			t.Errorf("%q: %v", spec, err)
+			continue
+		}
+		at := from
+		for _, day := range want {
+			at = s.next(at)
+			if at.Day() != day {
+				t.Errorf("%q: tick %s, want day %d", spec, at, day)
+				break
+			}
+		}
+	}
+	if _, err := parseSchedule("0 0 * * 8", time.UTC); err == nil {
+		t.Error("day of week 8 accepted")
+	}
+}

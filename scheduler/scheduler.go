@@ -86,6 +86,34 @@ type Scheduler struct {
 	// noStandby, set by tests, switches the standby hosts off (the
 	// negative control of the standby test).
 	noStandby bool
+	// rankIgnoresSlots and standbyFixedReach, set by tests, restore the
+	// ranking that ignored the hosts' run slots and the standby looks
+	// that let only ranks below 2×candidates try (negative controls of
+	// the max_parallel tests).
+	rankIgnoresSlots  bool
+	standbyFixedReach bool
+	// dropWhenFull, set by tests, leaves a tick this host has no run slot
+	// for to other hosts instead of following it (the negative control of
+	// the test where a slot frees up before the deadline).
+	dropWhenFull bool
+	// keepUnvotable, set by tests, keeps retrying ticks no quorum will
+	// vote for instead of giving them up (the negative control of the
+	// fresh-servers test).
+	keepUnvotable bool
+	// outlook is when a quorum votes again, shared by the ticks that
+	// found none; retries paces their retries (unpaced, set by tests:
+	// the negative control).
+	outlook quorumOutlook
+	retries pacer
+	unpaced bool
+
+	// lapsedUntil is the latest validity end of the leases left to run
+	// out (see lapsed); Close waits for it. noLapseWait, set by tests,
+	// skips that wait (the negative control of the close-after-lapse
+	// test).
+	lapseMu     sync.Mutex
+	lapsedUntil time.Time
+	noLapseWait bool
 
 	// started is when New ran (heartbeats carry it and derive their
 	// versions from it).
@@ -153,7 +181,15 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 }
 
 // Close closes the backend given in Options. Call it after Run returned.
-func (s *Scheduler) Close() error { return s.be.Close() }
+// It first waits until the validity of every lease left to run out (a job
+// whose processes could not be confirmed dead) has passed — at most
+// lease.ttl, logged — since closing a backend may free such a lease at
+// once (a ZooKeeper session's end deletes its ephemeral lock) while the
+// job may still run.
+func (s *Scheduler) Close() error {
+	s.waitLapsed()
+	return s.be.Close()
+}
 
 // now is the scheduler's clock (skewed by ClockOffset in tests).
 func (s *Scheduler) now() time.Time {
@@ -248,7 +284,7 @@ func sameBackend(a, b *Config) bool {
 // Healthy returns nil when a quorum of nodes answers and votes.
 func (s *Scheduler) Healthy(ctx context.Context) error {
 	st := s.be.Health(ctx)
-	ok := 0
+	ok, waiting := 0, 0
 	var errs []error
 	for _, n := range st {
 		s.opts.Metrics.NodeUp(n.Server, n.Err == nil, n.Latency)
@@ -256,6 +292,7 @@ func (s *Scheduler) Healthy(ctx context.Context) error {
 		case n.Err != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", n.Server, n.Err))
 		case !n.Voting:
+			waiting++
 			errs = append(errs, fmt.Errorf("%s: restarted recently, votes again in %s", n.Server, time.Until(n.VotingAt).Round(time.Second)))
 		default:
 			ok++
@@ -264,6 +301,9 @@ func (s *Scheduler) Healthy(ctx context.Context) error {
 	var err error
 	if ok < s.be.Quorum() {
 		err = fmt.Errorf("no quorum: %d of %d nodes usable, %d needed: %w", ok, len(st), s.be.Quorum(), errors.Join(errs...))
+		if ok+waiting >= s.be.Quorum() {
+			err = fmt.Errorf("%w: %w", errNotVotingYet, err)
+		}
 	}
 	s.opts.Metrics.QuorumHealthy(err == nil)
 	s.mu.Lock()
@@ -370,7 +410,13 @@ func (s *Scheduler) healthLoop(ctx context.Context) {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := s.Healthy(pctx)
 		cancel()
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, errNotVotingYet):
+			// Expected after servers start or restart: one info line
+			// (quorumVotingAt) says when they vote.
+			s.quorumVotingAt(ctx)
+		default:
 			s.log.Warn("redis quorum unhealthy", "err", err)
 		}
 		if s.opts.Notify != nil {

@@ -112,17 +112,45 @@ func testRefusalDetail(t *testing.T, s *suite) {
 		t.Errorf("refusal message %q does not name the holder", err)
 	}
 
-	// Acquire (which may retry until its context ends) reports the same.
+	// After a renewal, Acquire (which may retry until its context ends),
+	// one attempt and Inspect all report a time left of at least the
+	// holder's remaining validity and at most the TTL.
+	for time.Now().Before(lA.ValidUntil()) {
+		if err := lA.Extend(ctx(t, liveness), 0); err == nil || errors.Is(err, backend.ErrNotHeld) {
+			break
+		}
+	}
 	re, _ = refusal(t, "second holder's Acquire", func() (backend.Lease, error) {
 		return bB.Acquire(ctx(t, s.h.TTL/4), backend.Request{Key: k, TTL: s.h.TTL, Owner: "B"})
 	}, backend.ErrHeld)
 	if re.Holder != holderOwner {
 		t.Errorf("Acquire's refusal names holder %q, want %q", re.Holder, holderOwner)
 	}
+	checkTimeLeft(t, s, "Acquire's refusal after a renewal", re.HolderTTL, lA)
+	re, _ = refusal(t, "one attempt after a renewal", func() (backend.Lease, error) {
+		return tryOnce(t, bB, backend.Request{Key: k, TTL: s.h.TTL, Owner: "B"})
+	}, backend.ErrHeld)
+	checkTimeLeft(t, s, "a refused attempt after a renewal", re.HolderTTL, lA)
+	checkTimeLeft(t, s, "Inspect after a renewal", inspect(t, bB, k).TTL, lA)
 	if time.Now().Before(lA.ValidUntil()) {
 		if err := lA.Release(ctx(t, liveness)); err != nil {
 			t.Errorf("release: %v", err)
 		}
+	}
+}
+
+// checkTimeLeft checks a reported time until l's key is free, read just
+// now: within (0, TTL], and not below l's remaining validity (a holder
+// with 29 s left must not be reported free in 0 s). A refusal read after l's
+// validity ended is not checked.
+func checkTimeLeft(t *testing.T, s *suite, what string, left time.Duration, l backend.Lease) {
+	t.Helper()
+	valid := time.Until(l.ValidUntil())
+	if valid <= 0 {
+		return
+	}
+	if left <= 0 || left > s.h.TTL || left < valid-time.Millisecond {
+		t.Errorf("%s: time left %s, want in [the holder's remaining validity %s, TTL %s]", what, left, valid, s.h.TTL)
 	}
 }
 
@@ -218,77 +246,6 @@ func testInspectAndNotes(t *testing.T, s *suite) {
 		if in := inspect(t, other, k); in.Note != n.want || in.NoteVersion != n.wv {
 			t.Errorf("after SetNote(%d, %q): note %q version %d, want %q %d", n.v, n.note, in.Note, in.NoteVersion, n.want, n.wv)
 		}
-	}
-}
-
-// testReleaseOfLostLease: A's lease runs out and B takes the key (and the
-// same epoch) over. A's Release and Complete then leave B's lease alone:
-// B still holds it on a quorum, a third client is refused naming B, and
-// B can extend it. A's Complete marks the epoch or not, as the harness
-// declares (LostCompleteMarksEpoch).
-func testReleaseOfLostLease(t *testing.T, s *suite) {
-	bA, bB, bC := s.open(t), s.open(t), s.open(t)
-	k := s.key(t)
-	const epoch = 7
-	lA := mustAcquire(t, bA, backend.Request{Key: k, TTL: s.h.TTL, Epoch: epoch, Owner: "A"})
-	// B holds longer, so that it stays valid without renewals (which
-	// could hide a wrongful release by taking the key again).
-	lB := mustAcquire(t, bB, backend.Request{Key: k, TTL: 3 * s.h.TTL, Epoch: epoch, Owner: "B"})
-	if vu := lA.ValidUntil(); time.Now().Before(vu) {
-		t.Fatalf("B acquired %s while A was still valid", time.Until(vu))
-	}
-	stillB := func(when string) {
-		t.Helper()
-		if in := inspect(t, bC, k); in.Holder != "B" || in.HolderNodes < bC.Quorum() {
-			t.Errorf("%s: Inspect says holder %q on %d servers, want B on at least %d", when, in.Holder, in.HolderNodes, bC.Quorum())
-		}
-		re, _ := refusal(t, when+": third client", func() (backend.Lease, error) {
-			return tryOnce(t, bC, backend.Request{Key: k, TTL: s.h.TTL, Epoch: epoch + 1, Owner: "C"})
-		}, backend.ErrHeld)
-		if re.Holder != "B" {
-			t.Errorf("%s: third client refused naming %q, want B", when, re.Holder)
-		}
-	}
-	errRel := lA.Release(ctx(t, s.h.TTL/2))
-	stillB("after the lost lease's Release")
-	errComp := lA.Complete(ctx(t, s.h.TTL/2))
-	stillB("after the lost lease's Complete")
-	t.Logf("lost lease: Release returned %v, Complete returned %v", errRel, errComp)
-
-	in := inspect(t, bC, k)
-	again := func() (backend.Lease, error) {
-		return tryOnce(t, bC, backend.Request{Key: k, TTL: s.h.TTL, Epoch: epoch, Owner: "C"})
-	}
-	if s.h.LostCompleteMarksEpoch {
-		if in.DoneEpoch != epoch {
-			t.Errorf("done epoch %d after the lost lease's Complete, want %d (LostCompleteMarksEpoch)", in.DoneEpoch, epoch)
-		}
-		refusal(t, "epoch completed by the lost lease", again, backend.ErrEpochDone)
-	} else {
-		if in.DoneEpoch >= epoch {
-			t.Errorf("the lost lease's Complete marked epoch %d done (done epoch %d) while B holds it", epoch, in.DoneEpoch)
-		}
-		if re, _ := refusal(t, "epoch held by B", again, backend.ErrHeld); re.Holder != "B" {
-			t.Errorf("epoch %d refused naming %q, want B", epoch, re.Holder)
-		}
-	}
-	// B still holds its lease: it can extend it (a missed quorum on a
-	// loaded machine is tried again while B is valid).
-	for time.Now().Before(lB.ValidUntil()) {
-		err := lB.Extend(ctx(t, liveness), 0)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, backend.ErrNotHeld) {
-			t.Errorf("B can no longer extend its lease: %v", err)
-			break
-		}
-	}
-	if err := lB.Complete(ctx(t, liveness)); err != nil {
-		t.Fatalf("B's complete: %v", err)
-	}
-	if in := inspect(t, bC, k); in.DoneEpoch != epoch {
-		t.Errorf("done epoch %d after B's Complete, want %d", in.DoneEpoch, epoch)
 	}
 }
 

@@ -22,11 +22,19 @@
 //     a newer epoch is granted.
 //   - RefusalDetail: Holder is the Owner text, HolderNodes >= Quorum,
 //     HolderTTL between the holder's remaining validity and that plus the
-//     acquisition's margin.
+//     acquisition's margin; after a renewal, Acquire's refusal, one
+//     attempt's and Inspect's TTL within [remaining validity, TTL].
 //   - InspectAndNotes: holder, TTL, fence, done epoch; SetNote keeps the
 //     highest version.
 //   - ReleaseOfLostLease: Release and Complete of a lease that ran out do
-//     not free the new holder's (see LostCompleteMarksEpoch).
+//     not free the new holder's; that Complete fails with ErrNotHeld and
+//     leaves the epoch open for the newer holder.
+//   - CompleteAfterExpiry: Complete of a lease that ran out with nobody
+//     after it (fence unchanged) succeeds, and the epoch is done.
+//   - CloseAfterLapse: a lease neither released nor renewed, then its
+//     client Closed: nobody else gets the key before its ValidUntil
+//     (unless the harness declares CloseFreesLeases, which is then
+//     checked).
 //   - BadInputs: every Harness.BadInputs error names its culprit and hides
 //     its secret.
 //   - Entries: Put keeps the highest version (equal or lower: no change),
@@ -44,9 +52,14 @@
 // RefusalNamesDownServers, FencingAcrossRestarts (1,000 holders, servers
 // killed and restarted three times) and HoldLossOnKill / HoldLossOnPause
 // (Done closes before the validity of the last renewal ends; a Hold with a
-// negative safety margin is the negative control), StoreServersDown
+// negative safety margin is the negative control), FrozenMinority (each
+// server of three or more SIGSTOPped in turn for two TTLs: every client
+// still takes a key at least once per TTL and no hold is lost), StoreServersDown
 // (entries and logs with one server down, errors naming a dead server
-// without a quorum). Run leaves every server
+// without a quorum), StoreReadsAfterDataLoss (a quorum of servers
+// restarted with whatever data they keep: until one TTL after, reads are
+// the written value or an error, never a silent absence; a rewrite is
+// read back after Ready). Run leaves every server
 // up and Ready when it returns; on a loaded 2-core machine the Redis runs
 // take about 40 s each.
 package backendtest
@@ -105,15 +118,13 @@ type Harness struct {
 	// of its own for t (one with a password, say).
 	BadInputs func(t testing.TB) []BadInput
 
-	// LostCompleteMarksEpoch says that Complete on a lease that was lost
-	// (its TTL ran out and another holder took the key) still records the
-	// lease's epoch as completed, because Complete is only called once the
-	// epoch's work has finished (package lease: complete.lua writes the
-	// mark whether or not the lock is still ours). False (the default):
-	// such a Complete must leave the epoch open, like an UPDATE or a txn
-	// guarded by the lease's token. Either way it must not release the new
-	// holder's lease; the suite checks whichever behaviour is declared.
-	LostCompleteMarksEpoch bool
+	// CloseFreesLeases says that Backend.Close frees the leases its client
+	// still holds at once, before their validity ends (ZooKeeper: closing
+	// the session deletes its ephemeral locks). False (the default): Close
+	// leaves them to expire by their TTL. The suite checks whichever is
+	// declared; a caller whose work may outlive a lease it stopped renewing
+	// must wait for its validity before Close (the daemon does).
+	CloseFreesLeases bool
 }
 
 // BadInput is one bad configuration and what using it returned.

@@ -29,6 +29,8 @@ var subtests = []subtest{
 	{"RefusalDetail", false, testRefusalDetail},
 	{"InspectAndNotes", false, testInspectAndNotes},
 	{"ReleaseOfLostLease", false, testReleaseOfLostLease},
+	{"CompleteAfterExpiry", false, testCompleteAfterExpiry},
+	{"CloseAfterLapse", false, testCloseAfterLapse},
 	{"BadInputs", false, testBadInputs},
 	{"Entries", false, testEntries},
 	{"EntryExpiry", false, testEntryExpiry},
@@ -40,7 +42,9 @@ var subtests = []subtest{
 	{"FencingAcrossRestarts", true, testFencingAcrossRestarts},
 	{"HoldLossOnKill", true, testHoldLossOnKill},
 	{"HoldLossOnPause", true, testHoldLossOnPause},
+	{"FrozenMinority", true, testFrozenMinority},
 	{"StoreServersDown", true, testStoreServersDown},
+	{"StoreReadsAfterDataLoss", true, testStoreReadsAfterDataLoss},
 }
 
 // suite is the state shared by the subtests of one Run.

@@ -71,13 +71,17 @@
 //
 // # Complete, release, batches
 //
-// Complete is a transaction guarded by the lock's CreateRevision (the
-// Fence): it writes the done key and deletes the lock, then revokes the
-// etcd lease. Release deletes the lock under the same guard and revokes.
-// A guard that fails means the lock had expired or was taken: for Release
-// that is harmless; Complete reports ErrNotHeld and leaves the epoch open
-// (unless the done key already shows it, from an earlier attempt whose
-// answer was lost).
+// Complete is a transaction guarded by the fence key's ModRevision: while
+// it is still the lease's Fence, no acquisition happened since ours (each
+// rewrites the fence key), so the lock is ours or gone with our expired
+// etcd lease; the transaction writes the done key and deletes the lock,
+// then revokes the etcd lease. A lock that merely expired with nobody after
+// it does not leave the epoch open: its work finished. Release deletes the
+// lock under the lock's CreateRevision (the Fence) and revokes. A guard
+// that fails means the key was taken (or, for Release, had expired): for
+// Release that is harmless; Complete reports ErrNotHeld and leaves the
+// epoch open for the newer holder (unless the done key already shows it,
+// from an earlier attempt whose answer was lost).
 //
 // TryAcquireBatch (a tick's jobs) grants one etcd lease per distinct
 // GrantSeconds among its requests, not one per request: 10,000 Grant
@@ -171,4 +175,16 @@
 // epoch as ErrEpochDone — refusing on a stale copy is safe. Health asks
 // each endpoint for its Status: a member is Voting when it answers, knows
 // a leader and reports no alarm.
+//
+// # Frozen members
+//
+// A member that stops without closing its connections (SIGSTOP, a hung
+// process) keeps its gRPC connection ready until keepalive gives up, 10 s
+// of silence and then DialKeepAliveTimeout, and the client's round-robin
+// balancer would send it every third request meanwhile. So every Health
+// (the failure probe above included) takes the members whose Status
+// failed out of the client's endpoints — never all of them — and a
+// background loop probes them every second and puts each back once it
+// answers and knows a leader. A frozen member thus costs the requests
+// sent to it before the first failure probe, one timeout.
 package etcd

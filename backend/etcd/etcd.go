@@ -49,6 +49,12 @@ type Backend struct {
 	// entry with a TTL and never revoke the one it replaces; only the
 	// tests' negative control sets it (export_test.go).
 	unsafeNoLeaseRecycle bool
+	// unsafeKeepFrozen keeps members that fail a probe among the
+	// client's endpoints; only the tests' negative control sets it.
+	unsafeKeepFrozen bool
+
+	eps     endpointSet    // the client's endpoints (endpoints.go)
+	probeWG sync.WaitGroup // the reprobe loop; Close waits for it
 }
 
 var _ backend.Backend = (*Backend)(nil)

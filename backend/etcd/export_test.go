@@ -11,3 +11,8 @@ func SetUnsafeValidityBonus(b *Backend, d time.Duration) { b.unsafeBonus = d }
 // entry with a TTL and never revoke the replaced one: the negative
 // control of the lease-leak check.
 func SetUnsafeNoLeaseRecycle(b *Backend) { b.unsafeNoLeaseRecycle = true }
+
+// SetUnsafeKeepFrozen keeps members that fail a probe among b's client's
+// endpoints: the negative control of the frozen-member test (the client's
+// balancer keeps sending requests to the frozen member).
+func SetUnsafeKeepFrozen(b *Backend) { b.unsafeKeepFrozen = true }

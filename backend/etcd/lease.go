@@ -142,11 +142,12 @@ func (l *Lease) revoke(ctx context.Context) error {
 }
 
 // Complete marks the epoch done and deletes the lock in one transaction
-// guarded by the lock's CreateRevision, retrying failed requests until
-// ctx ends, then revokes the etcd lease. If the guard fails, the lock was
-// lost before: Complete returns ErrNotHeld unless the done key already
-// shows the epoch (an earlier attempt succeeded but its answer was lost).
-// Without an epoch it is Release.
+// guarded by the fence key's ModRevision (nobody acquired the key since
+// us: the lock is ours, or gone with our expired etcd lease), retrying
+// failed requests until ctx ends, then revokes the etcd lease. If the
+// guard fails, a newer holder took the key: Complete returns ErrNotHeld
+// unless the done key already shows the epoch (an earlier attempt
+// succeeded but its answer was lost). Without an epoch it is Release.
 func (l *Lease) Complete(ctx context.Context) error {
 	if l.req.Epoch <= 0 {
 		return l.Release(ctx)
@@ -158,10 +159,10 @@ func (l *Lease) Complete(ctx context.Context) error {
 		return fmt.Errorf("complete %s: %w (released)", l.req.Key, backend.ErrNotHeld)
 	}
 	k := l.b.keys(l.req.Key)
-	then, els := completeOps(k, l.req.Epoch)
+	cmp, then, els := completeOps(k, l.fence, l.req.Epoch)
 	for {
 		tctx, cancel := context.WithTimeout(ctx, l.b.cfg.Timeout)
-		resp, err := l.b.c.Txn(tctx).If(guard(k, l.fence)).Then(then...).Else(els...).Commit()
+		resp, err := l.b.c.Txn(tctx).If(cmp).Then(then...).Else(els...).Commit()
 		cancel()
 		if err == nil {
 			l.markGone()
@@ -172,7 +173,7 @@ func (l *Lease) Complete(ctx context.Context) error {
 			if done := parseDone(resp.Responses[0].GetResponseRange().GetKvs()); done >= l.req.Epoch {
 				return rerr
 			}
-			return fmt.Errorf("complete %s: %w: the lock was lost before epoch %d was marked", l.req.Key, backend.ErrNotHeld, l.req.Epoch)
+			return fmt.Errorf("complete %s: %w: a newer holder took the key before epoch %d was marked", l.req.Key, backend.ErrNotHeld, l.req.Epoch)
 		}
 		if l.b.closed.Load() {
 			return fmt.Errorf("complete %s: %w", l.req.Key, backend.ErrClosed)

@@ -113,6 +113,8 @@ func (b *Backend) SetNote(ctx context.Context, key string, version int64, note s
 // Health asks every endpoint for its Status, in parallel. A member is
 // Voting (and Err is nil) when it answered in time, knows a leader and
 // reports no alarm; Latency is the Status round trip.
+// The members that failed are taken out of the client's endpoints until
+// they answer again (see noteHealth).
 func (b *Backend) Health(ctx context.Context) []backend.ServerStatus {
 	out := make([]backend.ServerStatus, len(b.cfg.Endpoints))
 	var wg sync.WaitGroup
@@ -122,6 +124,9 @@ func (b *Backend) Health(ctx context.Context) []backend.ServerStatus {
 		})
 	}
 	wg.Wait()
+	if ctx.Err() == nil { // else the statuses failed for that alone
+		b.noteHealth(out)
+	}
 	return out
 }
 
@@ -187,6 +192,7 @@ func (b *Backend) Close() error {
 	b.mu.Unlock()
 	b.wg.Wait()
 	b.stop()
+	b.probeWG.Wait()
 	if err := b.c.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("etcd backend close: %w", err)
 	}

@@ -120,10 +120,15 @@ func guard(k keys, fence int64) clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(k.lock), "=", fence)
 }
 
-// completeThen marks the epoch done and deletes the lock; its Else reads
-// the done key (a lost answer to an earlier attempt may have marked it).
-func completeOps(k keys, epoch int64) (then, els []clientv3.Op) {
-	return []clientv3.Op{clientv3.OpPut(k.done, pad(uint64(epoch))), clientv3.OpDelete(k.lock)},
+// completeOps is the completion of the lease of the given fence: if the
+// fence key's ModRevision is still that fence — no acquisition since ours,
+// as every winning acquisition rewrites it — mark the epoch done and
+// delete the lock (ours, or already gone with our expired etcd lease);
+// else read the done key (a lost answer to an earlier attempt may have
+// marked it).
+func completeOps(k keys, fence, epoch int64) (cmp clientv3.Cmp, then, els []clientv3.Op) {
+	return clientv3.Compare(clientv3.ModRevision(k.fence), "=", fence),
+		[]clientv3.Op{clientv3.OpPut(k.done, pad(uint64(epoch))), clientv3.OpDelete(k.lock)},
 		[]clientv3.Op{clientv3.OpGet(k.done)}
 }
 

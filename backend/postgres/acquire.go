@@ -73,7 +73,9 @@ func (b *Backend) Acquire(ctx context.Context, req backend.Request) (backend.Lea
 // (acquire.sql: arrays unnested into one INSERT ... ON CONFLICT DO
 // UPDATE), bounded by the timeout plus 100 µs per key after the first.
 // Results are in the order of reqs. A refusal is a *RefusedError: ErrHeld
-// with the holder and its time left, ErrEpochDone with the completed
+// with the holder and its time left (on the server's clock; once that has
+// passed, the time until this client has seen the row unrenewed for the
+// holder's TTL and may take it over), ErrEpochDone with the completed
 // epoch, or ErrNoQuorum naming the server when it did not answer (or
 // answered too late to leave any validity). A request with an empty key,
 // a TTL <= 0, text that is not UTF-8 or contains NUL, or a key already in
@@ -88,7 +90,11 @@ type row struct {
 	fence      int64
 	doneEpoch  int64
 	owner      string
-	leftMicros int64
+	leftMicros int64 // on the server's clock: a report only
+	held       bool  // the row carried a token
+	token      string
+	xmin       string // the row version
+	ttlMicros  int64
 }
 
 func (b *Backend) tryBatch(ctx context.Context, reqs []backend.Request, tokens []string) []backend.Result {
@@ -114,20 +120,23 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []backend.Request, tokens [
 	n := len(idx)
 	keys, toks, owners := make([]string, n), make([]string, n), make([]string, n)
 	ttls, epochs := make([]int64, n), make([]int64, n)
+	seenToks, seenXmins := make([]string, n), make([]string, n)
+	start := time.Now()
 	for j, i := range idx {
 		keys[j], toks[j], owners[j] = reqs[i].Key, tokens[i], reqs[i].Owner
 		ttls[j], epochs[j] = reqs[i].TTL.Microseconds(), max(reqs[i].Epoch, 0)
+		seenToks[j], seenXmins[j] = b.obs.ripe(reqs[i].Key, start)
 	}
 	rows := make([]row, n)
-	start := time.Now()
 	err := b.call(ctx, b.timeout+time.Duration(n-1)*perKeyTimeout, func(ctx context.Context, c *pgx.Conn) error {
-		rs, err := c.Query(ctx, b.sql.acquire, keys, toks, owners, ttls, epochs)
+		rs, err := c.Query(ctx, b.stmt(b.sql.acquire), keys, toks, owners, ttls, epochs, seenToks, seenXmins)
 		if err != nil {
 			return err
 		}
 		j := 0
 		var r row
-		_, err = pgx.ForEachRow(rs, []any{&r.granted, &r.fence, &r.doneEpoch, &r.owner, &r.leftMicros}, func() error {
+		dest := []any{&r.granted, &r.fence, &r.doneEpoch, &r.owner, &r.leftMicros, &r.held, &r.token, &r.xmin, &r.ttlMicros}
+		_, err = pgx.ForEachRow(rs, dest, func() error {
 			if j >= n {
 				return fmt.Errorf("acquire: more than %d rows returned", n)
 			}
@@ -140,7 +149,8 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []backend.Request, tokens [
 		}
 		return err
 	})
-	elapsed := time.Since(start)
+	replied := time.Now()
+	elapsed := replied.Sub(start)
 	var late []*Lease
 	for j, i := range idx {
 		req := reqs[i]
@@ -150,6 +160,9 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []backend.Request, tokens [
 			continue
 		}
 		r := rows[j]
+		if r.granted || !r.held {
+			b.obs.forget(req.Key)
+		}
 		switch {
 		case r.granted:
 			l := &Lease{b: b, req: req, token: tokens[i], fence: r.fence}
@@ -165,21 +178,38 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []backend.Request, tokens [
 		case req.Epoch > 0 && r.doneEpoch >= req.Epoch:
 			out[i].Err = &backend.RefusedError{Key: req.Key, Reason: backend.ErrEpochDone, DoneEpoch: r.doneEpoch}
 		default:
-			e := &backend.RefusedError{Key: req.Key, Reason: backend.ErrHeld, HolderNodes: 1, DoneEpoch: r.doneEpoch,
-				Holder: r.owner, HolderTTL: time.Duration(r.leftMicros) * time.Microsecond}
-			if r.leftMicros <= 0 {
-				// The row was free in the statement's snapshot but taken
-				// by a concurrent statement before ours locked it.
-				e.Holder = ""
-				e.Detail = "taken by a concurrent request"
-			}
-			out[i].Err = e
+			out[i].Err = b.heldError(req.Key, r, replied)
 		}
 	}
 	for _, l := range late {
 		_ = l.Release(ctx)
 	}
 	return out
+}
+
+// heldError is the refusal of key, whose row r was held (or taken by a
+// concurrent statement), and records the holder's row version as seen by
+// a reply received at replied.
+func (b *Backend) heldError(key string, r row, replied time.Time) *backend.RefusedError {
+	e := &backend.RefusedError{Key: key, Reason: backend.ErrHeld, HolderNodes: 1, DoneEpoch: r.doneEpoch,
+		Holder: r.owner, HolderTTL: time.Duration(r.leftMicros) * time.Microsecond}
+	if !r.held {
+		// The row was free in the statement's snapshot but taken by a
+		// concurrent statement before ours locked it.
+		e.Holder = ""
+		e.Detail = "taken by a concurrent request"
+		return e
+	}
+	wait := b.obs.saw(key, r.token, r.xmin, time.Duration(r.ttlMicros)*time.Microsecond, replied)
+	if r.leftMicros <= 0 {
+		// Expired on the server's clock, which decides nothing: this
+		// client takes it over once it has seen the row unrenewed for
+		// the holder's TTL on its own clock.
+		e.HolderTTL = max(wait, time.Microsecond)
+		e.Detail = fmt.Sprintf("expired on the server's clock, not renewed for %s here; taken over after %s more",
+			(time.Duration(r.ttlMicros)*time.Microsecond - wait).Round(time.Millisecond), wait.Round(time.Millisecond))
+	}
+	return e
 }
 
 // checkRequest refuses what the table cannot store or the protocol forbids.

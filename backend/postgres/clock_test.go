@@ -32,11 +32,11 @@ func (a *argTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Trac
 
 func (a *argTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// TestHostClocksDoNotMatter shows why two clients whose host clocks differ
-// cannot break exclusion: no statement carries a client timestamp, and
-// every instant the SQL compares or stores is the database's own
-// clock_timestamp(). (The client's clocks are used only to count validity
-// on the monotonic clock, which TestLeaseLifecycle checks.) So offsetting
+// TestHostClocksDoNotMatter shows why two clients whose host wall clocks
+// differ cannot break exclusion: no statement carries a client timestamp,
+// and every instant the SQL stores is the database's own
+// clock_timestamp(), which only feeds reports (takeover is counted on the
+// contender's monotonic clock: TestServerClockStepForward). So offsetting
 // a client's wall clock, which it never reads for a lease, changes
 // nothing: there is no hook to test beyond this.
 func TestHostClocksDoNotMatter(t *testing.T) {

@@ -1,16 +1,18 @@
 // Package postgres is the PostgreSQL backend of leasecron: each lease is a
 // row of one table, taken and renewed by single statements — like
-// ShedLock's JDBC provider with usingDbTime(), or a Redis SET NX PX with
-// the database's clock in place of Redis's.
+// ShedLock's JDBC provider, except that no clock of the server decides
+// when a lease ends: a contender takes a row over once it has seen the
+// holder's last renewal unchanged for a TTL on its own monotonic clock
+// (see Time).
 //
 // # The table
 //
 // One row per key (schema.sql): the current token and owner, expires_at on
-// the database's clock, a fence counter, the completed epoch and a note
-// (the run record `leasecron status` shows). Open creates the table if it
-// is missing (CREATE TABLE IF NOT EXISTS; LOGGED, so acknowledged commits
-// survive a crash of the server). Rows are never deleted: deleting one
-// would restart its fence counter.
+// the database's clock (a report: see Time), a fence counter, the
+// completed epoch and a note (the run record `leasecron status` shows).
+// Open creates the table if it is missing (CREATE TABLE IF NOT EXISTS;
+// LOGGED, so acknowledged commits survive a crash of the server). Rows are
+// never deleted: deleting one would restart its fence counter.
 //
 // # Statements
 //
@@ -20,15 +22,16 @@
 //
 //   - acquire.sql takes a whole batch: the requests, as arrays, are unnested
 //     into one INSERT ... ON CONFLICT (key) DO UPDATE ... WHERE the row is
-//     free (no token, or expires_at <= clock_timestamp()) AND done_epoch <
-//     the epoch, setting fence = fence + 1 and expires_at =
-//     clock_timestamp() + ttl. The same statement returns, for a refused
-//     key, the row as it stood (holder, time left, completed epoch), so a
-//     refusal explains itself without a second round trip. Acquire is a
+//     free AND done_epoch < the epoch, setting fence = fence + 1 and
+//     expires_at = clock_timestamp() + ttl. Free means no token, or our
+//     own token (a retry), or a held row this client has seen unchanged
+//     for the holder's TTL (see Time: not expires_at). The same statement
+//     returns, for a refused key, the row as it stood (holder, time left,
+//     completed epoch, token, row version, TTL), so a refusal explains
+//     itself and is recorded without a second round trip. Acquire is a
 //     batch of one, retried.
-//   - extend.sql and release.sql are UPDATEs guarded by key and token
-//     (extend also by expires_at > clock_timestamp()); zero rows means the
-//     lease is lost (ErrNotHeld).
+//   - extend.sql and release.sql are UPDATEs guarded by key and token;
+//     zero rows means the lease is lost (ErrNotHeld).
 //   - complete.sql raises done_epoch and frees the row, guarded by the
 //     token too: a lease lost to another acquisition leaves its epoch open.
 //
@@ -77,25 +80,65 @@
 //
 // # Time
 //
-// Expiry is decided only by the database's clock_timestamp(): the client
-// never sends a timestamp, only durations, so the wall clocks of the
-// clients and of the server may differ by any amount. The client counts a
-// lease's validity on its own monotonic clock from the moment before the
-// request left, minus a drift margin, as package lease does:
+// No clock of the server decides anything. The client never sends a
+// timestamp, and takeover of a held row is counted on the contender's own
+// monotonic clock, as ZooKeeper and Curator expire a session on the
+// observer's clock:
+//
+//   - Every write of a row (a grant, each renewal) makes a new row version:
+//     a new xmin, the id of the writing transaction (Npgsql and EF Core use
+//     it as a row version for optimistic concurrency the same way). A
+//     SetNote on the row makes one too, which only restarts the count.
+//     One row gets the same xmin again only after some 4 billion
+//     transactions, or when the server loses commits (see below).
+//   - A refused acquisition records the holder's token, the row version and
+//     the holder's TTL, with the time its reply arrived on the client's
+//     monotonic clock (per Backend, in memory). The version was committed
+//     before the statement's snapshot, so before that reply, and the holder
+//     counted its validity from before its own request left: earlier still.
+//   - A later acquisition of the key passes the version it has seen for at
+//     least that TTL, and the statement takes the row over only if it still
+//     carries that token and version (compared after the row lock, so a
+//     renewal that commits first wins). A holder that renewed in between
+//     wrote a new version, and the count starts again.
+//
+// So a server clock that steps (an NTP step, a failover to a standby whose
+// clock is ahead) shortens no lease, and renewals ignore expires_at too.
+// expires_at (clock_timestamp() + ttl) is kept for reports only: the time
+// left of a refusal (HolderTTL) and Inspect, which a step of the server's
+// clock makes wrong. The client counts a lease's validity on its own
+// monotonic clock from the moment before the request left, minus a drift
+// margin, as package lease does:
 //
 //	validity = ttl - elapsed - (ttl*drift + 2ms)
 //
-// and the server starts the TTL when it runs the statement, which is
-// later; so the client's ValidUntil always comes before the server's
-// expiry as long as the two clocks' rates differ by less than drift.
+// and a contender waits the full ttl from a later instant on its own
+// clock; so a holder's ValidUntil always comes before any takeover as long
+// as the two hosts' monotonic clocks run at rates that differ by less than
+// drift.
+//
+// The cost is liveness, and memory: a holder that died is taken over one
+// TTL after a contender first saw its last renewal (not when the server's
+// clock says it expired), so a contender that first looks at a row long
+// after its holder died still waits a full TTL; a contender that restarts
+// forgets what it saw and waits a full TTL again (safe: it only waits
+// longer). A daemon that watches a tick looks again when the refusal's time
+// left has passed, so it takes a dead holder's tick over between one and
+// two TTLs after the holder's last renewal. Each Backend keeps one
+// observation per key it was refused (about 150 bytes), dropped when it
+// gets the key or, once the map doubled, when not confirmed for a TTL plus
+// a minute.
 //
 // # Guarantees and their preconditions
 //
 // Mutual exclusion and fencing hold as long as the server does not lose
 // commits it acknowledged: fsync and synchronous_commit on (the defaults),
-// and no failover to an asynchronous replica that lacks the last commits.
-// Fence is strictly greater than every earlier holder's under the same
-// condition, and as long as rows are not deleted.
+// and no failover to an asynchronous replica that lacks the last commits;
+// and the monotonic clocks of the hosts (the holder's and the contender's)
+// run at rates that differ by less than drift. The server's clock may
+// step or drift by any amount. Fence is strictly greater than every
+// earlier holder's under the same condition, and as long as rows are not
+// deleted.
 //
 // # Failures
 //

@@ -1,6 +1,10 @@
 package postgres
 
-import "github.com/jackc/pgx/v5"
+import (
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // WithTracer passes every statement and its arguments to tr.
 func WithTracer(tr pgx.QueryTracer) Option { return func(o *options) { o.tracer = tr } }
@@ -26,3 +30,15 @@ func Options(opts ...Option) (table string, timeout float64, drift float64) {
 	}
 	return o.table, o.timeout.Seconds(), o.drift
 }
+
+// WithWallClockTakeover makes acquisitions take a held row over once its
+// expires_at passed on the server's clock, the rule before takeover was
+// counted on the contender's clock: the negative control of
+// TestServerClockStepForward.
+func WithWallClockTakeover() Option { return func(o *options) { o.wallClockTakeover = true } }
+
+// WithServerClockStep adds *step µs to the server's clock_timestamp() in
+// every lease statement of the client: a step of the server's clock as
+// the client's statements see it. Clients given the same step see the
+// same server clock.
+func WithServerClockStep(step *atomic.Int64) Option { return func(o *options) { o.clockStep = step } }

@@ -13,8 +13,9 @@ import (
 )
 
 // Lease is a lease held in the table: the row of its key carries its
-// token until it is released, completed, or expires on the database's
-// clock. Safe for concurrent use.
+// token until it is released, completed, or taken over by a contender
+// that saw it unrenewed for its TTL (see the package doc's Time). Safe
+// for concurrent use.
 type Lease struct {
 	b     *Backend
 	req   backend.Request
@@ -56,9 +57,10 @@ func (l *Lease) ValidUntil() time.Time {
 	return l.validUntil
 }
 
-// Extend sets the row's expiry to the database's clock plus ttl (ttl <= 0:
-// the Request's TTL) if the row still carries this lease's token and has
-// not expired; ValidUntil then becomes the moment before the request left
+// Extend renews the row (ttl <= 0: the Request's TTL) if it still
+// carries this lease's token, writing a new row version, which restarts
+// every contender's count; the server's clock (expires_at) does not
+// matter. ValidUntil then becomes the moment before the request left
 // plus ttl minus the elapsed time and the drift margin. On failure
 // ValidUntil is unchanged and the error matches backend.ErrNotHeld (the
 // row is no longer ours) or backend.ErrNoQuorum (the server did not
@@ -70,7 +72,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
 	var n int64
 	err := l.b.call(ctx, l.b.timeout, func(ctx context.Context, c *pgx.Conn) error {
-		tag, err := c.Exec(ctx, l.b.sql.extend, l.req.Key, l.token, ttl.Microseconds())
+		tag, err := c.Exec(ctx, l.b.stmt(l.b.sql.extend), l.req.Key, l.token, ttl.Microseconds())
 		n = tag.RowsAffected()
 		return err
 	})
@@ -96,7 +98,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 func (l *Lease) Release(ctx context.Context) error {
 	l.expire()
 	err := l.b.call(ctx, l.b.timeout, func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, l.b.sql.release, l.req.Key, l.token)
+		_, err := c.Exec(ctx, l.b.stmt(l.b.sql.release), l.req.Key, l.token)
 		return err
 	})
 	if err != nil {
@@ -120,7 +122,7 @@ func (l *Lease) Complete(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		var n int64
 		err := l.b.call(ctx, l.b.timeout, func(ctx context.Context, c *pgx.Conn) error {
-			tag, err := c.Exec(ctx, l.b.sql.complete, l.req.Key, l.token, l.req.Epoch)
+			tag, err := c.Exec(ctx, l.b.stmt(l.b.sql.complete), l.req.Key, l.token, l.req.Epoch)
 			n = tag.RowsAffected()
 			return err
 		})

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,6 +38,14 @@ type options struct {
 	noSkipLocked bool
 	// tracer sees every statement and its arguments (tests only).
 	tracer pgx.QueryTracer
+	// wallClockTakeover lets acquire.sql take over a row once expires_at
+	// passed on the server's clock (tests only: the negative control of
+	// TestServerClockStepForward).
+	wallClockTakeover bool
+	// clockStep, if set, is added to the server's clock_timestamp() in
+	// the lease statements, in µs, read at every statement (tests only:
+	// the injected step of the server's clock).
+	clockStep *atomic.Int64
 }
 
 func defaultOptions() options {

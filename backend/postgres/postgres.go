@@ -26,6 +26,7 @@ type Backend struct {
 	sql     statements
 	store   storeStatements // Entries and Logs
 	timeout time.Duration
+	obs     *observations // held rows seen, for takeover
 
 	ensureMu sync.Mutex
 	ready    atomic.Bool // the table exists and is usable
@@ -107,7 +108,8 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 	if err != nil {
 		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrub(err.Error(), connString))
 	}
-	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.unlogged),
+	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.unlogged, o.wallClockTakeover),
+		obs:   newObservations(),
 		store: newStoreStatements(o), timeout: o.timeout}
 	tctx, cancel := context.WithTimeout(ctx, o.timeout)
 	err = b.ensureTable(tctx)
@@ -117,6 +119,16 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 		return nil, fmt.Errorf("postgres backend: %w", b.scrubErr(err, connString))
 	}
 	return b, nil
+}
+
+// stmt returns a lease statement as sent: sql itself, or with the
+// injected step of the server's clock (tests only).
+func (b *Backend) stmt(sql string) string {
+	if b.o.clockStep == nil {
+		return sql
+	}
+	return strings.ReplaceAll(sql, "clock_timestamp()",
+		fmt.Sprintf("(clock_timestamp() + %d * interval '1 microsecond')", b.o.clockStep.Load()))
 }
 
 // scrubErr makes sure err's text does not quote the URL's password.
@@ -220,7 +232,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.Info, error)
 	in := backend.Info{NoteVersion: -1}
 	var leftUS int64
 	err := b.call(ctx, b.timeout, func(ctx context.Context, c *pgx.Conn) error {
-		err := c.QueryRow(ctx, b.sql.inspect, key).Scan(&in.Holder, &leftUS, &in.DoneEpoch, &in.Fence, &in.Note, &in.NoteVersion)
+		err := c.QueryRow(ctx, b.stmt(b.sql.inspect), key).Scan(&in.Holder, &leftUS, &in.DoneEpoch, &in.Fence, &in.Note, &in.NoteVersion)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -286,7 +298,8 @@ func (b *Backend) Servers() []string { return []string{b.server} }
 func (b *Backend) Table() string { return b.table }
 
 // Close closes the connections; later calls fail with backend.ErrClosed.
-// Leases still held expire by their TTL. It is safe to call more than
+// Leases still held are taken over once a contender has seen them
+// unrenewed for their TTL. It is safe to call more than
 // once. It waits for pgx's cleanup of connections whose requests timed
 // out (a cancel request to the server, then closing), which pgx bounds by
 // 15 s: a network that swallows packets can make Close that slow.

@@ -11,7 +11,9 @@ CREATE {{logged}} TABLE IF NOT EXISTS {{table}} (
     -- Request.Epoch and TTL (µs) of the last acquisition or extension
     epoch        bigint      NOT NULL DEFAULT 0,
     ttl_us       bigint      NOT NULL DEFAULT 0,
-    -- end of the lease on the database's clock (clock_timestamp())
+    -- end of the lease on the database's clock (clock_timestamp()): for
+    -- reports only; takeover is counted on the contender's clock from the
+    -- row version (xmin) it saw (acquire.sql)
     expires_at   timestamptz NOT NULL DEFAULT '-infinity',
     -- fencing token of the last acquisition: +1 per grant, never reset
     fence        bigint      NOT NULL DEFAULT 0,

@@ -36,16 +36,31 @@ type statements struct {
 	schema, check, acquire, extend, release, complete, note, inspect string
 }
 
-func newStatements(table string, unlogged bool) statements {
+// takeoverRule is the condition under which acquire.sql takes a held row
+// over: the row still carries the version this client has seen unchanged
+// for the holder's TTL ($6, $7 of the key's request). The subquery is
+// uncorrelated, so the server hashes it once per statement (a correlated
+// one would scan the batch for every conflicting row: quadratic).
+const takeoverRule = "(l.key, l.token, l.xmin::text) IN (SELECT key, seen_token, seen_xmin FROM req WHERE seen_token <> '')"
+
+// wallClockRule is the takeover rule of the server's wall clock, which a
+// step of that clock breaks: the negative control's.
+const wallClockRule = "l.expires_at <= clock_timestamp()"
+
+func newStatements(table string, unlogged, wallClockTakeover bool) statements {
 	r := strings.NewReplacer("{{table}}", table)
 	logged := ""
 	if unlogged {
 		logged = "UNLOGGED"
 	}
+	rule := takeoverRule
+	if wallClockTakeover {
+		rule = wallClockRule
+	}
 	return statements{
 		schema:   strings.NewReplacer("{{table}}", table, "{{logged}}", logged).Replace(schemaSQL),
 		check:    r.Replace(checkSQL),
-		acquire:  r.Replace(acquireSQL),
+		acquire:  strings.NewReplacer("{{table}}", table, "{{takeover}}", rule).Replace(acquireSQL),
 		extend:   r.Replace(extendSQL),
 		release:  r.Replace(releaseSQL),
 		complete: r.Replace(completeSQL),

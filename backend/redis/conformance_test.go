@@ -71,13 +71,10 @@ func newHarness(t *testing.T, k int) backendtest.Harness {
 			h.restarted = time.Now()
 			h.mu.Unlock()
 		},
-		Pause:  func(_ testing.TB, i int) { h.cl.Nodes[i].Pause() },
-		Resume: func(_ testing.TB, i int) { h.cl.Nodes[i].Resume() },
-		Ready:  h.ready,
-		// complete.lua writes the epoch mark whether or not the lock is
-		// still ours: Complete is only called after the work finished.
-		LostCompleteMarksEpoch: true,
-		BadInputs:              h.badInputs,
+		Pause:     func(_ testing.TB, i int) { h.cl.Nodes[i].Pause() },
+		Resume:    func(_ testing.TB, i int) { h.cl.Nodes[i].Resume() },
+		Ready:     h.ready,
+		BadInputs: h.badInputs,
 	}
 }
 

@@ -57,10 +57,13 @@
 // node up to the larger of the client's timeout and 1 s, and for ctx.
 //
 // Durability: entries and logs live in Redis memory and survive what the
-// nodes' persistence keeps. Unlike grants, their answers count during a
-// restarted node's restart guard: a node that came back empty answers
-// "absent", and a read still sees a write while the quorum that answers
-// holds a node that stored it (with union reads, a record survives while
-// any answering node that stored it keeps it). A node refused on connect
+// nodes' persistence keeps. As for grants, a read counts only nodes whose
+// data is older than the restart guard: a node that came back empty (or
+// was flushed, or failed over) would answer "absent", so after a quorum of
+// nodes lost their data reads fail for one guard (backend.ErrNoQuorum,
+// naming the nodes) instead of reading a pause flag as absent; after it,
+// what they lost is read as absent unless written again (with union
+// reads, a record survives while any answering node that stored it keeps
+// it). Writes count every node. A node refused on connect
 // (a replica, an evicting server) fails store calls like any other.
 package redis

@@ -25,6 +25,12 @@ const groupSize = 100
 // pipelined on the session's connection.
 func (b *Backend) TryAcquireBatch(ctx context.Context, reqs []backend.Request) []backend.Result {
 	out := make([]backend.Result, len(reqs))
+	if err := b.sessionErr(); err != nil { // a later session, on servers that grant less
+		for i, r := range reqs {
+			out[i].Err = refused(r.Key, backend.ErrNoQuorum, "", err)
+		}
+		return out
+	}
 	timeout := b.cfg.Timeout + time.Duration(len(reqs))*100*time.Microsecond
 	var wg sync.WaitGroup
 	single := func(i int) {

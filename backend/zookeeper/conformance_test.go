@@ -40,10 +40,13 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(func() { _ = b.Close() })
 			return b
 		},
-		Kill:    func(_ testing.TB, i int) { e.Servers[i].Kill() },
-		Restart: func(_ testing.TB, i int) { e.Servers[i].Start() },
-		Pause:   func(_ testing.TB, i int) { e.Servers[i].Pause() },
-		Resume:  func(_ testing.TB, i int) { e.Servers[i].Resume() },
+		// Close ends the session, and ZooKeeper deletes its ephemeral
+		// locks with it.
+		CloseFreesLeases: true,
+		Kill:             func(_ testing.TB, i int) { e.Servers[i].Kill() },
+		Restart:          func(_ testing.TB, i int) { e.Servers[i].Start() },
+		Pause:            func(_ testing.TB, i int) { e.Servers[i].Pause() },
+		Resume:           func(_ testing.TB, i int) { e.Servers[i].Resume() },
 		Ready: func(t testing.TB) {
 			e.WaitServing()
 			b := open(t, e.Addrs(), conformanceTTL)

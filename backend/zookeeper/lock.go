@@ -208,6 +208,9 @@ func (b *Backend) attempt(ctx context.Context, req backend.Request, token string
 	if req.TTL <= 0 {
 		return nil, fmt.Errorf("zookeeper: acquire %s: TTL must be positive", req.Key)
 	}
+	if err := b.sessionErr(); err != nil { // a later session, on servers that grant less
+		return nil, refused(req.Key, backend.ErrNoQuorum, "", err)
+	}
 	p := b.paths(req.Key)
 	b.mu.Lock()
 	b.active[token] = true
@@ -530,40 +533,35 @@ func (l *Lease) deleteLock(ctx context.Context) error {
 	return nil
 }
 
-// Complete marks the epoch completed and deletes the lock in one multi,
-// retrying until it is done or ctx ends. When a try's answer was lost it
-// reads done to learn whether the try took effect.
+// Complete marks the epoch completed and deletes the lock in one multi
+// checked against the lease's generation (done's version: nobody acquired
+// the key since us), retrying until it is done or ctx ends. A lock that is
+// already gone — given up when its validity passed unextended, or taken
+// by the end of its session — does not stop the completion while the
+// generation is unchanged: the mark is then written alone. A changed
+// generation means a newer holder took the key: ErrNotHeld, the epoch is
+// left open for it (unless done shows it: an earlier try whose answer was
+// lost).
 func (l *Lease) Complete(ctx context.Context) error {
 	if l.req.Epoch <= 0 {
 		return l.Release(ctx)
 	}
 	l.giveUp()
-	epoch := []byte(strconv.FormatInt(l.req.Epoch, 10))
 	wait := 10 * time.Millisecond
 	for {
-		err := l.b.call(ctx, l.b.cfg.Timeout, func() error {
-			res, err := l.b.conn.Multi(
-				&zk.SetDataRequest{Path: l.p.done, Data: epoch, Version: l.gen},
-				&zk.DeleteRequest{Path: l.p.lock, Version: -1})
-			if err == nil {
-				l.b.mu.Lock()
-				l.b.doneVer[l.p.key] = doneState{epoch: l.req.Epoch, version: res[0].Stat.Version}
-				l.b.mu.Unlock()
-			}
-			return err
-		}, nil)
+		err := l.b.call(ctx, l.b.cfg.Timeout, l.markDone, nil)
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
-			// The lock is gone: completed by an earlier try whose answer
-			// was lost, or lost before completion.
+		if errors.Is(err, zk.ErrBadVersion) {
+			// Taken by a newer holder, or completed by an earlier try
+			// whose answer was lost.
 			done, _, rerr := l.b.readDone(ctx, l.p, l.b.cfg.Timeout)
 			if rerr == nil && done >= l.req.Epoch {
 				return nil
 			}
 			if rerr == nil {
-				return fmt.Errorf("complete %s epoch %d: %w: the lock was lost before completion", l.req.Key, l.req.Epoch, backend.ErrNotHeld)
+				return fmt.Errorf("complete %s epoch %d: %w: a newer holder took the key before completion", l.req.Key, l.req.Epoch, backend.ErrNotHeld)
 			}
 			err = rerr
 		}
@@ -580,4 +578,23 @@ func (l *Lease) Complete(ctx context.Context) error {
 		}
 		wait = min(2*wait, time.Second)
 	}
+}
+
+// markDone is one try of Complete: the mark and the lock's deletion in one
+// multi checked against the generation; if the lock is gone, the mark
+// alone, under the same check.
+func (l *Lease) markDone() error {
+	epoch := []byte(strconv.FormatInt(l.req.Epoch, 10))
+	setDone := &zk.SetDataRequest{Path: l.p.done, Data: epoch, Version: l.gen}
+	res, err := l.b.conn.Multi(setDone, &zk.DeleteRequest{Path: l.p.lock, Version: -1})
+	if errors.Is(err, zk.ErrNoNode) {
+		res, err = l.b.conn.Multi(setDone)
+	}
+	if err != nil {
+		return err
+	}
+	l.b.mu.Lock()
+	l.b.doneVer[l.p.key] = doneState{epoch: l.req.Epoch, version: res[0].Stat.Version}
+	l.b.mu.Unlock()
+	return nil
 }

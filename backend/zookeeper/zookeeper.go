@@ -1,116 +1,3 @@
-// Package zookeeper is the ZooKeeper backend of leasecron: a lease is an
-// ephemeral znode held by the daemon's ZooKeeper session, behind the
-// backend.Backend interface. It is like go-zookeeper's zk.Lock or Apache
-// Curator's InterProcessMutex, except that a holder always knows how long
-// its lock is certainly still its own (Lease.ValidUntil), so it can stop
-// its work before anyone else could take the lock over; that it refuses a
-// run-once epoch that was completed; and that every acquisition gets a
-// fencing token.
-//
-// # Znodes
-//
-// Under the root (default /leasecron), each key has a persistent node with
-// three children:
-//
-//	ROOT/KEY/lock   ephemeral: "TOKEN OWNER" of the holder; its czxid is the fencing token
-//	ROOT/KEY/done   persistent: the highest completed epoch, in decimal
-//	ROOT/KEY/note   persistent: "VERSION\nNOTE", the newest note (SetNote)
-//
-// Acquire is one multi: Check(done, version) + Create(lock, ephemeral) +
-// SetData(lock) — the check makes a completion that happened after this
-// client read done fail the create, and the SetData's reply carries the
-// lock's czxid, the fencing token: the zxid of the transaction that created
-// the lock, strictly greater than every earlier one cluster-wide. A key's
-// done version is cached after the first read, so a tick costs one round
-// trip per key (requests are pipelined on the session's connection).
-// Complete is one multi: Check(lock version) + SetData(done) + Delete(lock).
-//
-// # Validity
-//
-// The lock lives as long as the session: ZooKeeper deletes it when the
-// session expires, which the leader decides once it has not heard from the
-// client for the negotiated session timeout. Every acquire and extend is a
-// write that goes through the leader and touches the session, so the lock
-// is certainly ours until (start of that request) + min(TTL, negotiated
-// session timeout) − drift margin; that is ValidUntil. A disconnected
-// client does not count as holding — validity keeps running out from the
-// last answered request (Curator's SUSPENDED, not yet LOST), so the holder
-// stops before the server could expire the session. The session timeout is
-// asked for at Open (Config.SessionTimeout, leasecron: lease.ttl) and the
-// server may change it within its minSessionTimeout..maxSessionTimeout;
-// the negotiated value is used.
-//
-// A create whose reply was lost (a timeout, a broken connection) may still
-// have made the lock. A late success deletes it again; a lock found later
-// whose ephemeral owner is this session but whose token belongs to no
-// acquisition in progress or held is such an orphan and is deleted before
-// the next attempt.
-//
-// ZooKeeper keeps its own quorum: Quorum is 1 and Health reports each
-// server's mode (srvr four-letter word) and the session's state.
-//
-// # Entries and logs
-//
-// Entries (Put, Get, List) and logs (Append, Log) live beside the keys,
-// under znodes whose names hold '@', which job names cannot (and which
-// Acquire refuses as keys):
-//
-//	ROOT/@entries/SPACE/NAME       persistent: "VERSION TTL_NS\n" then the entry's data
-//	ROOT/@logs/LOG/AT-ID           persistent: the record's data
-//	ROOT/@clock                    persistent, empty: written to read the servers' clock
-//
-// AT is the record's time in ms, offset by 2^63 and zero-padded to 20
-// digits, so that names sort by At, then ID. Parents are created on the
-// first write that misses them (two daemons may race: ErrNodeExists is
-// fine). Data is at most 16 KiB, far below ZooKeeper's 1 MB jute.maxbuffer.
-//
-// Put is a compare-and-set on the entry znode's version: read it; create
-// it when absent (a multi of Create and SetData, whose reply carries the
-// mtime); keep it when its stored version is >= the new one and it has not
-// expired (confirmed by a Check through the leader, as the read may come
-// from a lagging server); else Set it at the version read. A lost race is
-// retried, up to 10 times. Two round trips when it writes.
-//
-// Expiry does not use the clients' clocks. An entry's TTL counts from its
-// znode's mtime: the leader's wall clock when the Put was applied. A
-// client judges it against its estimate of that clock: every write's
-// reply carries the mtime the leader gave it before replying, so at a
-// later moment the leader's clock reads at least mtime + (time elapsed on
-// this client's monotonic clock since the reply came). The newest such
-// sample is kept; when it is older than 5 s, a judgement first writes
-// ROOT/@clock for a fresh one (a daemon that heartbeats every 5 s rarely
-// needs to). So an entry is never judged expired before its TTL ended on
-// the leader's clock, and is judged so at most the sample's round trip
-// later. Two things widen that bound: the rate difference of the two
-// clocks over at most 5 s (negligible), and an election, after which
-// mtimes come from another server's clock, so the skew between the
-// servers' clocks (NTP keeps it to milliseconds) adds to it. An expired
-// entry is absent for Get, List and Put, and the reader that finds it
-// deletes it, at the version it read (a Put in between keeps it). ZooKeeper's
-// own TTL nodes are not used: they need zookeeper.extendedTypesEnabled on
-// every server; ephemeral nodes are not used either (they live as long
-// as the session, not the TTL).
-//
-// Append creates the record znode (it exists already for a repeated
-// record: a no-op), lists the log, and deletes the oldest records beyond
-// the limit, and any later copy of a record ID appended again with
-// another At (the copy with the lowest creation zxid stays): two round
-// trips, and a third (the deletes, pipelined) once the log is full. The listing follows the create on the
-// same session, so it sees every record created before it: concurrent
-// appenders may leave a few records over the limit, which the next Append
-// deletes. A log thus holds at most limit records between Appends (plus
-// those of Appends in flight), an entry space one znode per name; expired
-// entries go when a Get, List or Put finds them (a List of the space
-// finds them all).
-//
-// Reads (Get, List, Log) first sync the server the session talks to with
-// the leader, so they see every write acknowledged before they started
-// — the write of another daemon through another server included. A
-// write is acknowledged once a quorum logged it, so it survives the loss
-// of a minority of servers. (A sync'd read can still miss a write in one
-// rare case ZooKeeper documents: a leader that lost its quorum without
-// knowing it yet, until it steps down.) A List or Log reads the
-// entries' or records' data with pipelined requests, at most 32 in flight.
 package zookeeper
 
 import (
@@ -141,11 +28,15 @@ type Config struct {
 	Servers []string
 	// Root is the znode under which every key lives; default /leasecron.
 	Root string
-	// Timeout bounds each request; default 1s.
+	// Timeout bounds each request; default 1s. It (at least a tenth of
+	// SessionTimeout) also bounds each dial, each connect handshake and
+	// how long a server may leave a request unanswered before the session
+	// moves on to the next server (see "Frozen servers").
 	Timeout time.Duration
 	// SessionTimeout is asked of the servers for this client's session;
 	// default 30s (leasecron passes lease.ttl). Locks vanish at most this
-	// long after the client was last heard from.
+	// long after the client was last heard from. Servers that grant less
+	// are refused (ErrSessionTooShort).
 	SessionTimeout time.Duration
 	// Auth is "user:password" for the digest scheme (ZooKeeper ACLs), or
 	// "" for none. It is never shown in errors.
@@ -162,6 +53,16 @@ type Backend struct {
 	negoMS  atomic.Int64 // negotiated session timeout, ms (0: unknown yet)
 	closed  atomic.Bool
 	servers []string
+	// cur is the connection to the server the session uses (see dial).
+	cur atomic.Pointer[boundedConn]
+	// unboundedConnect, when set (negative-control tests only, before
+	// the connection is made), dials as go-zookeeper does by default:
+	// the handshake may take 10 × two thirds of the session timeout, and
+	// a server that stopped answering is not left before two thirds of it.
+	unboundedConnect bool
+	// acceptShortSession, when set (negative-control tests only), lets
+	// Open and acquisitions go on with a session shorter than asked for.
+	acceptShortSession bool
 	// unsafeSpan, when set (negative-control tests only), replaces the
 	// validity span: a client that trusts its lock longer than its
 	// session is certainly alive.
@@ -205,23 +106,17 @@ type doneState struct {
 	version int32
 }
 
-// sessionLogger receives go-zookeeper's log lines: it learns the
-// negotiated session timeout from the "authenticated" line and drops the
-// rest (the package logs nothing itself).
-type sessionLogger struct{ b *Backend }
-
-func (l sessionLogger) Printf(format string, args ...any) {
-	if strings.HasPrefix(format, "authenticated: id=%d, timeout=%d") && len(args) == 2 {
-		if ms, ok := args[1].(int32); ok {
-			l.b.negoMS.Store(int64(ms))
-		}
-	}
-}
-
 // Open connects to the ensemble and waits (up to ctx, or the session
 // timeout) for a session, so that the negotiated session timeout is known.
-// It creates Root if missing.
+// It refuses (ErrSessionTooShort) when the servers granted less than
+// cfg.SessionTimeout. It creates Root if missing.
 func Open(ctx context.Context, cfg Config) (*Backend, error) {
+	return openWith(ctx, cfg, nil)
+}
+
+// openWith is Open; setup, if not nil, is called on the Backend before it
+// connects (tests set their hooks there).
+func openWith(ctx context.Context, cfg Config, setup func(*Backend)) (*Backend, error) {
 	if err := CheckConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -234,8 +129,11 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	bg, stopBg := context.WithCancel(context.Background())
 	b := &Backend{cfg: cfg, servers: append([]string(nil), cfg.Servers...), bg: bg, stopBg: stopBg,
 		active: map[string]bool{}, doneVer: map[string]doneState{}, ready: map[string]bool{}}
+	if setup != nil {
+		setup(b)
+	}
 	conn, events, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
-		zk.WithLogger(sessionLogger{b}), zk.WithLogInfo(true))
+		zk.WithLogger(sessionLogger{b}), zk.WithLogInfo(true), zk.WithDialer(b.dial))
 	if err != nil {
 		stopBg()
 		return nil, fmt.Errorf("zookeeper %s: %w", strings.Join(cfg.Servers, ","), err)
@@ -252,6 +150,11 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 			return nil, fmt.Errorf("zookeeper %s: no session: %w", strings.Join(cfg.Servers, ","), wait.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+	if err := b.sessionErr(); err != nil {
+		stopBg()
+		conn.Close()
+		return nil, err
 	}
 	if cfg.Auth != "" {
 		if err := conn.AddAuth("digest", []byte(cfg.Auth)); err != nil {
@@ -283,11 +186,6 @@ func cmpOr[T comparable](v, d T) T {
 	return v
 }
 
-// SessionTimeout returns the session timeout the servers granted.
-func (b *Backend) SessionTimeout() time.Duration {
-	return time.Duration(b.negoMS.Load()) * time.Millisecond
-}
-
 // Timeout is the per-request timeout.
 func (b *Backend) Timeout() time.Duration { return b.cfg.Timeout }
 
@@ -316,15 +214,20 @@ var errTimeout = errors.New("no answer in time")
 // call runs f (a blocking go-zookeeper request) bounded by ctx and the
 // per-request timeout. When f has not returned by then, call returns
 // errTimeout and f goes on in the background; late, if given, is called
-// with f's error once it returns (to undo what it did).
+// with f's error once it returns (to undo what it did). A request given
+// up on is watched: if the server stays silent, the connection is dropped
+// (watchSilence).
 func (b *Backend) call(ctx context.Context, timeout time.Duration, f func() error, late func(error)) error {
 	if b.closed.Load() {
 		return backend.ErrClosed
 	}
 	done := make(chan error, 1)
+	answered := make(chan struct{})
+	start := time.Now()
 	go func() {
 		err := f()
 		done <- err
+		close(answered)
 	}()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -337,6 +240,7 @@ func (b *Backend) call(ctx context.Context, timeout time.Duration, f func() erro
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	b.watchSilence(start, answered)
 	if late != nil {
 		go func() { late(<-done) }()
 	}

@@ -348,7 +348,7 @@ func TestCheckBackends(t *testing.T) {
 		{"etcd", "etcd:\n  endpoints: [http://127.0.0.1:2379, http://127.0.0.1:2380]\n  username: root\n  password_file: " + secret + "\n  timeout: 100ms\nlease: {ttl: 2500ms, renew: 500ms}\ndefaults: {kill_grace: 0s}\n" + job,
 			0, "ok: 1 job, etcd http://127.0.0.1:2379,http://127.0.0.1:2380; lease.ttl 2.5s: etcd leases of 3s (whole seconds, or the cluster's minimum TTL if larger); validity counts 2.5s\n", nil},
 		{"zookeeper with auth_file", "zookeeper:\n  servers: [127.0.0.1:2181]\n  auth_file: " + zkAuth + "\nlease: {ttl: 20s}\n" + job,
-			0, "ok: 1 job, zookeeper 127.0.0.1:2181 (digest auth); lease.ttl 20s is the session timeout asked for (the servers may raise or lower it to their minSessionTimeout..maxSessionTimeout; validity counts the smaller of the two)\n", nil},
+			0, "ok: 1 job, zookeeper 127.0.0.1:2181 (digest auth); lease.ttl 20s is the session timeout asked for (servers granting less, their maxSessionTimeout under it, are refused at start; a longer one only delays takeovers)\n", nil},
 		{"every etcd problem", "etcd:\n  endpoints: ['http://root:" + badInputPassword + "@e1:2379', 'root:" + badInputPassword + "@e2:2379']\n  prefix: leasecron\n  password_file: " + secret + "\n  timeout: 4s\n" + job,
 			exitUsage, "", []string{
 				"FILE:2: etcd.endpoints[0]: http://e1:2379: credentials belong in etcd.username",

@@ -66,7 +66,7 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 		if cfg.ZooKeeper.HasAuth() {
 			auth = " (digest auth)"
 		}
-		fmt.Fprintf(c.stdout, "ok: %s, zookeeper %s%s; lease.ttl %s is the session timeout asked for (the servers may raise or lower it to their minSessionTimeout..maxSessionTimeout; validity counts the smaller of the two)\n",
+		fmt.Fprintf(c.stdout, "ok: %s, zookeeper %s%s; lease.ttl %s is the session timeout asked for (servers granting less, their maxSessionTimeout under it, are refused at start; a longer one only delays takeovers)\n",
 			plural(len(cfg.Jobs), "job"), strings.Join(cfg.ZooKeeper.Servers, ","), auth, cfg.Lease.TTL)
 	default:
 		fmt.Fprintf(c.stdout, "ok: %s, %s\n", plural(len(cfg.Jobs), "job"), plural(len(cfg.Redis.Nodes), "node"))

@@ -143,3 +143,25 @@ func TestRunZooKeeperAndEtcd(t *testing.T) {
 		})
 	}
 }
+
+// TestZooKeeperShortSessionRefused: servers that cap sessions under
+// lease.ttl (maxSessionTimeout 4s, ttl 10s) make status and trigger fail
+// at start with an error naming the server and the setting, and check
+// says that such servers are refused.
+func TestZooKeeperShortSessionRefused(t *testing.T) {
+	t.Parallel()
+	ens := zktest.StartWith(t, 1, zktest.Options{MaxSessionTimeout: 4 * time.Second})
+	addr := ens.Addrs()[0]
+	config, _ := fenceJob(t, fmt.Sprintf("zookeeper:\n  servers: [%s]\n  root: /e2e\n  timeout: 500ms\n", addr))
+	path := writeConfig(t, config)
+	if code, out, errOut := cli(t, "check", "-c", path); code != exitOK || !strings.Contains(out, "maxSessionTimeout under it, are refused") {
+		t.Errorf("check: exit %d; stdout:\n%s\nstderr:\n%s\nwant it to say that short sessions are refused", code, out, errOut)
+	}
+	for _, cmd := range [][]string{{"status", "-c", path, "--timeout", "20s"}, {"trigger", "fenced", "-c", path}} {
+		code, out, errOut := cli(t, cmd...)
+		if code == exitOK || !strings.Contains(errOut, "maxSessionTimeout") || !strings.Contains(errOut, addr) || !strings.Contains(errOut, "granted 4s") {
+			t.Errorf("%s: exit %d; stdout:\n%s\nstderr:\n%s\nwant a failure naming %s and maxSessionTimeout", cmd[0], code, out, errOut, addr)
+		}
+		t.Logf("%s: %s", cmd[0], strings.TrimSpace(errOut))
+	}
+}

@@ -15,6 +15,7 @@
 //	pause     pause jobs on every host (a fleet-wide flag in the backend)
 //	resume    resume paused jobs
 //	history   show the last runs of a job, from any host
+//	import-crontab  turn crontabs into a jobs file
 //	version   print the version
 //
 // Exit codes, for every command:
@@ -129,6 +130,8 @@ func (m *Main) command(name string) command {
 		return &PauseCommand{stdout: m.Stdout, stderr: m.Stderr, resume: true}
 	case "history":
 		return &HistoryCommand{stdout: m.Stdout, stderr: m.Stderr}
+	case "import-crontab":
+		return &ImportCrontabCommand{stdout: m.Stdout, stderr: m.Stderr, stdin: os.Stdin}
 	case "version":
 		return &VersionCommand{stdout: m.Stdout}
 	}
@@ -208,6 +211,7 @@ Commands:
 	pause     pause jobs on every host (a fleet-wide flag in the backend)
 	resume    resume paused jobs
 	history   show the last runs of a job, from any host
+	import-crontab  turn crontabs into a jobs file
 	version   print the version
 
 Run 'leasecron help <command>' (or 'leasecron <command> -h') for details.

@@ -69,8 +69,9 @@ type jobTick struct {
 	tick int64
 }
 
-// leftTicks returns the ticks daemon d left to other hosts because it
-// ran max_parallel jobs already (from its log).
+// leftTicks returns the ticks daemon d had no run slot for when it was to
+// try them because it ran max_parallel jobs already (from its log: one
+// line per group of jobs, naming up to 20).
 func leftTicks(t *testing.T, d *Daemon) []jobTick {
 	t.Helper()
 	b, err := os.ReadFile(d.LogPath)
@@ -83,11 +84,13 @@ func leftTicks(t *testing.T, d *Daemon) []jobTick {
 			continue
 		}
 		var e struct {
-			Job  string    `json:"job"`
+			Jobs []string  `json:"first_jobs"`
 			Tick time.Time `json:"tick"`
 		}
-		if json.Unmarshal(line, &e) == nil && e.Job != "" && !e.Tick.IsZero() {
-			out = append(out, jobTick{e.Job, e.Tick.Unix()})
+		if json.Unmarshal(line, &e) == nil && !e.Tick.IsZero() {
+			for _, j := range e.Jobs {
+				out = append(out, jobTick{j, e.Tick.Unix()})
+			}
 		}
 	}
 	return out
@@ -114,10 +117,11 @@ func maxConcurrent(runs []Run) (int, []Run) {
 
 // TestMaxParallel: h0 has max_parallel 1; six 1.2s jobs every 2s may run
 // on h0 or h2, and three only on h1. h0 never runs two jobs at once (from
-// the recorder's log), and leaves the ticks it cannot take to h2: h0
-// never runs a tick it left (from its log), h2 runs them, and the jobs
-// run (most ticks: a loaded machine misses some; none runs twice). Control: h1, without max_parallel,
-// runs its jobs at the same time, and the same check finds it.
+// the recorder's log); the ticks it had no slot for (from its log) run,
+// on h2 or on h0 once its slot freed up, and the jobs run (most ticks: a
+// loaded machine misses some; none runs twice). Control: h1, without
+// max_parallel, runs its jobs at the same time, and the same check finds
+// it.
 func TestMaxParallel(t *testing.T) {
 	t.Parallel()
 	cfg := opsConfig("redis")
@@ -156,22 +160,24 @@ func TestMaxParallel(t *testing.T) {
 	}
 	left := leftTicks(t, f.Daemon("h0"))
 	if len(left) == 0 {
-		t.Errorf("h0 never left a tick to other hosts for want of a run slot (is it ever offered two at once?)")
+		t.Errorf("h0 never lacked a run slot for a tick (is it ever offered two at once?)")
 	}
-	taken := 0
+	taken, later := 0, 0
 	for _, lt := range left {
 		for _, r := range h.Tick(lt.job, lt.tick) {
-			if r.Host == "h0" {
-				t.Errorf("h0 left tick %s of %s to other hosts, then ran it: %s", fmtT(time.Unix(lt.tick, 0)), lt.job, r)
-			} else if r.Ended() {
+			switch {
+			case !r.Ended():
+			case r.Host == "h0":
+				later++
+			default:
 				taken++
 			}
 		}
 	}
-	if len(left) > 0 && taken == 0 {
-		t.Errorf("none of the %d ticks h0 left was run by another host", len(left))
+	if len(left) > 0 && taken+later == 0 {
+		t.Errorf("none of the %d ticks h0 had no slot for ran", len(left))
 	}
-	t.Logf("h0 left %d ticks for want of a slot; other hosts ran %d of them", len(left), taken)
+	t.Logf("h0 had no slot for %d ticks; other hosts ran %d of them, h0 %d once its slot freed up", len(left), taken, later)
 	n, _ := maxConcurrent(byHost["h1"])
 	if n < 2 {
 		t.Errorf("control: h1 (no max_parallel) never ran two of its 3 jobs at once; the check cannot fail")

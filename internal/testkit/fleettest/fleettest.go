@@ -116,8 +116,9 @@ type Config struct {
 }
 
 // DefaultConfig is a short-TTL fleet of 3 daemons on 5 nodes. The TTL
-// satisfies the daemon's rule ttl >= renew + kill_grace + 2*timeout +
-// ttl*drift + 2ms + 1s (0.5 + 0.3 + 0.1 + 0.02 + 0.002 + 1 = 1.922s <= 2s).
+// satisfies the daemon's timing rule (docs/configuration.md#lease-timing-rules):
+// ttl*(1-drift) >= renew + kill_grace + kill margin + 2*timeout
+// (0.5 + 0.3 + 0.3 + 0.1 = 1.2s <= 1.98s).
 func DefaultConfig() Config {
 	return Config{
 		Nodes: 5, Daemons: 3,

@@ -8,7 +8,8 @@
 // /usr/share/java/zookeeper.jar), each on its own free 127.0.0.1 ports,
 // with its config, data and log in its own t.TempDir(). tickTime is short
 // (100 ms) so that elections and session timeouts are quick; the
-// negotiable session timeout ranges from 2 ticks to 60 s. Servers can be
+// negotiable session timeout ranges from 2 ticks to 60 s (StartWith: to
+// Options.MaxSessionTimeout). Servers can be
 // killed, restarted on the same ports with their data (ZooKeeper fsyncs its
 // transaction log), and paused with SIGSTOP.
 //
@@ -22,6 +23,7 @@ package zktest
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"net"
 	"os"
@@ -59,6 +61,7 @@ type Server struct {
 	ID         int // its myid, 1-based
 	dir        string
 	clientPort int
+	opts       Options
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -66,9 +69,22 @@ type Server struct {
 	paused bool
 }
 
+// Options are settings of the servers that tests vary.
+type Options struct {
+	// MaxSessionTimeout is the servers' maxSessionTimeout, the longest
+	// session they grant (rounded down to the millisecond); 0: 60 s.
+	MaxSessionTimeout time.Duration
+}
+
 // Start starts n ZooKeeper servers (n = 1: standalone; otherwise a quorum
 // ensemble) and waits until every one serves clients.
 func Start(t testing.TB, n int) *Ensemble {
+	t.Helper()
+	return StartWith(t, n, Options{})
+}
+
+// StartWith is Start with the servers configured by o.
+func StartWith(t testing.TB, n int, o Options) *Ensemble {
 	t.Helper()
 	java, err := exec.LookPath("java")
 	if err != nil || fileMissing(Jar) {
@@ -87,7 +103,7 @@ func Start(t testing.TB, n int) *Ensemble {
 		}
 	}
 	for i := range n {
-		s := &Server{t: t, ID: i + 1, dir: t.TempDir(), clientPort: ports[3*i]}
+		s := &Server{t: t, ID: i + 1, dir: t.TempDir(), clientPort: ports[3*i], opts: o}
 		if err := s.writeConfig(peers.String()); err != nil {
 			t.Fatalf("zktest: %v", err)
 		}
@@ -144,10 +160,10 @@ dataDir=%s
 clientPort=%d
 clientPortAddress=127.0.0.1
 minSessionTimeout=%d
-maxSessionTimeout=60000
+maxSessionTimeout=%d
 4lw.commands.whitelist=srvr,ruok,mntr
 admin.enableServer=false
-%s`, TickTime.Milliseconds(), data, s.clientPort, 2*TickTime.Milliseconds(), peers)
+%s`, TickTime.Milliseconds(), data, s.clientPort, 2*TickTime.Milliseconds(), cmp.Or(s.opts.MaxSessionTimeout, time.Minute).Milliseconds(), peers)
 	if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
