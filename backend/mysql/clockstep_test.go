@@ -3,6 +3,7 @@ package mysql_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,10 +13,11 @@ import (
 	"github.com/leasecron/leasecron/internal/testkit/mysqltest"
 )
 
-// stepTTL is the TTL of the clock step tests; the server's clock jumps by
-// serverStep, far more than a TTL.
+// stepTTL is the TTL of the clock step tests (long enough that the
+// negative control's early takeover cannot be missed on a loaded
+// machine); the server's clock jumps by serverStep, far more than a TTL.
 const (
-	stepTTL    = 4 * time.Second
+	stepTTL    = 6 * time.Second
 	serverStep = time.Minute
 )
 
@@ -113,5 +115,52 @@ func TestServerClockStepKeepsRenewedLease(t *testing.T) {
 	}
 	if err := lA.Extend(ctxT(t), 0); err != nil {
 		t.Fatalf("A's Extend after the step: %v", err)
+	}
+}
+
+// TestServerClockStepBatchTakeover: the takeover counted on the
+// contender's clock works for a batch (one statement for all its keys):
+// 200 keys abandoned by A, the server's clock stepped forward, and B's
+// batches are refused for every key until A's validity of that key has
+// ended, then granted for all of them, each with a higher fence.
+func TestServerClockStepBatchTakeover(t *testing.T) {
+	t.Parallel()
+	a, b, step := stepServerClock(t)
+	const n = 200
+	reqs := make([]backend.Request, n)
+	for i := range reqs {
+		reqs[i] = backend.Request{Key: "batch-" + strconv.Itoa(i), TTL: stepTTL, Owner: "A"}
+	}
+	held := make([]backend.Lease, n)
+	for i, r := range a.TryAcquireBatch(ctxT(t), reqs) {
+		if r.Err != nil {
+			t.Fatalf("A's batch, key %d: %v", i, r.Err)
+		}
+		held[i] = r.Lease
+	}
+	step.Store(serverStep.Microseconds())
+	for i := range reqs {
+		reqs[i].Owner = "B"
+	}
+	taken := 0
+	for deadline := time.Now().Add(3*stepTTL + 30*time.Second); taken < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("B took over %d of %d abandoned keys", taken, n)
+		}
+		res := b.TryAcquireBatch(ctxT(t), reqs)
+		now := time.Now()
+		for i, r := range res {
+			if r.Err != nil {
+				continue
+			}
+			if vu := held[i].ValidUntil(); now.Before(vu) {
+				t.Fatalf("MUTUAL EXCLUSION VIOLATED: %s taken over %s before A's validity ended", reqs[i].Key, vu.Sub(now))
+			}
+			if r.Lease.Fence() <= held[i].Fence() {
+				t.Fatalf("FENCE WENT BACK on %s: %d after %d", reqs[i].Key, r.Lease.Fence(), held[i].Fence())
+			}
+			taken++
+		}
+		time.Sleep(100 * time.Millisecond) // pacing of the retries, not a wait for correctness
 	}
 }
