@@ -26,6 +26,9 @@ type HostBeat struct {
 	MaxParallel int               `json:"max_parallel"` // 0: no bound
 	Started     time.Time         `json:"started"`
 	Seen        time.Time         `json:"seen"` // the host's clock at the heartbeat
+	// Containment is how the host contains its jobs' processes: "cgroup
+	// PATH" or "process tree" (Scheduler.Containment).
+	Containment string `json:"containment,omitempty"`
 }
 
 // fleetView is the live hosts as the last heartbeat read found them.
@@ -75,6 +78,7 @@ func (s *Scheduler) beat(ctx context.Context, cfg *Config) {
 	hb := HostBeat{
 		Host: s.host, Labels: cfg.Labels, Version: s.opts.Version, Load: loadAverage(),
 		Running: s.runningCount(), MaxParallel: cfg.MaxParallel, Started: s.started, Seen: time.Now().UTC(),
+		Containment: s.contain.String(),
 	}
 	data, _ := json.Marshal(hb)
 	// A version that only grows within this process, whatever the wall

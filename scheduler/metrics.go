@@ -52,7 +52,7 @@ var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25
 //	leasecron_lease_acquire_total{job,outcome}    acquisition attempts: won, held, done, no_quorum, data_younger, error
 //	leasecron_lease_renew_total{job,result}       lease renewals: ok, failed
 //	leasecron_lease_renew_seconds{job}            histogram of renewal round times
-//	leasecron_job_aborts_total{job,reason}        runs stopped early: lease_lost, timeout, shutdown, supervisor_lost
+//	leasecron_job_aborts_total{job,reason}        runs stopped early: lease_lost, timeout, shutdown, supervisor_lost, suspended
 //	leasecron_node_requests_total{node,op,vote}   per-node answers to acquire/extend/release/...
 //	leasecron_node_latency_seconds{node}          histogram of per-node request latency
 //	leasecron_node_up{node}                       1 if the node answered the last health ping
@@ -91,7 +91,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"job"}),
 		aborts: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "job_aborts_total",
-			Help: "Runs stopped early by reason (lease_lost, timeout, shutdown, supervisor_lost).",
+			Help: "Runs stopped early by reason (lease_lost, timeout, shutdown, supervisor_lost, suspended).",
 		}, []string{"job", "reason"}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "node_requests_total",
@@ -171,7 +171,7 @@ func (m *Metrics) Renew(job string, ok bool, latency time.Duration) {
 }
 
 // Abort counts a run of job stopped early, by reason: lease_lost, timeout,
-// shutdown or supervisor_lost.
+// shutdown, supervisor_lost or suspended.
 func (m *Metrics) Abort(job, reason string) {
 	if m == nil {
 		return

@@ -121,7 +121,7 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 			// lags the deadline the supervisor enforces (the fault suite
 			// measures abort slack from it).
 			log.Debug("lease renewed", "valid_until", v)
-			switch err := proc.Extend(supervisor.MonoDeadline(v.Add(-margin))); {
+			switch err := proc.Extend(supervisor.BootDeadline(v.Add(-margin))); {
 			case err == nil:
 			case errors.Is(err, syscall.EPIPE) || errors.Is(err, supervisor.ErrClosed):
 				// The job just ended and its supervisor with it; Wait
@@ -226,12 +226,19 @@ wait:
 		// Never completed: the job did not run to its end under watch.
 		rec.Result, rec.Error = "aborted", w.err.Error()
 		s.opts.Metrics.Abort(j.Name, "supervisor_lost")
-		log.Error("the job's supervisor died without a report; killed the job's process group",
-			"pgid", proc.JobPID(), "group_dead", w.exit.DeadTime > 0, "err", w.err)
+		log.Error("the job's supervisor died without a report; killed what the job started",
+			"pgid", proc.JobPID(), "containment", s.contain.String(), "job_dead", w.exit.DeadTime > 0, "err", w.err)
 	case w.err != nil:
 		rec.Result, rec.Error = "error", w.err.Error()
 	case cut != "":
 		rec.Result = cut
+	case w.exit.Reason == supervisor.ReasonSuspended:
+		// The host was suspended: the lease may have expired on the
+		// servers while no timer ran here. The job is dead; its tick
+		// goes to whoever wins it next.
+		rec.Result = "aborted"
+		s.opts.Metrics.Abort(j.Name, "suspended")
+		log.Error("the host was suspended while the job ran; its supervisor killed it, as its lease may have expired meanwhile")
 	case w.exit.Reason == "deadline" || w.exit.Reason == "daemon-gone":
 		rec.Result = "aborted"
 	case w.exit.Code == 0 && w.exit.Signal == "":
@@ -347,9 +354,10 @@ func (s *Scheduler) startJob(j *Job, tick time.Time, l backend.Lease, manual boo
 	if len(j.Command) > 0 {
 		path, args = j.Command[0], j.Command[1:]
 	}
-	deadline := supervisor.MonoDeadline(l.ValidUntil().Add(-s.killMargin()))
+	deadline := supervisor.BootDeadline(l.ValidUntil().Add(-s.killMargin()))
 	proc, err := s.startSupervised(supervisor.Spec{
 		Path: path, Args: args, Env: env, Dir: j.Dir, KillGrace: j.KillGrace, Deadline: deadline,
+		Contain: s.contain, Name: j.Name,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", j.Name, err)

@@ -72,6 +72,10 @@ type Scheduler struct {
 	// spareLoop); spareWake asks spareLoop to refill them.
 	spares    chan *supervisor.Spare
 	spareWake chan struct{}
+	// contain is how the jobs' processes are kept together and killed
+	// (supervisor.DetectContainment at New; the process tree for a dry
+	// run, which starts none).
+	contain supervisor.Containment
 
 	// standbyWithoutView restores, for the negative control of
 	// TestStandbyWithoutView only, the ranking of a standby time without
@@ -176,9 +180,21 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		spares:    make(chan *supervisor.Spare, maxSpares),
 		spareWake: make(chan struct{}, 1),
 	}
+	if !opts.DryRun {
+		s.contain = supervisor.DetectContainment()
+	}
 	s.cfg.Store(cfg)
 	return s, nil
 }
+
+// Containment says how this daemon contains its jobs' processes: "cgroup
+// PATH" (one cgroup v2 per job, killed with cgroup.kill) or "process tree"
+// (the fallback; see ContainmentReason).
+func (s *Scheduler) Containment() string { return s.contain.String() }
+
+// ContainmentReason says why the process-tree containment is in force, ""
+// with cgroups.
+func (s *Scheduler) ContainmentReason() string { return s.contain.Reason() }
 
 // Close closes the backend given in Options. Call it after Run returned.
 // It first waits until the validity of every lease left to run out (a job

@@ -486,6 +486,10 @@ func TestRunMetrics(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "no quorum") {
 		t.Errorf("/healthz without Redis: %d %q", code, body)
 	}
+	// It says how the jobs' processes are contained.
+	if !regexp.MustCompile(`\ncontainment: (cgroup /|process tree)`).MatchString(body) {
+		t.Errorf("/healthz does not say the containment: %q", body)
+	}
 	code, body = get(t, "http://"+addr+"/metrics")
 	if code != http.StatusOK {
 		t.Errorf("/metrics: %d", code)

@@ -178,7 +178,14 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	}
 	log.Info("leasecron starting", "version", Version(), "id", cfg.ID, "config", cfg.File,
 		"jobs", len(cfg.Jobs), "backend", cfg.Backend, "servers", len(be.Servers()), "metrics", metricsAddr,
-		"labels", formatLabels(cfg.Labels), "max_parallel", cfg.MaxParallel)
+		"labels", formatLabels(cfg.Labels), "max_parallel", cfg.MaxParallel,
+		"containment", sched.Containment())
+	if why := sched.ContainmentReason(); why != "" {
+		log.Warn("jobs are contained by the process tree, not by cgroups: a job's process that escapes it "+
+			"(setsid and a double fork are caught; a process moved out by another service is not) is killed only "+
+			"while the daemon runs, and a lost supervisor's lease is left to run out until all is confirmed dead",
+			"reason", why)
+	}
 	// Parsing the config (yaml.v3's node tree) is the daemon's largest
 	// allocation; with 10,000 jobs it peaks near 100 MiB where the
 	// daemon then holds about a third of that. Return it to the OS now,
@@ -361,7 +368,9 @@ func (c *RunCommand) notifier(log *slog.Logger) func(string) {
 }
 
 // healthHandler answers 200 "ok" when a quorum of Redis nodes answers and
-// votes, else 503 with the reason.
+// votes, else 503 with the reason; either way a second line says which
+// containment of the jobs' processes is in force ("containment: cgroup
+// PATH" or "containment: process tree").
 func healthHandler(sched *scheduler.Scheduler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -370,9 +379,10 @@ func healthHandler(sched *scheduler.Scheduler) http.Handler {
 		if err := sched.Healthy(ctx); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, err)
-			return
+		} else {
+			fmt.Fprintln(w, "ok")
 		}
-		fmt.Fprintln(w, "ok")
+		fmt.Fprintln(w, "containment:", sched.Containment())
 	})
 }
 

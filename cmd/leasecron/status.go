@@ -210,7 +210,8 @@ host, with or without a running daemon):
          'leasecron pause'), which hosts may run it (run_on) and which of
          the live hosts that is
   hosts: the live hosts from their heartbeats: id, labels, version, load
-         average, jobs running / max_parallel, last heartbeat
+         average, jobs running / max_parallel, last heartbeat, containment
+         of the jobs' processes ("cgroup PATH" or "process tree")
   runs:  with --runs N, the last N runs of each job (as 'leasecron history')
   nodes: URL (password redacted), reachable, latency, voting (a node that
          restarted recently does not vote until one lease TTL has passed)

@@ -30,10 +30,10 @@ func writeFleet(w io.Writer, st *scheduler.Status, now time.Time) {
 		fmt.Fprintln(w, "no live hosts (no daemon has sent a heartbeat lately)")
 	} else {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "HOST\tLABELS\tVERSION\tLOAD\tRUNNING\tLAST SEEN")
+		fmt.Fprintln(tw, "HOST\tLABELS\tVERSION\tLOAD\tRUNNING\tLAST SEEN\tCONTAINMENT")
 		for _, h := range st.Hosts {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\n", h.Host, formatLabels(h.Labels), h.Version, h.Load,
-				formatRunning(h), formatAgo(h.Seen, now))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\n", h.Host, formatLabels(h.Labels), h.Version, h.Load,
+				formatRunning(h), formatAgo(h.Seen, now), formatContainment(h.Containment))
 		}
 		_ = tw.Flush()
 	}
@@ -67,6 +67,15 @@ func formatPause(p *scheduler.PauseInfo) string {
 		s += ": " + strings.Join(strings.Fields(p.Reason), " ")
 	}
 	return s
+}
+
+// formatContainment shows a host's containment, "-" when its heartbeat
+// does not say (an older version).
+func formatContainment(c string) string {
+	if c == "" {
+		return "-"
+	}
+	return c
 }
 
 // formatRunning is "running/max_parallel" ("running/-" without a bound).

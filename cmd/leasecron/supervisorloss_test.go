@@ -45,6 +45,7 @@ func startProcDaemon(t *testing.T, shell string, timeout time.Duration, env ...s
 lease:
   ttl: %s
   renew: 500ms
+shutdown_grace: 1s
 jobs:
   - name: lost
     schedule: "@every 1s"

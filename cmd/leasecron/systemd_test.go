@@ -31,7 +31,9 @@ func TestSystemdUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(unit)
-	for _, want := range []string{"Type=notify", "KillMode=mixed", "ExecReload=", "WatchdogSec=", "User=leasecron", "TimeoutStopSec="} {
+	for _, want := range []string{"Type=notify", "KillMode=mixed", "ExecReload=", "WatchdogSec=", "User=leasecron", "TimeoutStopSec=",
+		// The daemon creates a cgroup per job in the delegated subtree.
+		"Delegate=yes"} {
 		if !strings.Contains(text, "\n"+want) {
 			t.Errorf("unit lacks %s", want)
 		}
@@ -45,6 +47,11 @@ func TestSystemdUnit(t *testing.T) {
 		if strings.Contains(text, "\n"+bad) {
 			t.Errorf("unit sets %s: a job's children could outlive every leasecron process", bad)
 		}
+	}
+	// A read-only cgroup file system would leave the daemon without job
+	// cgroups (the process-tree fallback) despite Delegate=yes.
+	if strings.Contains(text, "\nProtectControlGroups=yes") {
+		t.Errorf("unit sets ProtectControlGroups=yes: the daemon cannot create its jobs' cgroups")
 	}
 	path := filepath.Join(t.TempDir(), "leasecron.service")
 	if err := os.WriteFile(path, []byte(strings.ReplaceAll(text, "/usr/local/bin/leasecron", self)), 0o644); err != nil {

@@ -52,7 +52,7 @@ func helperDaemon() int {
 		Path:      "/bin/sh",
 		Args:      []string{"-c", "trap '' TERM; sleep 100 & echo $!; wait"},
 		KillGrace: grace,
-		Deadline:  MonoNow() + int64(window),
+		Deadline:  BootNow() + int64(window),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper daemon:", err)
@@ -78,7 +78,7 @@ func helperDaemon() int {
 			case <-done:
 				return
 			case <-tick.C:
-				_ = p.Extend(MonoNow() + int64(window))
+				_ = p.Extend(BootNow() + int64(window))
 			}
 		}
 	}()
@@ -222,11 +222,11 @@ func waitStopped(t *testing.T, pid int) {
 // daemon wrote — at most window after the daemon stopped — plus KillSlack.
 func TestDaemonSIGSTOP(t *testing.T) {
 	const window = 1500 * time.Millisecond
-	start := MonoNow()
+	start := BootNow()
 	h := startHelper(t, window, 500*time.Millisecond)
 
 	// While the daemon runs, it extends: the job outlives its first deadline.
-	time.Sleep(time.Duration(start + int64(window+time.Second) - MonoNow()))
+	time.Sleep(time.Duration(start + int64(window+time.Second) - BootNow()))
 	if isDead(h.job) || isDead(h.child) {
 		t.Fatal("job died while the daemon was extending its deadline")
 	}
@@ -235,10 +235,10 @@ func TestDaemonSIGSTOP(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStopped(t, h.cmd.Process.Pid)
-	stopped := MonoNow()
+	stopped := BootNow()
 	// Every deadline the daemon wrote was computed before it stopped.
 	bound := stopped + int64(window) + int64(KillSlack)
-	time.Sleep(time.Duration(bound - MonoNow()))
+	time.Sleep(time.Duration(bound - BootNow()))
 	jobDead, childDead := isDead(h.job), isDead(h.child)
 	if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)

@@ -31,7 +31,7 @@ func Example() {
 		Path:      "/bin/sh",
 		Args:      []string{"-c", "sleep 0.3; echo hello from the job"},
 		KillGrace: 2 * time.Second,
-		Deadline:  supervisor.MonoDeadline(time.Now().Add(window)),
+		Deadline:  supervisor.BootDeadline(time.Now().Add(window)),
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -51,7 +51,7 @@ func Example() {
 			case <-done:
 				return
 			case <-tick.C:
-				_ = p.Extend(supervisor.MonoNow() + int64(window))
+				_ = p.Extend(supervisor.BootNow() + int64(window))
 			}
 		}
 	}()

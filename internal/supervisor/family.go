@@ -20,7 +20,8 @@ import (
 // pid read from /proc with mu held therefore still names the same (live or
 // zombie) process when it is signalled under the same lock.
 type family struct {
-	leader int // pid of the job = its process group id
+	leader int    // pid of the job = its process group id
+	cgroup string // the job's cgroup, "" for none
 
 	mu           sync.Mutex
 	leaderDone   bool
@@ -54,7 +55,7 @@ func (f *family) reap() {
 			continue
 		}
 		if err != nil { // ECHILD: no children, hence no descendants.
-			f.goneMono = MonoNow()
+			f.goneMono = BootNow()
 			close(f.allGone)
 			return
 		}
@@ -87,7 +88,7 @@ func (f *family) reapWaitable() {
 		if pid == f.leader && !f.leaderDone {
 			f.leaderDone = true
 			f.leaderStatus = ws
-			f.leaderMono = MonoNow()
+			f.leaderMono = BootNow()
 			close(f.leaderExit)
 		}
 	}
@@ -104,6 +105,9 @@ func (f *family) signal(sig unix.Signal) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	_ = unix.Kill(-f.leader, sig)
+	if sig == unix.SIGKILL && f.cgroup != "" {
+		_ = os.WriteFile(filepath.Join(f.cgroup, "cgroup.kill"), []byte("1"), 0)
+	}
 	for _, pid := range children() {
 		if pgid, err := unix.Getpgid(pid); err == nil && pgid == f.leader {
 			continue // got it through the group
@@ -112,9 +116,9 @@ func (f *family) signal(sig unix.Signal) {
 	}
 }
 
-// confirm SIGKILLs the job's group and descendants until none is left, and
-// returns the CLOCK_MONOTONIC instant at which none was; 0 if some process
-// was still there after timeout.
+// confirm SIGKILLs the job's group, cgroup and descendants until none is
+// left and the cgroup is empty, and returns the CLOCK_BOOTTIME instant at
+// which none was; 0 if some process was still there after timeout.
 func (f *family) confirm(timeout time.Duration) int64 {
 	bound := time.NewTimer(timeout)
 	defer bound.Stop()
@@ -128,11 +132,16 @@ func (f *family) confirm(timeout time.Duration) int64 {
 			// Every descendant is gone, and the group with it unless a
 			// process that is not the job's joined it: check for form.
 			err := unix.Kill(-f.leader, 0)
-			if errors.Is(err, unix.ESRCH) {
+			populated := false
+			if f.cgroup != "" {
+				p, perr := cgroupPopulated(f.cgroup)
+				populated = p || perr != nil
+			}
+			if errors.Is(err, unix.ESRCH) && !populated {
 				return max(deadAt(), 1)
 			}
 			allGone = nil
-			deadAt = MonoNow
+			deadAt = BootNow
 		default:
 		}
 		f.signal(unix.SIGKILL)

@@ -3,10 +3,8 @@
 package supervisor
 
 import (
-	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -35,7 +33,7 @@ func becomeSubreaper() error {
 // killLostGroup is the daemon's backstop when a supervisor died without
 // reporting: it SIGKILLs the job's process group pgid until no live member
 // is left, then reaps the members that were re-parented to the daemon (a
-// child subreaper, see becomeSubreaper), and returns the CLOCK_MONOTONIC
+// child subreaper, see becomeSubreaper), and returns the CLOCK_BOOTTIME
 // instant at which no live member was seen; 0 if some member was still
 // alive after timeout.
 //
@@ -49,12 +47,12 @@ func becomeSubreaper() error {
 // only if the kernel's pid counter wrapped around (pid_max) and the id was
 // taken again in the milliseconds between.
 func killLostGroup(pgid int, timeout time.Duration) int64 {
-	end := MonoNow() + int64(timeout)
+	end := BootNow() + int64(timeout)
 	for {
 		_ = unix.Kill(-pgid, unix.SIGKILL)
 		live, zombies := groupMembers(pgid)
 		if live == 0 {
-			dead := MonoNow()
+			dead := BootNow()
 			for _, pid := range zombies {
 				var ws unix.WaitStatus
 				// ECHILD for a zombie that is not the daemon's child: its
@@ -63,7 +61,7 @@ func killLostGroup(pgid int, timeout time.Duration) int64 {
 			}
 			return dead
 		}
-		if MonoNow() > end {
+		if BootNow() > end {
 			return 0
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -84,38 +82,15 @@ func groupMembers(pgid int) (live int, zombies []int) {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		state, pg, ok := procStat(pid)
-		if !ok || pg != pgid {
+		st, ok := readProcStat(pid)
+		if !ok || st.pgid != pgid {
 			continue
 		}
-		if state == 'Z' || state == 'X' {
+		if st.state == 'Z' || st.state == 'X' {
 			zombies = append(zombies, pid)
 			continue
 		}
 		live++
 	}
 	return live, zombies
-}
-
-// procStat reads the state and process group of pid from /proc/pid/stat.
-func procStat(pid int) (state byte, pgid int, ok bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, 0, false
-	}
-	// "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses,
-	// so fields are counted after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	pg, err := strconv.Atoi(string(f[2]))
-	if err != nil {
-		return 0, 0, false
-	}
-	return f[0][0], pg, true
 }

@@ -14,7 +14,7 @@ import (
 // job's stdout open — and returns it with the children's pids.
 func startOrphaningJob(t *testing.T) (*Process, []int) {
 	t.Helper()
-	p, out := startShell(t, "sleep 300 & echo $!; sleep 301 & echo $!; wait", time.Second, MonoNow()+int64(time.Minute))
+	p, out := startShell(t, "sleep 300 & echo $!; sleep 301 & echo $!; wait", time.Second, BootNow()+int64(time.Minute))
 	kids := []int{atoi(t, out.next(t, 10*time.Second)), atoi(t, out.next(t, 10*time.Second))}
 	t.Cleanup(func() {
 		for _, pid := range kids {
@@ -50,7 +50,7 @@ func TestSupervisorKilledGroupDeadAtWait(t *testing.T) {
 			t.Errorf("process %d of the job is alive after Wait", pid)
 		}
 	}
-	if exit.DeadTime == 0 || exit.DeadTime > MonoNow() {
+	if exit.DeadTime == 0 || exit.DeadTime > BootNow() {
 		t.Errorf("DeadTime = %d, want when the group was seen dead", exit.DeadTime)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // checks for leaked goroutines after the tests.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == Arg {
-		os.Exit(Main(os.Args[2:]))
+		os.Exit(mainWith(os.Args[2:], testSuperviseOpts()))
 	}
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(helperDaemon())

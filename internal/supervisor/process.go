@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -40,9 +39,15 @@ type Spec struct {
 	// a SIGTERM to the supervisor or the control pipe closing. Must not be
 	// negative.
 	KillGrace time.Duration
-	// Deadline is the initial kill deadline, CLOCK_MONOTONIC nanoseconds
-	// (see MonoDeadline). It must be in the future.
+	// Deadline is the initial kill deadline, CLOCK_BOOTTIME nanoseconds
+	// (see BootDeadline). It must be in the future.
 	Deadline int64
+	// Contain is the daemon's containment (DetectContainment): with
+	// cgroups, the job runs in a cgroup of its own, created for it.
+	Contain Containment
+	// Name names the job's cgroup (with the daemon's pid and a random
+	// suffix); "" means "job".
+	Name string
 }
 
 // Exit describes how a job ended.
@@ -53,18 +58,19 @@ type Exit struct {
 	// Signal names the signal the job died of ("SIGKILL"), or "".
 	Signal string
 	// Reason is why it ended: ReasonExited, ReasonDeadline,
-	// ReasonTerminated, ReasonDaemonGone or ReasonSupervisorLost.
+	// ReasonTerminated, ReasonDaemonGone, ReasonSuspended or
+	// ReasonSupervisorLost.
 	Reason string
 	// Started and Ended are when the job started and when its leader
 	// process was reaped (zero when unknown), as local times.
 	Started, Ended time.Time
-	// DeadTime is the CLOCK_MONOTONIC instant (ns) at which the
+	// DeadTime is the CLOCK_BOOTTIME instant (ns) at which the
 	// supervisor confirmed that no process of the job was left, or, with
 	// ErrSupervisorLost, at which the daemon saw no live process of the
 	// job's group left after killing it; 0 when neither could (Wait then
 	// returns ErrNotConfirmedDead or ErrSupervisorLost).
 	DeadTime int64
-	// TermTime and KillTime are the CLOCK_MONOTONIC instants (ns) at which
+	// TermTime and KillTime are the CLOCK_BOOTTIME instants (ns) at which
 	// the supervisor sent SIGTERM and SIGKILL to the job (by the deadline,
 	// Terminate, Close or a SIGTERM to the supervisor); 0 if it did not.
 	// A SIGKILL sent only to clean up after the job leader exited on its
@@ -77,6 +83,12 @@ type Exit struct {
 type Process struct {
 	cmd            *exec.Cmd
 	stdout, stderr *autoCloseReader
+	supStart       uint64 // the supervisor's start, clock ticks after boot
+
+	// contain and cgroup are set by Spare.Start: the daemon's containment
+	// and the job's cgroup ("" without one).
+	contain Containment
+	cgroup  string
 
 	mu     sync.Mutex
 	ctrl   *os.File // nil once closed
@@ -127,166 +139,13 @@ func checkSpec(ctx context.Context, spec Spec) error {
 	if spec.KillGrace < 0 {
 		return fmt.Errorf("%w: negative KillGrace %v", ErrInvalidSpec, spec.KillGrace)
 	}
-	if now := MonoNow(); spec.Deadline <= now {
+	if now := BootNow(); spec.Deadline <= now {
 		return fmt.Errorf("%w: %v ago", ErrDeadlinePassed, time.Duration(now-spec.Deadline))
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("supervisor: start: %w", err)
 	}
 	return nil
-}
-
-// Spare is a supervisor started ahead of time: the process runs and waits
-// for the job it is to start, so that starting a job at a tick costs one
-// exec (the job's) instead of two. A Spare is used once, by Start, or
-// dropped with Close; an unused Spare's supervisor exits when Close is
-// called or the daemon dies (its spec pipe closes).
-type Spare struct {
-	p     *Process
-	specW *os.File
-	self  string
-}
-
-// Prepare starts a supervisor (the executable self with the single
-// argument [Arg]) that waits for its job; hand it one with Spare.Start.
-//
-// It makes the calling process a child subreaper (PR_SET_CHILD_SUBREAPER):
-// should a supervisor die, the job processes it leaves behind are
-// re-parented to the caller, which [Process.Wait] kills and reaps.
-func Prepare(self string) (*Spare, error) {
-	var pipes [5][2]*os.File // spec, control, status, stdout, stderr: {read, write}
-	closeAll := func() {
-		for _, p := range pipes {
-			for _, f := range p {
-				if f != nil {
-					_ = f.Close()
-				}
-			}
-		}
-	}
-	for i := range pipes {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("supervisor: create pipe: %w", err)
-		}
-		pipes[i] = [2]*os.File{r, w}
-	}
-	specR, specW := pipes[0][0], pipes[0][1]
-	ctrlR, ctrlW := pipes[1][0], pipes[1][1]
-	statR, statW := pipes[2][0], pipes[2][1]
-	outR, outW := pipes[3][0], pipes[3][1]
-	errR, errW := pipes[4][0], pipes[4][1]
-
-	// The job processes a dying supervisor leaves behind come to the
-	// daemon, which kills and reaps them (see killLostGroup). Without it
-	// (a kernel older than 3.4) they go to init and are still killed.
-	_ = becomeSubreaper()
-
-	cmd := exec.Command(self, Arg)
-	cmd.Stdout = outW
-	cmd.Stderr = errW
-	cmd.ExtraFiles = []*os.File{specR, ctrlR, statW} // fds 3, 4, 5
-	// Its own process group: a signal to the daemon's group (Ctrl-C,
-	// Ctrl-Z in a terminal) does not reach the supervisor.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err := cmd.Start()
-	for _, f := range []*os.File{specR, ctrlR, statW, outW, errW} {
-		_ = f.Close() // the supervisor has its copies
-	}
-	if err != nil {
-		for _, f := range []*os.File{specW, ctrlW, statR, outR, errR} {
-			_ = f.Close()
-		}
-		return nil, fmt.Errorf("supervisor: start supervisor %s: %w", self, err)
-	}
-
-	p := &Process{
-		cmd:        cmd,
-		stdout:     &autoCloseReader{f: outR},
-		stderr:     &autoCloseReader{f: errR},
-		ctrl:       ctrlW,
-		started:    make(chan struct{}),
-		statusDone: make(chan struct{}),
-	}
-	go p.readStatus(statR) // ends when the supervisor exits
-
-	return &Spare{p: p, specW: specW, self: self}, nil
-}
-
-// Close stops an unused Spare's supervisor and waits for it to exit. It
-// is a no-op after Start.
-func (sp *Spare) Close() error {
-	if sp.specW == nil {
-		return nil
-	}
-	_ = sp.specW.Close() // the supervisor reads EOF and exits
-	sp.specW = nil
-	_ = sp.p.Close()
-	_, _ = sp.p.Wait()
-	_ = sp.p.stdout.Close()
-	_ = sp.p.stderr.Close()
-	return nil
-}
-
-// Start has the spare supervisor start the job described by spec, with the
-// semantics and errors of the package-level Start. A Spare can start one
-// job (a spec that fails the checks before the supervisor sees it, such as
-// a deadline already passed, leaves it unused); a later call fails. A
-// Spare is not safe for concurrent use. When the spare's supervisor is gone (killed
-// while it waited), Start fails with an error that is neither
-// ErrDeadlinePassed nor ErrStart; the caller may start afresh.
-func (sp *Spare) Start(ctx context.Context, spec Spec) (*Process, error) {
-	if sp.specW == nil {
-		return nil, errors.New("supervisor: spare already used or closed")
-	}
-	if err := checkSpec(ctx, spec); err != nil {
-		return nil, err // the spare stays unused
-	}
-	p, specW, self := sp.p, sp.specW, sp.self
-	sp.specW = nil
-	data, _ := json.Marshal(wireSpec{
-		Path:      spec.Path,
-		Args:      spec.Args,
-		Env:       spec.Env,
-		Dir:       spec.Dir,
-		KillGrace: int64(spec.KillGrace),
-		Deadline:  spec.Deadline,
-	})
-	_, werr := specW.Write(data) // a dead supervisor shows up as statusDone
-	_ = specW.Close()
-
-	select {
-	case <-p.started:
-	case <-p.statusDone:
-	case <-ctx.Done():
-	}
-	select {
-	case <-p.started: // also when it has ended already: Wait reports that
-		return p, nil
-	default:
-	}
-	// Not started, and either not startable or no longer wanted: make sure
-	// nothing is left running, then say why.
-	if ctx.Err() != nil {
-		_ = p.Close()
-	}
-	_, waitErr := p.Wait()
-	_ = p.stdout.Close()
-	_ = p.stderr.Close()
-	if ev := p.errorEv; ev != nil {
-		switch ev.Kind {
-		case errKindDeadline:
-			return nil, fmt.Errorf("%w: %s", ErrDeadlinePassed, trimPrefix(ev.Error, ErrDeadlinePassed))
-		case errKindStart:
-			return nil, fmt.Errorf("%w: %s", ErrStart, trimPrefix(ev.Error, ErrStart))
-		}
-		return nil, fmt.Errorf("supervisor: setup failed: %s", ev.Error)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("supervisor: start: %w", err)
-	}
-	return nil, fmt.Errorf("supervisor: %s did not start the job: %w", self, errors.Join(waitErr, werr))
 }
 
 // trimPrefix removes the text of sentinel from the start of msg, which is
@@ -342,8 +201,8 @@ func (p *Process) JobPID() int {
 // SupervisorPID returns the supervisor process's pid.
 func (p *Process) SupervisorPID() int { return p.cmd.Process.Pid }
 
-// Extend sets the job's kill deadline (CLOCK_MONOTONIC ns, see
-// MonoDeadline). The latest value written wins, also when it is earlier
+// Extend sets the job's kill deadline (CLOCK_BOOTTIME ns, see
+// BootDeadline). The latest value written wins, also when it is earlier
 // than the previous one. A deadline already passed makes the supervisor
 // kill the job at once. Extend does not block for long: it fails after
 // 100ms if the supervisor does not read its pipe. It returns ErrClosed
@@ -420,13 +279,14 @@ func (p *Process) wait() (Exit, error) {
 	_ = p.Close()
 	ev := p.exitEv
 	if ev == nil {
-		exit := Exit{Code: -1, Reason: ReasonSupervisorLost, Started: monoTime(p.startMono)}
+		exit := Exit{Code: -1, Reason: ReasonSupervisorLost, Started: bootTime(p.startMono)}
 		if pid := p.JobPID(); pid > 0 && os.Getenv(NoLostGroupKillEnv) != "1" {
 			// The leader died with the supervisor (parent-death signal);
-			// its children did not. Kill the whole group now, without
+			// its children did not. Kill all of the job now, without
 			// waiting for anything else (its output may never end).
-			exit.DeadTime = killLostGroup(pid, ConfirmTimeout)
+			exit.DeadTime = p.killLost(pid, ConfirmTimeout)
 		}
+		p.removeCgroup(exit.DeadTime != 0)
 		if p.errorEv != nil {
 			return exit, fmt.Errorf("%w: %s", ErrSupervisorLost, p.errorEv.Error)
 		}
@@ -436,16 +296,41 @@ func (p *Process) wait() (Exit, error) {
 		Code:     ev.Code,
 		Signal:   ev.Signal,
 		Reason:   ev.Reason,
-		Started:  monoTime(p.startMono),
-		Ended:    monoTime(ev.EndMono),
+		Started:  bootTime(p.startMono),
+		Ended:    bootTime(ev.EndMono),
 		DeadTime: ev.DeadMono,
 		TermTime: ev.TermMono,
 		KillTime: ev.KillMono,
 	}
-	if ev.DeadMono == 0 {
+	if ev.DeadMono != 0 && p.cgroup != "" {
+		// The supervisor saw its descendants gone; the cgroup says
+		// whether anything of the job is left anywhere.
+		if populated, err := cgroupPopulated(p.cgroup); err != nil || populated {
+			exit.DeadTime = killCgroup(p.cgroup, ConfirmTimeout)
+			if exit.DeadTime == 0 {
+				ev.Error = fmt.Sprintf("job cgroup %s not empty %v after it was killed", p.cgroup, ConfirmTimeout)
+			}
+		}
+	}
+	p.removeCgroup(exit.DeadTime != 0)
+	if exit.DeadTime == 0 {
 		return exit, fmt.Errorf("%w: %s", ErrNotConfirmedDead, ev.Error)
 	}
 	return exit, nil
+}
+
+// removeCgroup removes the job's cgroup once nothing of the job is left
+// (empty); a cgroup that may still hold processes is left as it is.
+func (p *Process) removeCgroup(empty bool) {
+	if p.cgroup == "" {
+		return
+	}
+	if !empty {
+		if populated, err := cgroupPopulated(p.cgroup); err != nil || populated {
+			return
+		}
+	}
+	removeCgroup(p.cgroup)
 }
 
 // autoCloseReader is a pipe's read end that closes itself at EOF.

@@ -48,6 +48,11 @@ const (
 	// ReasonDaemonGone: the control pipe closed ([Process.Close], or the
 	// daemon exited or was killed).
 	ReasonDaemonGone = "daemon-gone"
+	// ReasonSuspended: the host was suspended while the job ran
+	// (CLOCK_BOOTTIME ran ahead of CLOCK_MONOTONIC by more than 100ms):
+	// its lease may have expired on the servers meanwhile, so the job was
+	// SIGKILLed as soon as the supervisor saw it, whatever its deadline.
+	ReasonSuspended = "suspended"
 	// ReasonSupervisorLost: the supervisor died without reporting (it was
 	// SIGKILLed, for example). The job's whole process group was SIGKILLed
 	// by Wait, in the daemon.
@@ -93,6 +98,7 @@ type wireSpec struct {
 	Dir       string   `json:"dir"`
 	KillGrace int64    `json:"kill_grace_ns"`
 	Deadline  int64    `json:"deadline_mono"`
+	Cgroup    string   `json:"cgroup,omitempty"` // the job's cgroup, "" for none
 }
 
 // Status events, one JSON object per line.

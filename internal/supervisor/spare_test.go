@@ -27,11 +27,11 @@ func TestSpare(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := sp.Start(ctx, Spec{Path: "/bin/true", Deadline: MonoNow() - 1}); !errors.Is(err, ErrDeadlinePassed) {
+	if _, err := sp.Start(ctx, Spec{Path: "/bin/true", Deadline: BootNow() - 1}); !errors.Is(err, ErrDeadlinePassed) {
 		t.Fatalf("Start with a passed deadline = %v, want ErrDeadlinePassed", err)
 	}
 	p, err := sp.Start(ctx, Spec{Path: "/bin/sh", Args: []string{"-c", "echo spare; exit 7"},
-		KillGrace: time.Second, Deadline: MonoDeadline(time.Now().Add(time.Minute))})
+		KillGrace: time.Second, Deadline: BootDeadline(time.Now().Add(time.Minute))})
 	if err != nil {
 		t.Fatalf("Start on the spare after a refused spec: %v", err)
 	}
@@ -43,7 +43,7 @@ func TestSpare(t *testing.T) {
 	if err != nil || exit.Code != 7 || exit.Reason != ReasonExited {
 		t.Errorf("exit = %+v, %v; want code 7", exit, err)
 	}
-	if _, err := sp.Start(ctx, Spec{Path: "/bin/true", Deadline: MonoDeadline(time.Now().Add(time.Minute))}); err == nil {
+	if _, err := sp.Start(ctx, Spec{Path: "/bin/true", Deadline: BootDeadline(time.Now().Add(time.Minute))}); err == nil {
 		t.Error("a second Start on one spare succeeded")
 	}
 }
@@ -56,7 +56,7 @@ func TestSpareDeadlineEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sp.Close() })
-	deadline := MonoDeadline(time.Now().Add(700 * time.Millisecond))
+	deadline := BootDeadline(time.Now().Add(700 * time.Millisecond))
 	p, err := sp.Start(context.Background(), Spec{Path: "/bin/sh", Args: []string{"-c", "trap '' TERM; sleep 30"},
 		KillGrace: 200 * time.Millisecond, Deadline: deadline})
 	if err != nil {
@@ -101,7 +101,7 @@ func TestSpareClose(t *testing.T) {
 	<-sp2.p.statusDone
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = sp2.Start(ctx, Spec{Path: "/bin/true", Deadline: MonoDeadline(time.Now().Add(time.Minute))})
+	_, err = sp2.Start(ctx, Spec{Path: "/bin/true", Deadline: BootDeadline(time.Now().Add(time.Minute))})
 	if err == nil || errors.Is(err, ErrStart) || errors.Is(err, ErrDeadlinePassed) {
 		t.Errorf("Start on a killed spare = %v, want a supervisor error", err)
 	}

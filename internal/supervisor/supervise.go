@@ -31,6 +31,18 @@ import (
 // returns the job's exit code (128+n when the job died of signal n), or 125
 // when the job could not be started.
 func Main(args []string) int {
+	return mainWith(args, superviseOpts{clk: sysClock{}})
+}
+
+// superviseOpts are the supervisor's test hooks: the clock it reads and
+// whether it watches for a suspend (off only in a negative control).
+type superviseOpts struct {
+	clk            clock
+	noSuspendCheck bool
+}
+
+// mainWith is Main with the clock and checks of opts.
+func mainWith(args []string, opts superviseOpts) int {
 	for _, fd := range []int{specFD, controlFD, statusFD} {
 		syscall.CloseOnExec(fd) // the job must not inherit the pipes
 	}
@@ -45,7 +57,7 @@ func Main(args []string) int {
 		st.error(errKindSetup, err)
 		return exitSetup
 	}
-	return supervise(spec, st)
+	return supervise(spec, st, opts)
 }
 
 // readSpec reads the JSON spec from the spec pipe.
@@ -66,7 +78,7 @@ func readSpec(f *os.File) (wireSpec, error) {
 }
 
 // supervise runs the job described by spec to its end.
-func supervise(spec wireSpec, st *statusWriter) int {
+func supervise(spec wireSpec, st *statusWriter, opts superviseOpts) int {
 	// The daemon decides when a job stops: terminal and session signals
 	// are ignored, SIGTERM is forwarded (see killer.run). Handled signals,
 	// unlike ignored ones, are reset to default in the job by exec.
@@ -85,7 +97,7 @@ func supervise(spec wireSpec, st *statusWriter) int {
 	}
 	ctrl := newControlReader(os.NewFile(controlFD, "control"))
 
-	if now := MonoNow(); spec.Deadline <= now {
+	if now := BootNow(); spec.Deadline <= now {
 		st.error(errKindDeadline, fmt.Errorf("%w: %v ago", ErrDeadlinePassed, time.Duration(now-spec.Deadline)))
 		return exitSetup
 	}
@@ -94,8 +106,9 @@ func supervise(spec wireSpec, st *statusWriter) int {
 		st.error(errKindStart, err)
 		return exitSetup
 	}
-	startMono := MonoNow()
+	startMono := BootNow()
 	fam := newFamily(pid)
+	fam.cgroup = spec.Cgroup
 	go fam.reap() // ends when no descendant is left; see family.reap
 	st.write(startedEvent{Event: eventStarted, PID: pid, StartMono: startMono})
 
@@ -104,6 +117,7 @@ func supervise(spec wireSpec, st *statusWriter) int {
 
 	k := &killer{
 		fam:       fam,
+		clk:       opts.clk,
 		grace:     spec.KillGrace,
 		deadline:  spec.Deadline,
 		forceTerm: math.MaxInt64,
@@ -111,6 +125,9 @@ func supervise(spec wireSpec, st *statusWriter) int {
 	}
 	if os.Getenv(NoDeadlineKillEnv) == "1" {
 		k.noDeadline = true
+	}
+	if !opts.noSuspendCheck {
+		k.watch = newSuspendWatch(opts.clk)
 	}
 	k.run(ctrl.msgs, sigs)
 	deadMono := fam.confirm(ConfirmTimeout)
@@ -146,7 +163,9 @@ func supervise(spec wireSpec, st *statusWriter) int {
 }
 
 // startJob starts the job in its own process group, with SIGKILL as its
-// parent-death signal. Pdeathsig fires when the thread that forked the job
+// parent-death signal, and in the cgroup spec.Cgroup if set: clone3 puts
+// the child there before it runs a single instruction of its own, so that
+// nothing it forks can be outside. Pdeathsig fires when the thread that forked the job
 // exits (golang/go#27505), so the fork happens on a locked thread; Go ends a
 // thread only when a goroutine exits while locked to it, which this one
 // does not.
@@ -160,6 +179,15 @@ func startJob(spec wireSpec) (int, error) {
 	cmd.Stdout = os.Stdout // the daemon's pipes, inherited by the supervisor
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if spec.Cgroup != "" {
+		cg, err := os.Open(spec.Cgroup)
+		if err != nil {
+			return 0, fmt.Errorf("%w: open job cgroup: %w", ErrStart, err)
+		}
+		defer cg.Close()
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(cg.Fd())
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
@@ -175,12 +203,14 @@ func startJob(spec wireSpec) (int, error) {
 	return pid, nil
 }
 
-// killer decides when to signal the job. All instants are CLOCK_MONOTONIC
-// nanoseconds.
+// killer decides when to signal the job. All instants are CLOCK_BOOTTIME
+// nanoseconds, read from clk.
 type killer struct {
 	fam      *family
-	grace    int64 // KillGrace
-	deadline int64 // latest deadline received
+	clk      clock
+	watch    *suspendWatch // nil: no suspend check (a negative control)
+	grace    int64         // KillGrace
+	deadline int64         // latest deadline received
 
 	// noDeadline turns the deadline kill off (NoDeadlineKillEnv): a
 	// negative control for tests only.
@@ -256,11 +286,29 @@ func (k *killer) noteReason(now, forced int64) {
 // run handles deadlines, control messages and signals until the job leader
 // has exited or SIGKILL has been sent. It ends by the deadline at the
 // latest, unless a later deadline arrives through the control pipe.
+//
+// When the host was suspended since the job started (CLOCK_BOOTTIME ran
+// ahead of CLOCK_MONOTONIC), the lease may have expired on the servers
+// while no timer here or in the daemon ran: the job is SIGKILLed at once
+// (ReasonSuspended), whatever deadline the daemon sends.
 func (k *killer) run(ctrl <-chan controlMsg, sigs <-chan os.Signal) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var check <-chan time.Time
+	if k.watch != nil {
+		t := time.NewTicker(suspendCheckEvery)
+		defer t.Stop()
+		check = t.C
+	}
 	for {
-		now := MonoNow()
+		now := k.clk.boot()
+		if k.watch != nil {
+			if d := k.watch.suspended(); d > suspendThreshold && !k.killSent {
+				// SIGKILL now, without SIGTERM: the grace is past.
+				k.force(ReasonSuspended, now, now)
+				k.termSent = true
+			}
+		}
 		next := k.step(now)
 		if k.killSent {
 			return
@@ -270,7 +318,7 @@ func (k *killer) run(ctrl <-chan controlMsg, sigs <-chan os.Signal) {
 		case <-k.fam.leaderExit:
 			return
 		case m, ok := <-ctrl:
-			now := MonoNow()
+			now := k.clk.boot()
 			switch {
 			case !ok: // the daemon closed the pipe or died
 				ctrl = nil
@@ -282,10 +330,11 @@ func (k *killer) run(ctrl <-chan controlMsg, sigs <-chan os.Signal) {
 			}
 		case sig := <-sigs:
 			if sig == unix.SIGTERM {
-				now := MonoNow()
+				now := k.clk.boot()
 				k.force(ReasonTerminated, now, now+k.grace)
 			}
 		case <-timer.C:
+		case <-check:
 		}
 	}
 }

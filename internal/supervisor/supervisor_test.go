@@ -76,19 +76,19 @@ func TestDocumentedDefaults(t *testing.T) {
 	}
 }
 
-func TestMonoClock(t *testing.T) {
-	start, m0 := time.Now(), MonoNow()
+func TestBootClock(t *testing.T) {
+	start, m0 := time.Now(), BootNow()
 	time.Sleep(20 * time.Millisecond)
-	goElapsed, monoElapsed := time.Since(start), time.Duration(MonoNow()-m0)
+	goElapsed, monoElapsed := time.Since(start), time.Duration(BootNow()-m0)
 	if d := monoElapsed - goElapsed; d < -5*time.Millisecond || d > 5*time.Millisecond {
-		t.Errorf("CLOCK_MONOTONIC elapsed %v, Go elapsed %v", monoElapsed, goElapsed)
+		t.Errorf("CLOCK_BOOTTIME elapsed %v, Go elapsed %v", monoElapsed, goElapsed)
 	}
-	d := time.Duration(MonoDeadline(time.Now().Add(time.Second)) - MonoNow())
+	d := time.Duration(BootDeadline(time.Now().Add(time.Second)) - BootNow())
 	if d <= 900*time.Millisecond || d > time.Second {
-		t.Errorf("MonoDeadline(now+1s) is %v from now", d)
+		t.Errorf("BootDeadline(now+1s) is %v from now", d)
 	}
-	if got := time.Until(monoTime(MonoNow() + int64(time.Second))); got <= 900*time.Millisecond || got > time.Second {
-		t.Errorf("monoTime(now+1s) is %v from now", got)
+	if got := time.Until(bootTime(BootNow() + int64(time.Second))); got <= 900*time.Millisecond || got > time.Second {
+		t.Errorf("bootTime(now+1s) is %v from now", got)
 	}
 }
 
@@ -117,7 +117,7 @@ func TestParseControl(t *testing.T) {
 
 func TestExitCodeAndOutput(t *testing.T) {
 	p, out := startShell(t, "echo hello; echo world; echo oops >&2; exit 42",
-		time.Second, MonoDeadline(time.Now().Add(time.Minute)))
+		time.Second, BootDeadline(time.Now().Add(time.Minute)))
 	if p.JobPID() <= 0 || p.SupervisorPID() <= 0 || p.JobPID() == p.SupervisorPID() {
 		t.Fatalf("pids: job %d supervisor %d", p.JobPID(), p.SupervisorPID())
 	}
@@ -141,7 +141,7 @@ func TestExitCodeAndOutput(t *testing.T) {
 	if again, err := p.Wait(); err != nil || again != exit {
 		t.Errorf("second Wait = %+v, %v", again, err)
 	}
-	if err := p.Extend(MonoNow()); !errors.Is(err, ErrClosed) {
+	if err := p.Extend(BootNow()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Extend after Wait = %v, want ErrClosed", err)
 	}
 	if err := p.Close(); err != nil {
@@ -154,7 +154,7 @@ func TestExitCodeAndOutput(t *testing.T) {
 // KillSlack is a safety bound, not a speed target. The SIGTERM is due
 // 2.5 s after the start, so that a loaded machine has set the trap by then.
 func TestDeadlineKillsJobIgnoringTERM(t *testing.T) {
-	deadline := MonoNow() + int64(3*time.Second)
+	deadline := BootNow() + int64(3*time.Second)
 	p, out := startShell(t, `trap 'echo got-term' TERM; echo ready; while :; do sleep 0.05; done`,
 		500*time.Millisecond, deadline)
 	if l := out.next(t, 10*time.Second); l != "ready" {
@@ -182,9 +182,9 @@ func TestDeadlineKillsJobIgnoringTERM(t *testing.T) {
 }
 
 func TestExtendMovesDeadline(t *testing.T) {
-	first := MonoNow() + int64(time.Second)
+	first := BootNow() + int64(time.Second)
 	p, _ := startShell(t, "sleep 2; exit 3", 200*time.Millisecond, first)
-	if err := p.Extend(MonoNow() + int64(time.Minute)); err != nil {
+	if err := p.Extend(BootNow() + int64(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	exit, err := waitExit(t, p, 30*time.Second)
@@ -202,11 +202,11 @@ func TestExtendMovesDeadline(t *testing.T) {
 // The latest deadline written wins, also when it is earlier.
 func TestExtendEarlierDeadlineWins(t *testing.T) {
 	p, _ := startShell(t, "trap '' TERM; sleep 100", 300*time.Millisecond,
-		MonoNow()+int64(time.Minute))
-	if err := p.Extend(MonoNow() + int64(2*time.Minute)); err != nil {
+		BootNow()+int64(time.Minute))
+	if err := p.Extend(BootNow() + int64(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := MonoNow() + int64(time.Second)
+	deadline := BootNow() + int64(time.Second)
 	if err := p.Extend(deadline); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestDescendantsKilled(t *testing.T) {
 		{"deadline", "trap '' TERM; sleep 100 & echo $!; wait", ReasonDeadline},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, out := startShell(t, tc.script, 200*time.Millisecond, MonoNow()+int64(2*time.Second))
+			p, out := startShell(t, tc.script, 200*time.Millisecond, BootNow()+int64(2*time.Second))
 			child := atoi(t, out.next(t, 10*time.Second))
 			exit, err := waitExit(t, p, 30*time.Second)
 			if err != nil {
@@ -255,10 +255,10 @@ func TestDescendantsKilled(t *testing.T) {
 // Close is what the daemon's death looks like: the job is killed at once
 // (SIGTERM, then SIGKILL after KillGrace), long before its deadline.
 func TestCloseKillsJob(t *testing.T) {
-	deadline := MonoNow() + int64(time.Minute)
+	deadline := BootNow() + int64(time.Minute)
 	p, out := startShell(t, "trap '' TERM; echo ready; sleep 100", 500*time.Millisecond, deadline)
 	out.next(t, 10*time.Second)
-	closed := MonoNow()
+	closed := BootNow()
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -283,12 +283,12 @@ func TestCloseKillsJob(t *testing.T) {
 // The SIGTERM is due 2.5 s after the start, so that a loaded machine has
 // set the job's trap by then; Close comes 1 s before the deadline.
 func TestCloseNearDeadline(t *testing.T) {
-	start := MonoNow()
+	start := BootNow()
 	deadline := start + int64(4*time.Second)
 	p, out := startShell(t, "trap 'echo got-term' TERM; echo ready; while :; do sleep 0.05; done",
 		1500*time.Millisecond, deadline)
 	out.next(t, 10*time.Second)
-	time.Sleep(time.Duration(deadline - int64(time.Second) - MonoNow()))
+	time.Sleep(time.Duration(deadline - int64(time.Second) - BootNow()))
 	_ = p.Close()
 	exit, err := waitExit(t, p, 30*time.Second)
 	if err != nil {
@@ -303,7 +303,7 @@ func TestCloseNearDeadline(t *testing.T) {
 func TestTerminate(t *testing.T) {
 	t.Run("job exits on SIGTERM", func(t *testing.T) {
 		p, out := startShell(t, "trap 'exit 7' TERM; echo ready; sleep 100 & wait",
-			time.Second, MonoNow()+int64(time.Minute))
+			time.Second, BootNow()+int64(time.Minute))
 		out.next(t, 10*time.Second)
 		if err := p.Terminate(10 * time.Second); err != nil {
 			t.Fatal(err)
@@ -318,9 +318,9 @@ func TestTerminate(t *testing.T) {
 	})
 	t.Run("job ignores SIGTERM", func(t *testing.T) {
 		p, out := startShell(t, "trap '' TERM; echo ready; sleep 100",
-			time.Second, MonoNow()+int64(time.Minute))
+			time.Second, BootNow()+int64(time.Minute))
 		out.next(t, 10*time.Second)
-		sent := MonoNow()
+		sent := BootNow()
 		if err := p.Terminate(300 * time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +340,7 @@ func TestTerminate(t *testing.T) {
 // The supervisor ignores SIGINT and SIGHUP, and forwards SIGTERM.
 func TestSupervisorSignals(t *testing.T) {
 	p, out := startShell(t, "trap 'exit 9' TERM; echo ready; sleep 100 & wait",
-		time.Second, MonoNow()+int64(time.Minute))
+		time.Second, BootNow()+int64(time.Minute))
 	out.next(t, 10*time.Second)
 	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGHUP} {
 		if err := p.cmd.Process.Signal(sig); err != nil {
@@ -366,7 +366,7 @@ func TestSupervisorSignals(t *testing.T) {
 // A SIGKILLed supervisor takes the job leader with it (parent-death
 // signal), and Wait kills what is left of the group.
 func TestSupervisorKilled(t *testing.T) {
-	p, out := startShell(t, "sleep 100 & echo $!; wait", time.Second, MonoNow()+int64(time.Minute))
+	p, out := startShell(t, "sleep 100 & echo $!; wait", time.Second, BootNow()+int64(time.Minute))
 	child := atoi(t, out.next(t, 10*time.Second))
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -382,14 +382,14 @@ func TestSupervisorKilled(t *testing.T) {
 func TestStartErrors(t *testing.T) {
 	ctx := context.Background()
 	self := testSelf(t)
-	future := MonoNow() + int64(time.Minute)
+	future := BootNow() + int64(time.Minute)
 	for _, tc := range []struct {
 		name string
 		self string
 		spec Spec
 		want error
 	}{
-		{"deadline passed", self, Spec{Path: "/bin/true", Deadline: MonoNow() - 1}, ErrDeadlinePassed},
+		{"deadline passed", self, Spec{Path: "/bin/true", Deadline: BootNow() - 1}, ErrDeadlinePassed},
 		{"no such program", self, Spec{Path: "/nonexistent/prog", Deadline: future}, ErrStart},
 		{"not in PATH", self, Spec{Path: "leasecron-no-such-program", Deadline: future}, ErrStart},
 		{"bad dir", self, Spec{Path: "/bin/true", Dir: "/nonexistent", Deadline: future}, ErrStart},
@@ -430,7 +430,7 @@ func TestEnvDirAndFDs(t *testing.T) {
 		Args:     []string{"-c", `echo "$FOO"; pwd; for fd in 3 4 5; do [ -e /proc/$$/fd/$fd ] && echo "fd $fd open"; done; echo end`},
 		Env:      []string{"FOO=bar", "PATH=/usr/bin:/bin"},
 		Dir:      dir,
-		Deadline: MonoNow() + int64(time.Minute),
+		Deadline: BootNow() + int64(time.Minute),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -462,7 +462,7 @@ func TestStartCancelled(t *testing.T) {
 		Path:      "/bin/sh",
 		Args:      []string{"-c", "echo $$ > " + pidFile + "; sleep 100"},
 		KillGrace: time.Second,
-		Deadline:  MonoNow() + int64(time.Minute),
+		Deadline:  BootNow() + int64(time.Minute),
 	})
 	if err == nil {
 		_ = p.Close()
@@ -484,7 +484,7 @@ func TestStartCancelled(t *testing.T) {
 func TestFastJobs(t *testing.T) {
 	for i := range 20 {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		p, err := Start(ctx, testSelf(t), Spec{Path: "false", Deadline: MonoNow() + int64(time.Minute)})
+		p, err := Start(ctx, testSelf(t), Spec{Path: "false", Deadline: BootNow() + int64(time.Minute)})
 		cancel()
 		if err != nil {
 			t.Fatalf("run %d: Start: %v", i, err)
