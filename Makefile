@@ -10,7 +10,7 @@ FUZZTIME ?= 10s
 # run (systemd-analyze, chromium, promtool, dpkg-deb), installed from
 # Debian's packages when missing; their system services never start.
 deps:
-	./scripts/deps.sh redis postgres etcd zookeeper chromium promtool dpkg
+	./scripts/deps.sh redis postgres mysql etcd zookeeper chromium promtool dpkg
 	@./scripts/deps.sh systemd || echo "warning: no systemd-analyze; TestSystemdUnit will skip" >&2
 
 # go vet, gofmt check, then every test (real redis-server, postgres, etcd

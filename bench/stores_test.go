@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,9 +15,11 @@ import (
 
 	"github.com/leasecron/leasecron/backend"
 	etcdbe "github.com/leasecron/leasecron/backend/etcd"
+	mysqlbe "github.com/leasecron/leasecron/backend/mysql"
 	pgbe "github.com/leasecron/leasecron/backend/postgres"
 	zkbe "github.com/leasecron/leasecron/backend/zookeeper"
 	"github.com/leasecron/leasecron/internal/testkit/etcdtest"
+	"github.com/leasecron/leasecron/internal/testkit/mysqltest"
 	"github.com/leasecron/leasecron/internal/testkit/pgtest"
 	"github.com/leasecron/leasecron/internal/testkit/zktest"
 )
@@ -41,12 +45,12 @@ type peer struct {
 }
 
 // BenchmarkStoreAcquireRelease takes a lease and releases it on PostgreSQL
-// (one server), etcd (3 members) and ZooKeeper (3 servers), by 1 and 16
+// (one server), MariaDB (one server), etcd (3 members) and ZooKeeper (3 servers), by 1 and 16
 // goroutines, each on its own key; the floor is the store's two cheapest
 // durable writes (insert and delete one row, key or znode), and the peer
 // the lock users of that store would otherwise pick.
 func BenchmarkStoreAcquireRelease(b *testing.B) {
-	for _, name := range []string{"postgres", "etcd", "zookeeper"} {
+	for _, name := range []string{"postgres", "mysql", "etcd", "zookeeper"} {
 		b.Run("store="+name, func(b *testing.B) {
 			s := startStore(b, name)
 			be := openBackend(b, s)
@@ -121,6 +125,70 @@ func BenchmarkStoreTick(b *testing.B) {
 	})
 }
 
+// BenchmarkStoreTickMySQL is BenchmarkStoreTick on MariaDB: one
+// TryAcquireBatch of 10,000 jobs (one multi-row INSERT ... ON DUPLICATE
+// KEY UPDATE in key order, then one SELECT of the outcome) against the
+// floor of one raw multi-row upsert of the same keys.
+func BenchmarkStoreTickMySQL(b *testing.B) {
+	const keys = 10000
+	srv := mysqltest.Start(b)
+	be := openBackend(b, store{open: func(ctx context.Context) (backend.Backend, error) {
+		return mysqlbe.Open(ctx, srv.DSN(), mysqlbe.WithTimeout(10*time.Second))
+	}})
+	round := 0
+	b.Run("store=mysql/lib="+libLease, func(b *testing.B) {
+		for n := 0; n < b.N; n++ {
+			round++
+			reqs := make([]backend.Request, keys)
+			for i := range reqs {
+				reqs[i] = backend.Request{Key: fmt.Sprintf("tick%d-job-%05d", round, i), TTL: 30 * time.Second, Epoch: 1, Owner: "bench"}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			for _, res := range be.TryAcquireBatch(ctx, reqs) {
+				if res.Err != nil {
+					b.Fatal(res.Err)
+				}
+			}
+			cancel()
+		}
+	})
+	b.Run("store=mysql/lib="+libFloor, func(b *testing.B) {
+		db := mysqlDB(b, srv)
+		args := make([]any, keys)
+		query := "INSERT INTO bench_floor (k, v) VALUES " + strings.TrimSuffix(strings.Repeat("(?, 1), ", keys), ", ") +
+			" ON DUPLICATE KEY UPDATE v = v + 1"
+		for n := 0; n < b.N; n++ {
+			round++
+			for i := range args {
+				args[i] = fmt.Sprintf("tick%d-job-%05d", round, i)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_, err := db.ExecContext(ctx, query, args...)
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// mysqlDB opens the floor's pool (one round trip per statement, like the
+// backend: interpolateParams) with its table.
+func mysqlDB(b *testing.B, srv *mysqltest.Server) *sql.DB {
+	b.Helper()
+	db, err := sql.Open("mysql", srv.DSN()+"?interpolateParams=true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS bench_floor (k VARBINARY(255) PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB"); err != nil {
+		b.Fatal(err)
+	}
+	return db
+}
+
 func openBackend(b *testing.B, s store) backend.Backend {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -148,6 +216,22 @@ func startStore(b *testing.B, name string) store {
 						return err
 					}
 					_, err := pool.Exec(ctx, "DELETE FROM bench_floor WHERE key = $1", key)
+					return err
+				}
+			}},
+		}
+		return s
+	case "mysql":
+		srv := mysqltest.Start(b)
+		s := store{open: func(ctx context.Context) (backend.Backend, error) { return mysqlbe.Open(ctx, srv.DSN()) }}
+		s.peers = []peer{
+			{libFloor, func(b *testing.B) func(context.Context, string) error {
+				db := mysqlDB(b, srv)
+				return func(ctx context.Context, key string) error {
+					if _, err := db.ExecContext(ctx, "INSERT INTO bench_floor (k, v) VALUES (?, 1) ON DUPLICATE KEY UPDATE v = v + 1", key); err != nil {
+						return err
+					}
+					_, err := db.ExecContext(ctx, "DELETE FROM bench_floor WHERE k = ?", key)
 					return err
 				}
 			}},

@@ -19,6 +19,8 @@ const (
 	defaultRedisTimeout    = 50 * time.Millisecond
 	defaultPostgresTable   = "leasecron_leases"
 	defaultPostgresTimeout = 2 * time.Second
+	defaultMySQLTable      = "leasecron_leases"
+	defaultMySQLTimeout    = 2 * time.Second
 	defaultEtcdPrefix      = "/leasecron/"
 	defaultEtcdTimeout     = 500 * time.Millisecond
 	defaultZooKeeperRoot   = "/leasecron"
@@ -49,12 +51,13 @@ type Config struct {
 	File string // path it was loaded from (for messages)
 	ID   string // yaml: id; this host's name in leases, logs and status; default os.Hostname()
 	// Backend names the store that holds the leases: BackendRedis,
-	// BackendPostgres, BackendEtcd or BackendZooKeeper, after the one
+	// BackendPostgres, BackendMySQL, BackendEtcd or BackendZooKeeper, after the one
 	// backend section the file has. "" in a Config built in code means
 	// BackendRedis.
 	Backend       string
 	Redis         RedisConfig     // yaml: redis; used when Backend is BackendRedis
 	Postgres      PostgresConfig  // yaml: postgres; used when Backend is BackendPostgres
+	MySQL         MySQLConfig     // yaml: mysql; used when Backend is BackendMySQL
 	Etcd          EtcdConfig      // yaml: etcd; used when Backend is BackendEtcd
 	ZooKeeper     ZooKeeperConfig // yaml: zookeeper; used when Backend is BackendZooKeeper
 	Lease         LeaseConfig     // yaml: lease
@@ -184,7 +187,7 @@ type Job struct {
 // DefaultConfig returns a Config with every documented default set and no
 // backend, nodes or jobs: ID is the hostname, Redis.Prefix "leasecron",
 // Redis.Timeout 50ms, Postgres.Table "leasecron_leases", Postgres.Timeout
-// 2s, Etcd.Prefix "/leasecron/", Etcd.Timeout 500ms, ZooKeeper.Root
+// 2s, MySQL.Table "leasecron_leases", MySQL.Timeout 2s, Etcd.Prefix "/leasecron/", Etcd.Timeout 500ms, ZooKeeper.Root
 // "/leasecron", ZooKeeper.Timeout 1s, Lease.TTL 30s, Lease.Renew 10s (TTL/3), Lease.Drift 0.01,
 // ShutdownGrace 30s, Heartbeat 5s. Parse decodes a file over it.
 func DefaultConfig() *Config {
@@ -193,6 +196,7 @@ func DefaultConfig() *Config {
 		ID:            host,
 		Redis:         RedisConfig{Prefix: defaultPrefix, Timeout: defaultRedisTimeout},
 		Postgres:      PostgresConfig{Table: defaultPostgresTable, Timeout: defaultPostgresTimeout},
+		MySQL:         MySQLConfig{Table: defaultMySQLTable, Timeout: defaultMySQLTimeout},
 		Etcd:          EtcdConfig{Prefix: defaultEtcdPrefix, Timeout: defaultEtcdTimeout},
 		ZooKeeper:     ZooKeeperConfig{Root: defaultZooKeeperRoot, Timeout: defaultZKTimeout},
 		Lease:         LeaseConfig{TTL: defaultTTL, Renew: defaultTTL / 3, Drift: defaultDrift},
@@ -278,8 +282,8 @@ func Load(path string) (*Config, error) {
 // where they are. Every problem found is reported, not just the first: the
 // error is the errors.Join of *ConfigError values sorted by line.
 //
-// The file has exactly one backend section, "redis" or "postgres"; it
-// sets Backend. YAML anchors, aliases and merge keys ("<<: *common") may
+// The file has exactly one backend section (redis, postgres, mysql, etcd or
+// zookeeper); it sets Backend. YAML anchors, aliases and merge keys ("<<: *common") may
 // be used.
 func Parse(r io.Reader, file string) (*Config, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))

@@ -15,6 +15,8 @@ import (
 const (
 	BackendRedis    = "redis"    // Redlock over Redis masters (package lease); the default
 	BackendPostgres = "postgres" // a row per lease in a PostgreSQL table
+	// BackendMySQL keeps a row per lease in a MySQL/MariaDB InnoDB table.
+	BackendMySQL = "mysql"
 	// BackendEtcd keeps leases as keys bound to etcd leases (package backend/etcd).
 	BackendEtcd = "etcd"
 	// BackendZooKeeper keeps leases as ephemeral znodes (package backend/zookeeper).
@@ -40,6 +42,7 @@ type backendSection struct {
 var backendSections = []backendSection{
 	{BackendRedis, (*decoder).redis, (*validator).redis, func(c *Config) time.Duration { return c.Redis.Timeout }},
 	{BackendPostgres, (*decoder).postgres, (*validator).postgres, func(c *Config) time.Duration { return c.Postgres.Timeout }},
+	{BackendMySQL, (*decoder).mysql, (*validator).mysql, func(c *Config) time.Duration { return c.MySQL.Timeout }},
 	{BackendEtcd, (*decoder).etcd, (*validator).etcd, func(c *Config) time.Duration { return c.Etcd.Timeout }},
 	{BackendZooKeeper, (*decoder).zookeeper, (*validator).zookeeper, func(c *Config) time.Duration { return c.ZooKeeper.Timeout }},
 }
@@ -72,7 +75,7 @@ func (c *Config) backendName() string {
 }
 
 // Timeout returns the chosen backend's per-request timeout: Redis.Timeout,
-// Postgres.Timeout, Etcd.Timeout or ZooKeeper.Timeout. The lease timing rules use it.
+// Postgres.Timeout, MySQL.Timeout, Etcd.Timeout or ZooKeeper.Timeout. The lease timing rules use it.
 func (c *Config) Timeout() time.Duration {
 	if s, ok := sectionOf(c.backendName()); ok {
 		return s.timeout(c)

@@ -67,7 +67,7 @@ func TestBackendSection(t *testing.T) {
 	})
 	t.Run("second section after redis", func(t *testing.T) {
 		_, err := parse(t, node1+job1+pg1)
-		wantError(t, err, 8, "postgres", "a second backend section: the file chose redis at line 1; a config has exactly one of redis, postgres, etcd, zookeeper")
+		wantError(t, err, 8, "postgres", "a second backend section: the file chose redis at line 1; a config has exactly one of redis, postgres, mysql, etcd, zookeeper")
 		if n := len(configErrors(t, err)); n != 1 {
 			t.Errorf("%d errors, want 1:\n%v", n, err)
 		}
@@ -82,7 +82,7 @@ func TestBackendSection(t *testing.T) {
 	})
 	t.Run("none", func(t *testing.T) {
 		_, err := parse(t, job1)
-		wantError(t, err, 0, "", "no backend section: add one of redis, postgres, etcd, zookeeper")
+		wantError(t, err, 0, "", "no backend section: add one of redis, postgres, mysql, etcd, zookeeper")
 		if n := len(configErrors(t, err)); n != 1 {
 			t.Errorf("%d errors, want 1 (nothing about the backend's keys):\n%v", n, err)
 		}

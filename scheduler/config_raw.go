@@ -19,6 +19,7 @@ type rawConfig struct {
 	ID            text         `yaml:"id"`
 	Redis         rawRedis     `yaml:"redis"`
 	Postgres      rawPostgres  `yaml:"postgres"`
+	MySQL         rawMySQL     `yaml:"mysql"`
 	Etcd          rawEtcd      `yaml:"etcd"`
 	ZooKeeper     rawZooKeeper `yaml:"zookeeper"`
 	Lease         rawLease     `yaml:"lease"`

@@ -275,7 +275,7 @@ func (s *Scheduler) Reload(cfg *Config) error {
 	}
 	c := *cfg
 	c.Backend, c.Redis, c.Postgres, c.Lease, c.ID = s.base.Backend, s.base.Redis, s.base.Postgres, s.base.Lease, s.base.ID
-	c.Etcd, c.ZooKeeper = s.base.Etcd, s.base.ZooKeeper
+	c.Etcd, c.ZooKeeper, c.MySQL = s.base.Etcd, s.base.ZooKeeper, s.base.MySQL
 	c.Labels = s.base.Labels // a host's labels come from its command line
 	s.cfg.Store(&c)
 	for _, ch := range []chan struct{}{s.reload, s.spareWake} {
@@ -298,7 +298,7 @@ func sameBackend(a, b *Config) bool {
 	}
 	ra, rb := a.Redis, b.Redis
 	return slices.Equal(ra.NodeURLs(), rb.NodeURLs()) && ra.Prefix == rb.Prefix && ra.Timeout == rb.Timeout &&
-		a.Postgres == b.Postgres && a.Etcd.equal(&b.Etcd) && a.ZooKeeper.equal(&b.ZooKeeper)
+		a.Postgres == b.Postgres && a.MySQL == b.MySQL && a.Etcd.equal(&b.Etcd) && a.ZooKeeper.equal(&b.ZooKeeper)
 }
 
 // Healthy returns nil when a quorum of nodes answers and votes.

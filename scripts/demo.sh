@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# make demo [BACKEND=redis|postgres|etcd|zookeeper]: two leasecron daemons
+# make demo [BACKEND=redis|postgres|mysql|etcd|zookeeper]: two leasecron daemons
 # (demo-a, demo-b) on jobs.example.yaml, in the foreground with their logs
 # prefixed, and the throwaway servers of the chosen backend:
 #   redis      3 redis-server nodes, 127.0.0.1:7001-7003, no persistence
 #   postgres   1 PostgreSQL cluster, 127.0.0.1:7201 (initdb into .demo/)
+#   mysql      1 MariaDB server, 127.0.0.1:7501 (mariadb-install-db into .demo/)
 #   etcd       a 3-member etcd cluster, clients on 127.0.0.1:7301-7303
 #   zookeeper  a 3-server ZooKeeper ensemble, clients on 127.0.0.1:7401-7403
 # For a backend other than redis the daemons run on .demo/jobs.yaml: the
@@ -19,6 +20,7 @@ BACKEND=${BACKEND:-redis}
 CONFIG=jobs.example.yaml
 PORTS=(7001 7002 7003)
 PG_PORT=7201
+MY_PORT=7501
 ETCD_PORTS=(7301 7302 7303) ETCD_PEERS=(7311 7312 7313)
 ZK_PORTS=(7401 7402 7403) ZK_QUORUM=(7411 7412 7413) ZK_ELECT=(7421 7422 7423)
 DAEMONS=(demo-a demo-b)
@@ -28,8 +30,8 @@ log() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 case $BACKEND in
-redis | postgres | etcd | zookeeper) ;;
-*) die "BACKEND=$BACKEND: want redis, postgres, etcd or zookeeper" ;;
+redis | postgres | mysql | etcd | zookeeper) ;;
+*) die "BACKEND=$BACKEND: want redis, postgres, mysql, etcd or zookeeper" ;;
 esac
 
 # --- servers ---------------------------------------------------------------
@@ -85,6 +87,7 @@ cleanup() {
   log "stopping the $BACKEND servers"
   stop "redis-server" 10 "$DEMO"/pids/redis-*.pid
   stop "postgres" 10 "$DEMO"/pids/postgres.pid
+  stop "mariadbd" 20 "$DEMO"/pids/mariadbd.pid
   stop "etcd" 10 "$DEMO"/pids/etcd-*.pid
   stop "QuorumPeerMain" 10 "$DEMO"/pids/zk-*.pid
   # The log prefixers end when the daemons' output closes.
@@ -154,6 +157,38 @@ start_postgres() {
   with_section postgres "  url: \"postgres://leasecron@127.0.0.1:$PG_PORT/postgres?sslmode=disable\"" \
     "  table: leasecron_leases" "  timeout: 500ms"
   HINT="kill -STOP \$(cat $DEMO/pids/postgres.pid)   # pause the database: jobs are killed before their leases run out"
+}
+
+start_mysql() {
+  free "$MY_PORT"
+  local run=() my="$PWD/$DEMO/my" bin=mariadbd
+  command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || bin=mysqld
+  [ -x "/usr/sbin/$bin" ] && bin=/usr/sbin/$bin
+  mkdir -p "$my/tmp"
+  if [ "$(id -u)" = 0 ]; then
+    # mysqld refuses to run as root: run it as the package's user.
+    chown -R mysql: "$my"
+    run=(setpriv --reuid=mysql --regid=mysql --init-groups)
+  fi
+  local opts=(--no-defaults --datadir="$my/data" --tmpdir="$my/tmp" --innodb-log-file-size=8M
+    --innodb-buffer-pool-size=32M)
+  log "mariadb-install-db into $DEMO/my, starting $bin on 127.0.0.1:$MY_PORT"
+  "${run[@]}" mariadb-install-db "${opts[@]}" --auth-root-authentication-method=socket \
+    --skip-test-db >"$my/install.log" 2>&1 || die "mariadb-install-db failed; see $DEMO/my/install.log"
+  setsid "${run[@]}" "$bin" "${opts[@]}" --port="$MY_PORT" --bind-address=127.0.0.1 \
+    --skip-networking=0 --socket="$my/mysqld.sock" --log-error="$my/mysqld.log" </dev/null >/dev/null 2>&1 &
+  echo $! >"$DEMO/pids/mariadbd.pid"
+  for ((i = 0; i < 300; i++)); do
+    mariadb --no-defaults -S "$my/mysqld.sock" -u root -e 'SELECT 1' >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  mariadb --no-defaults -S "$my/mysqld.sock" -u root -e "CREATE DATABASE leasecron CHARACTER SET utf8mb4;
+    CREATE USER leasecron@'127.0.0.1'; GRANT ALL ON leasecron.* TO leasecron@'127.0.0.1'" ||
+    die "$bin did not start; see $DEMO/my/mysqld.log"
+  # The example's redis: section, replaced by a mysql: one.
+  with_section mysql "  dsn: \"leasecron@tcp(127.0.0.1:$MY_PORT)/leasecron\"" \
+    "  table: leasecron_leases" "  timeout: 500ms"
+  HINT="kill -STOP \$(cat $DEMO/pids/mariadbd.pid)   # pause the database: jobs are killed before their leases run out"
 }
 
 # with_section NAME LINES...: the example config with its redis: section

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/deps.sh WHAT...: installs the servers the tests and the demo run
 # as throwaway processes, from Debian's packages, when they are missing.
-# WHAT is any of: redis postgres etcd zookeeper systemd chromium (the
+# WHAT is any of: redis postgres mysql (Debian's mariadb-server) etcd zookeeper systemd chromium (the
 # status page's screenshot test) promtool (Prometheus's rule checker, from
 # Debian's prometheus package) dpkg (dpkg-deb, for the package test). The packages'
 # own system services are kept from starting (policy-rc.d): leasecron's
@@ -21,6 +21,8 @@ for what in "$@"; do
     command -v redis-server >/dev/null && command -v redis-cli >/dev/null || pkgs+=(redis-server redis-tools) ;;
   postgres)
     { d=$(pg_bin) && [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/postgres" ]; } || pkgs+=(postgresql) ;;
+  mysql)
+    { command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ]; } && command -v mariadb-install-db >/dev/null || pkgs+=(mariadb-server mariadb-client) ;;
   etcd)
     command -v etcd >/dev/null && command -v etcdctl >/dev/null || pkgs+=(etcd-server etcd-client) ;;
   zookeeper)
@@ -34,7 +36,7 @@ for what in "$@"; do
   dpkg)
     command -v dpkg-deb >/dev/null && command -v dpkg >/dev/null || pkgs+=(dpkg) ;;
   *)
-    log "deps.sh: unknown dependency $what (want redis postgres etcd zookeeper systemd chromium promtool dpkg)"; exit 2 ;;
+    log "deps.sh: unknown dependency $what (want redis postgres mysql etcd zookeeper systemd chromium promtool dpkg)"; exit 2 ;;
   esac
 done
 [ ${#pkgs[@]} -eq 0 ] && exit 0

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasecron/leasecron/backend"
 	etcdbackend "github.com/leasecron/leasecron/backend/etcd"
+	mysqlbackend "github.com/leasecron/leasecron/backend/mysql"
 	pgbackend "github.com/leasecron/leasecron/backend/postgres"
 	redisbackend "github.com/leasecron/leasecron/backend/redis"
 	zkbackend "github.com/leasecron/leasecron/backend/zookeeper"
@@ -45,6 +46,16 @@ func openBackend(ctx context.Context, cfg *scheduler.Config, o backendOptions) (
 			pgbackend.WithTimeout(max(pc.Timeout, o.minTimeout)), pgbackend.WithDrift(cfg.Lease.Drift))
 		if err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		return be, nil
+	case scheduler.BackendMySQL:
+		mc := cfg.MySQL
+		octx, cancel := context.WithTimeout(ctx, max(mc.Timeout, o.minTimeout, 5*time.Second))
+		defer cancel()
+		be, err := mysqlbackend.Open(octx, mc.ConnString(), mysqlbackend.WithTable(mc.Table),
+			mysqlbackend.WithTimeout(max(mc.Timeout, o.minTimeout)), mysqlbackend.WithDrift(cfg.Lease.Drift))
+		if err != nil {
+			return nil, fmt.Errorf("mysql: %w", err)
 		}
 		return be, nil
 	case scheduler.BackendEtcd:

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/leasecron/leasecron/backend/etcd"
+	"github.com/leasecron/leasecron/backend/mysql"
 	"github.com/leasecron/leasecron/backend/postgres"
 	"github.com/leasecron/leasecron/scheduler"
 )
@@ -20,7 +21,8 @@ type CheckCommand struct {
 // Run loads the config file. It prints every error on its own line (file,
 // line and field first) and returns a config error (exit code 2) if there
 // is any; otherwise it prints the warnings and "ok: N jobs, M nodes" (for
-// redis), "ok: N jobs, postgres URL" (the URL without its password), or
+// redis), "ok: N jobs, postgres URL" or "ok: N jobs, mysql DSN" (without
+// the password), or
 // "ok: N jobs, etcd ENDPOINTS; ..." / "ok: N jobs, zookeeper SERVERS; ...",
 // the line going on with how lease.ttl maps onto the backend's leases.
 // When this host's id or labels are given (--id, --label,
@@ -55,6 +57,8 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 	switch cfg.Backend {
 	case scheduler.BackendPostgres:
 		fmt.Fprintf(c.stdout, "ok: %s, postgres %s\n", plural(len(cfg.Jobs), "job"), postgres.Redact(cfg.Postgres.URL))
+	case scheduler.BackendMySQL:
+		fmt.Fprintf(c.stdout, "ok: %s, mysql %s\n", plural(len(cfg.Jobs), "job"), mysql.Redact(cfg.MySQL.DSN))
 	case scheduler.BackendEtcd:
 		fmt.Fprintf(c.stdout, "ok: %s, etcd %s; %s\n", plural(len(cfg.Jobs), "job"), strings.Join(cfg.Etcd.Endpoints, ","), etcd.DescribeTTL(cfg.Lease.TTL))
 	case scheduler.BackendZooKeeper:

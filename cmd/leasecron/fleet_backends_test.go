@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/leasecron/leasecron/internal/testkit/mysqltest"
 	"github.com/leasecron/leasecron/internal/testkit/pgtest"
 	"github.com/leasecron/leasecron/scheduler"
 )
@@ -49,6 +50,16 @@ func fleetCommands(t *testing.T, path, job string) {
 func TestPostgresFleetCommands(t *testing.T) {
 	srv := pgtest.Start(t)
 	config, _ := fenceJob(t, fmt.Sprintf("postgres:\n  url: %q\n  timeout: 500ms\n", srv.URL()))
+	path := writeConfig(t, config)
+	triggerFresh(t, func() (int, string, string) { return cli(t, "trigger", "fenced", "-c", path) })
+	fleetCommands(t, path, "fenced")
+}
+
+// TestMySQLFleetCommands: pause, resume, status and history on a real
+// MariaDB server, after a triggered run.
+func TestMySQLFleetCommands(t *testing.T) {
+	srv := mysqltest.Start(t)
+	config, _ := fenceJob(t, fmt.Sprintf("mysql:\n  dsn: %q\n  timeout: 500ms\n", srv.DSN()))
 	path := writeConfig(t, config)
 	triggerFresh(t, func() (int, string, string) { return cli(t, "trigger", "fenced", "-c", path) })
 	fleetCommands(t, path, "fenced")

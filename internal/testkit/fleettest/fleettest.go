@@ -135,7 +135,7 @@ func DefaultConfig() Config {
 }
 
 // DefaultConfigFor is DefaultConfig on backend: Redis as DefaultConfig;
-// PostgreSQL (1 server, timeout 200ms), etcd (3 members, 250ms) and
+// PostgreSQL and MariaDB (1 server, timeout 200ms), etcd (3 members, 250ms) and
 // ZooKeeper (3 servers, 250ms) with a 3 s TTL, so that the daemon's rules
 // hold: timeout < ttl/10, and ttl >= 0.5 + 0.3 + 2*0.25 + 0.03 + 0.002 + 1
 // = 2.332s. (ZooKeeper's session timeout is the TTL, within the test
@@ -144,7 +144,7 @@ func DefaultConfigFor(backend string) Config {
 	c := DefaultConfig()
 	c.Backend = backend
 	switch backend {
-	case "postgres":
+	case "postgres", "mysql":
 		c.Nodes, c.TTL, c.Timeout = 1, 3*time.Second, 200*time.Millisecond
 	case "etcd", "zookeeper":
 		c.Nodes, c.TTL, c.Timeout = 3, 3*time.Second, 250*time.Millisecond

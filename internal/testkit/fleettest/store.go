@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/etcdtest"
+	"github.com/leasecron/leasecron/internal/testkit/mysqltest"
 	"github.com/leasecron/leasecron/internal/testkit/pgtest"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/internal/testkit/zktest"
 )
 
 // Server is one process of the fleet's lease store: a Redis node, the
-// PostgreSQL server, an etcd member or a ZooKeeper server. The nemesis
+// PostgreSQL or MariaDB server, an etcd member or a ZooKeeper server. The nemesis
 // kills, restarts and pauses it; Restart brings it back on the same
 // address (with its data when Durable).
 type Server interface {
@@ -28,7 +29,7 @@ type Server interface {
 // Store is the fleet's lease store: its servers, and the backend section
 // of a daemon's config that reaches them through that daemon's links.
 type Store struct {
-	Backend string // "redis", "postgres", "etcd" or "zookeeper"
+	Backend string // "redis", "postgres", "mysql", "etcd" or "zookeeper"
 	Servers []Server
 	// Durable reports whether server i keeps every acknowledged write
 	// across a restart.
@@ -46,7 +47,7 @@ type Store struct {
 }
 
 // Backends lists the backends a fleet can run on.
-var Backends = []string{"redis", "postgres", "etcd", "zookeeper"}
+var Backends = []string{"redis", "postgres", "mysql", "etcd", "zookeeper"}
 
 // startStore starts the servers of cfg.Backend.
 func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
@@ -93,6 +94,12 @@ func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
 				u := url.URL{Scheme: "postgres", User: url.UserPassword(pgtest.User, pg.Password()), Host: addrs[0],
 					Path: "/" + pgtest.Database, RawQuery: "sslmode=disable"}
 				return fmt.Sprintf("postgres:\n  url: %q\n  timeout: %s\n", u.String(), timeout)
+			}}, nil
+	case "mysql":
+		my := mysqltest.Start(t)
+		return &Store{Backend: "mysql", Servers: []Server{my}, Durable: always,
+			Section: func(addrs []string, timeout time.Duration) string {
+				return fmt.Sprintf("mysql:\n  dsn: %q\n  timeout: %s\n", my.DSNAt(addrs[0]), timeout)
 			}}, nil
 	case "etcd":
 		// The etcd client of backend/etcd does not sync its endpoints
