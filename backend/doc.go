@@ -1,7 +1,8 @@
 // Package backend is the one interface the leasecron scheduler and CLI use
 // to take leases, whatever store holds them: a Redlock over N Redis masters
-// (package lease, adapted by backend/redis), a PostgreSQL row
-// (backend/postgres), and later etcd and ZooKeeper.
+// (package lease, adapted by backend/redis), a PostgreSQL or MySQL row
+// (backend/postgres, backend/mysql), an etcd key (backend/etcd) or a
+// ZooKeeper znode (backend/zookeeper).
 //
 // It follows the shape of Go CDK's blob and blob/driver, or database/sql and
 // its drivers: Backend and Lease are the small interfaces each store
@@ -13,6 +14,10 @@
 // real server.
 //
 // # What every backend promises
+//
+// The contract each implementation keeps (the conformance suite checks
+// it); what it gives a leasecron user, and under which preconditions, is
+// written once in leasecron's docs/guarantees.md.
 //
 //   - Mutual exclusion: while a Lease's ValidUntil has not passed, no other
 //     Acquire of the same key succeeds (under the backend's documented

@@ -41,25 +41,13 @@
 // fixed name lives on one shard): there a late request may still land
 // after the next round.
 //
-// A client of one plain node (redis:// or rediss://) runs a round whose
-// decision timeout is the per-node timeout (one key's Acquire, Extend,
-// Release, Complete, SetNote, Inspect) on the caller's goroutine instead,
-// when nothing else is queued or running on the node: that saves the
-// hand-off to the lane and back, about a third of the client's CPU per
-// Acquire+Release. The round uses a connection of its own whose reads and
-// writes end at the per-node timeout (set up on a goroutine of its own, so
-// that a hanging dial holds up neither a caller nor the lane; after 100 ms
-// unused it is set up again, and rounds take the lane meanwhile), and the
-// order holds all the same: its calls carry the lane generation (above),
-// and after such a round failed on its connection (a timeout), nothing
-// runs that way until the lane's next round has raised the generation
-// and, where the server allows it (CLIENT INFO and CLIENT KILL, checked
-// when the connection is set up), killed that connection (CLIENT KILL ID,
-// in front of the round's calls), so its request is applied before what
-// follows, such as the cleanup of a lost acquire, or never. A node whose
-// ACL user may not run those commands, or which renamed them, keeps the
-// fast path with the generation alone (a kill refused later turns the
-// kills off for good). Batches
+// A client of one plain node (redis:// or rediss://) runs a one-key round
+// (Acquire, Extend, Release, Complete, SetNote, Inspect) on the caller's
+// goroutine instead, when nothing else is queued or running on the node,
+// on a connection of its own whose reads and writes end at the per-node
+// timeout; its calls carry the lane generation too, so the order of a
+// node's requests holds as on the lane. How it is set up and what it
+// saves: leasecron's docs/library.md, "One node: the fast path". Batches
 // of several keys, entries and logs, and clients of several nodes always
 // use the lanes.
 //
@@ -199,21 +187,14 @@
 // # Guarantees and their preconditions
 //
 // Mutual exclusion: while a Lease's ValidUntil has not passed, no other
-// Acquire of the same key succeeds, provided that (1) the clocks of the
-// Redis hosts and of the client advance at rates that differ by less than
-// the drift factor, (2) a node that lost its data (see above) does not vote
-// until the restart guard (the longest TTL in use; by default the longest
-// TTL this client was asked for, by Acquire or Extend) has passed since — the
-// client enforces this itself through the data birth, for every data loss
-// it can see: restarts, failovers and promotions, and, except on a Cluster,
-// flushes and replaced datasets, (3) a Sentinel-managed master that was
-// demoted does not keep granting to clients cut off from the Sentinels
-// (see min-replicas-to-write above), (4) the holder stops its work before
-// ValidUntil: Hold closes Done before validity ends when renewals fail,
-// and (5) nodes do not drop single lease keys by themselves while they
-// run: the client refuses servers that can evict keys (above), but a key
-// deleted by hand, or keys evicted in the second before a lane's check saw
-// the setting, are outside.
+// Acquire of the same key succeeds, under the preconditions written once in
+// leasecron's docs/guarantees.md ("On every backend" and "Redis
+// (Redlock)": bounded clock drift, nodes that lost their data not voting
+// for the restart guard — enforced by the client for every data loss it
+// can see, above —, a demoted Sentinel master that stops granting,
+// independent masters, nodes that keep their keys) and provided the holder
+// stops its work before ValidUntil (Hold closes Done before validity ends
+// when renewals fail).
 //
 // Fencing tokens: every successful acquisition gets Fence() strictly
 // greater than the Fence of every earlier acquisition of the key that was

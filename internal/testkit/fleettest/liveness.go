@@ -19,7 +19,7 @@ import (
 // before the pause to a second after the resume, are not expected to run
 // either: Paused checks they did not.) Every other tick, faults or not,
 // must have run; a tick no fault touched at all (nor the settle time after
-// one) must have run exactly once, to its end. RELIABILITY.md states the
+// one) must have run exactly once, to its end. docs/reliability.md states the
 // rule.
 
 // settle is how long after a Blocking fault ticks are still exempt: the

@@ -124,7 +124,7 @@ type NemesisOptions struct {
 // sooner than SafeGap after the previous fault ended, so every tick
 // completed on fewer than all nodes has passed its deadline by then. That
 // keeps the schedule inside the preconditions of the guarantees (see
-// RELIABILITY.md): no quorum of nodes loses a completion mark while it
+// docs/reliability.md): no quorum of nodes loses a completion mark while it
 // matters.
 //
 // Use it from the test's goroutine: the fleet's methods fail the test.
