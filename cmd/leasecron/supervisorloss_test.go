@@ -188,7 +188,7 @@ type lossOutcome struct {
 	laterRuns int
 }
 
-// supervisorLossScenario runs the job of issue 9 (`sleep 300 & sleep 301`:
+// supervisorLossScenario runs an orphaning job (`sleep 300 & sleep 301`:
 // the children keep the job's stdout open), SIGKILLs its supervisor, and
 // watches the job's process group and the runs that follow for TTL + 4s.
 func supervisorLossScenario(t *testing.T, env ...string) (*procDaemon, lossOutcome) {
@@ -221,7 +221,7 @@ func supervisorLossScenario(t *testing.T, env ...string) (*procDaemon, lossOutco
 	return d, o
 }
 
-// TestSupervisorSIGKILLKillsJobGroup (issue 9, item 1): when a job's
+// TestSupervisorSIGKILLKillsJobGroup: when a job's
 // supervisor is SIGKILLed, the daemon kills the job's whole process group
 // at once — also the children that hold its stdout open — well before the
 // lease's validity (at most TTL after the kill) ends, records the run as
@@ -271,7 +271,7 @@ func TestNegativeControlNoLostGroupKill(t *testing.T) {
 	t.Logf("negative control: job group %d alive %v after the kill, overlap %v", o.pgid, time.Since(o.killedAt).Round(time.Millisecond), o.overlap)
 }
 
-// TestRunLeasedNoBusyLoop (issue 9, item 5): once the lease's hold has
+// TestRunLeasedNoBusyLoop: once the lease's hold has
 // ended (here: its maximum lifetime, timeout + kill_grace + 1s) while the
 // job lingers (its supervisor is SIGSTOPped, so nothing reports its end),
 // the daemon waits for the job without burning CPU, measured as the

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// startOrphaningJob starts the job of issue 9 — two children that keep the
+// startOrphaningJob starts a job whose two children keep the
 // job's stdout open — and returns it with the children's pids.
 func startOrphaningJob(t *testing.T) (*Process, []int) {
 	t.Helper()
