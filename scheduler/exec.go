@@ -183,6 +183,11 @@ func (s *Scheduler) execAcquire(ctx context.Context, breq backend.Request, req E
 		switch {
 		case errors.Is(res.Err, backend.ErrEpochDone):
 			return nil, &ExecSkipped{Reason: SkipDone, Err: res.Err}
+		case s.unvotable(res.Err):
+			// Too many servers' data is younger than the slot: no quorum
+			// will ever vote for it (it may have completed and lost its
+			// mark with them), so waiting cannot help.
+			return nil, fmt.Errorf("%w: %w", ErrNoLease, res.Err)
 		case errors.Is(res.Err, backend.ErrHeld) && rerr != nil && rerr.HolderNodes < s.be.Quorum() && attempt < splitRetries:
 			wait = rand.N(splitRetryBase<<attempt) + time.Millisecond
 		case errors.Is(res.Err, backend.ErrHeld):
