@@ -68,8 +68,8 @@ func TestBackendNemesis(t *testing.T) {
 // TestBackendNemesisNegativeControl is TestNemesisNegativeControl on every
 // other backend: with the supervisor's kill switched off
 // (LEASECRON_TEST_NO_SUPERVISOR_KILL=1), pausing the daemon that runs a
-// long job for longer than the TTL lets its lease run out on the store
-// while the job runs on; another host takes the tick over, and the oracle
+// long job for longer than the takeover time lets its lease be taken over
+// while the job runs on; another host runs the job too, and the oracle
 // must report the overlap (or a run past its validity). It shows the
 // checker can fail on that backend.
 func TestBackendNemesisNegativeControl(t *testing.T) {
@@ -77,14 +77,8 @@ func TestBackendNemesisNegativeControl(t *testing.T) {
 	for _, b := range otherBackends() {
 		t.Run(b, func(t *testing.T) {
 			t.Parallel()
-			cfg := DefaultConfigFor(b)
-			cfg.Env = []string{"LEASECRON_TEST_NO_SUPERVISOR_KILL=1"}
-			cfg.Orphans = true
-			cfg.Jobs = []Job{{Name: "slow", Every: 8 * time.Second, Sleep: 7 * time.Second, Deadline: 6 * time.Second, IgnoreTerm: true}}
-			rep, _ := runNemesis(t, cfg, NemesisOptions{
-				Seed: 3, Duration: 20 * time.Second, Kinds: []FaultKind{Pause},
-				MinGap: 500 * time.Millisecond, MaxGap: time.Second,
-			}, time.Second)
+			cfg, opts := negativeControlSetup(b)
+			rep, _ := runNemesis(t, cfg, opts, time.Second)
 			var n int
 			for _, v := range rep.Audit.Violations {
 				if v.Rule == "overlap" || v.Rule == "validity" {
@@ -97,4 +91,39 @@ func TestBackendNemesisNegativeControl(t *testing.T) {
 			t.Logf("negative control on %s: the oracle found, as it must:\n%s", b, FormatViolations(rep.Audit.Violations))
 		})
 	}
+}
+
+// negativeControlSetup is the fleet and the nemesis of
+// TestBackendNemesisNegativeControl on backend.
+//
+// On etcd and ZooKeeper a lease lapses a TTL after the holder's last
+// renewal, so TestNemesisNegativeControl's setup serves: a 7 s job every
+// 8 s, pauses of a TTL and more.
+//
+// PostgreSQL and MySQL take a held row over only once the contender has
+// seen its version unchanged for a TTL on its own clock: a contender that
+// waits for the row's expiry on the server first sees the last version up
+// to a TTL after it was written, so the takeover comes 1 to 2 TTLs after
+// the holder's last renewal. A pause of a TTL and a little more mostly
+// ends before that, and a takeover must also come before the tick's
+// deadline. So there every pause outlasts 2 TTLs and a second, and the job
+// runs for far longer than a tick with overlap: wait, so that the hosts
+// keep trying the job (at least every second) whenever a run holds it:
+// each pause of the daemon running it ends in a takeover while its job
+// runs on.
+func negativeControlSetup(backend string) (Config, NemesisOptions) {
+	cfg := DefaultConfigFor(backend)
+	cfg.Env = []string{"LEASECRON_TEST_NO_SUPERVISOR_KILL=1"}
+	cfg.Orphans = true
+	cfg.Jobs = []Job{{Name: "slow", Every: 8 * time.Second, Sleep: 7 * time.Second, Deadline: 6 * time.Second, IgnoreTerm: true}}
+	opts := NemesisOptions{
+		Seed: 3, Duration: 20 * time.Second, Kinds: []FaultKind{Pause},
+		MinGap: 500 * time.Millisecond, MaxGap: time.Second,
+	}
+	switch backend {
+	case "postgres", "mysql":
+		cfg.Jobs = []Job{{Name: "slow", Every: 8 * time.Second, Sleep: time.Minute, Overlap: "wait", IgnoreTerm: true}}
+		opts.MinPause = 2*cfg.TTL + time.Second
+	}
+	return cfg, opts
 }

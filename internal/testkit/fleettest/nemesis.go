@@ -1,6 +1,7 @@
 package fleettest
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -35,7 +36,7 @@ const (
 	// Partition cuts one daemon's links to a majority (3) of the nodes.
 	Partition FaultKind = "partition"
 	// Pause SIGSTOPs a daemon (the one running a job, if any) for longer
-	// than the TTL, then SIGCONTs it.
+	// than the TTL (NemesisOptions.MinPause), then SIGCONTs it.
 	Pause FaultKind = "pause"
 	// KillDaemon SIGKILLs a daemon (the one running a job, if any) and
 	// starts it again a moment later.
@@ -103,6 +104,11 @@ type NemesisOptions struct {
 	MinGap, MaxGap time.Duration
 	// Scale multiplies every fault's hold time (default 1).
 	Scale float64
+	// MinPause is the shortest a Pause fault stops a daemon (default:
+	// the fleet's TTL); Scale does not apply to it. A control that needs
+	// every pause to end in a takeover sets it above the backend's
+	// takeover time.
+	MinPause time.Duration
 	// After every CalmEvery faults (0: never) the nemesis rests for
 	// CalmFor, so that liveness has fault-free windows to be checked in.
 	CalmEvery int
@@ -320,7 +326,7 @@ func (n *Nemesis) apply(d draw) Fault {
 		}
 	case Pause:
 		dm, who := n.busyDaemon(d.daemon)
-		hold := cfg.TTL + n.hold(200*time.Millisecond, 1500*time.Millisecond, d.b)
+		hold := cmp.Or(n.opts.MinPause, cfg.TTL) + n.hold(200*time.Millisecond, 1500*time.Millisecond, d.b)
 		ft.Target = fmt.Sprintf("%s SIGSTOP for %s", who, hold.Round(time.Millisecond))
 		ft.LeaseLost = []time.Time{ft.Start}
 		dm.Pause()

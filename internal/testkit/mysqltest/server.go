@@ -30,8 +30,6 @@ const (
 	startTimeout = 90 * time.Second
 	// killTimeout bounds the wait for the killed process to be gone.
 	killTimeout = 10 * time.Second
-	// startAttempts is how many fresh ports a first start tries.
-	startAttempts = 5
 	// User and Database are the user and database tests connect as.
 	User     = "leasecron"
 	Database = "leasecron"
@@ -165,21 +163,14 @@ func Start(t testing.TB) *Server {
 	_, _ = rand.Read(pw)
 	s := &Server{t: t, bin: bin, who: who, dir: dir, password: hex.EncodeToString(pw)}
 	t.Cleanup(s.cleanup)
-	for attempt := 1; ; attempt++ {
-		ports, err := proctest.FreePorts(1)
-		if err != nil {
-			t.Fatalf("mysqltest: finding a free port: %v", err)
-		}
-		s.port = ports[0]
+	err = proctest.StartOnFreePorts(1, func(ports []int) error {
 		s.mu.Lock()
-		err = s.spawnLocked()
-		s.mu.Unlock()
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, errAddrInUse) || attempt >= startAttempts {
-			t.Fatalf("mysqltest: %v", err)
-		}
+		defer s.mu.Unlock()
+		s.port = ports[0]
+		return s.spawnLocked()
+	})
+	if err != nil {
+		t.Fatalf("mysqltest: %v", err)
 	}
 	s.Exec("CREATE DATABASE " + Database + " CHARACTER SET utf8mb4")
 	s.Exec("CREATE USER '" + User + "'@'%' IDENTIFIED BY '" + s.password + "'")
@@ -187,7 +178,8 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
-var errAddrInUse = errors.New("mysqltest: address already in use")
+// errAddrInUse marks a start that failed because the port was taken.
+var errAddrInUse = fmt.Errorf("mysqltest: %w", proctest.ErrPortTaken)
 
 func (s *Server) logPath() string { return filepath.Join(s.dir, "mysqld.log") }
 func (s *Server) socket() string  { return filepath.Join(s.dir, "mysqld.sock") }
@@ -218,7 +210,7 @@ func (s *Server) spawnLocked() error {
 		b, _ := os.ReadFile(s.logPath())
 		fresh := string(b[min(int(off), len(b)):])
 		err = errors.Join(fmt.Errorf("mysqltest: server %s (pid %d): %w\n--- %s:\n%s", s.Addr(), cmd.Process.Pid, err, s.logPath(), fresh), kerr)
-		if strings.Contains(fresh, "Address already in use") || strings.Contains(fresh, "Do you already have another") {
+		if proctest.AddrInUse(fresh) || strings.Contains(fresh, "Do you already have another") {
 			err = errors.Join(errAddrInUse, err)
 		}
 		return err
