@@ -34,10 +34,17 @@ const heldRecheck = 500 * time.Millisecond
 
 // takeover is the longest another host waits to take over a lease whose
 // holder lost it: the lease's TTL, one recheck of the followers and one
-// request timeout.
+// request timeout — and on PostgreSQL and MySQL one TTL more: a contender
+// takes a row over only once it has seen the holder's last renewal
+// unchanged for a TTL on its own clock, and it first sees it when the
+// server says the row expired (docs/backends.md, PostgreSQL).
 func (n *Nemesis) takeover() time.Duration {
 	cfg := n.f.Config()
-	return cfg.TTL + heldRecheck + cfg.Timeout
+	ttls := time.Duration(1)
+	if cfg.Backend == "postgres" || cfg.Backend == "mysql" {
+		ttls = 2
+	}
+	return ttls*cfg.TTL + heldRecheck + cfg.Timeout
 }
 
 // Quiet reports whether no fault at all (nor the settle time after it)
