@@ -80,7 +80,8 @@ type Fault struct {
 	Blocking bool
 	// LeaseLost lists when the fault made a daemon lose the leases it
 	// held (killed, frozen, cut off or stopped): another host takes such
-	// a lease over within one TTL and a request timeout.
+	// a lease over within one TTL (two on PostgreSQL and MySQL) and a
+	// request timeout.
 	LeaseLost []time.Time
 	// Paused is the job a PausedRestartEmpty fault paused from PausedFrom
 	// (acknowledged) to PausedTo (resume asked for).
