@@ -36,6 +36,13 @@ var (
 	// NodeErrs; a tick refused for it is not taken over — the price of
 	// never running a completed tick again.
 	ErrDataYounger = errors.New("lease: node's data is younger than the epoch, not voting for it")
+	// ErrRestarted is a server's reason not to count yet: it started,
+	// restarted, failed over or lost its data less than the restart guard
+	// ago (Redlock), so its grants and its answers to reads do not count
+	// until the guard has passed. It is found in the NodeErrs of a refusal
+	// and in the node errors of a store read that found no quorum; unlike
+	// ErrDataYounger it ends with the guard (Health says when: VotingAt).
+	ErrRestarted = errors.New("lease: node restarted recently, not voting")
 	// ErrClosed is returned by calls on a closed Backend.
 	ErrClosed = errors.New("lease: client closed")
 )

@@ -1,15 +1,11 @@
 package lease
 
-import (
-	"errors"
-
-	"github.com/leasecron/leasecron/backend"
-)
+import "github.com/leasecron/leasecron/backend"
 
 // Sentinel errors. Test for them with errors.Is; the concrete error usually
-// carries more detail (see RefusedError and NodeError). All but
-// ErrRestarted are the backend package's values, so a caller that tests
-// for backend.ErrHeld also matches an error from this package.
+// carries more detail (see RefusedError and NodeError). They are the
+// backend package's values, so a caller that tests for backend.ErrHeld
+// also matches an error from this package.
 var (
 	// ErrNotObtained is wrapped by every failed acquisition.
 	ErrNotObtained = backend.ErrNotObtained
@@ -29,10 +25,10 @@ var (
 	// quorum of nodes, and by Complete when too many nodes name a newer
 	// holder for a quorum to mark the epoch.
 	ErrNotHeld = backend.ErrNotHeld
-	// ErrRestarted is the per-node reason a grant did not count: the node
-	// restarted, failed over or lost its data less than the restart guard
-	// ago.
-	ErrRestarted = errors.New("lease: node restarted recently, not voting")
+	// ErrRestarted is the per-node reason a grant or an answer to a read
+	// did not count: the node restarted, failed over or lost its data less
+	// than the restart guard ago.
+	ErrRestarted = backend.ErrRestarted
 	// ErrDataYounger is the per-node reason a grant did not count for a
 	// Request with EpochTime: the node's data is younger than EpochTime
 	// plus the restart guard (it restarted, failed over or lost its

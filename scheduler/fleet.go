@@ -92,9 +92,7 @@ func (s *Scheduler) beat(ctx context.Context, cfg *Config) {
 	}
 	entries, err := s.be.List(rctx, s.hostsSpace())
 	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("could not read the hosts' heartbeats; ranking with the last view", "err", err)
-		}
+		s.readFailed(ctx, "could not read the hosts' heartbeats; ranking with the last view", err)
 		return
 	}
 	view := &fleetView{read: time.Now()}
@@ -285,9 +283,7 @@ func setPause(ctx context.Context, be backend.Backend, job string, info PauseInf
 func (s *Scheduler) refreshPauses(ctx context.Context) pauses {
 	p, err := s.readPauses(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("could not read the pause flags; using the last read", "err", err)
-		}
+		s.readFailed(ctx, "could not read the pause flags; using the last read", err)
 		return s.cachedPauses()
 	}
 	return p

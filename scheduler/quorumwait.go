@@ -96,6 +96,64 @@ func (s *Scheduler) unvotable(err error) bool {
 	return young > 0 && young > len(s.be.Servers())-s.be.Quorum()
 }
 
+// notVotingYet reports whether err is a failure for want of a quorum that
+// servers inside their restart guard explain on their own: some answers
+// did not count yet (ErrRestarted: the servers started, restarted or lost
+// their data less than the guard ago), and the servers that failed for
+// any other reason would have left a quorum. It passes with the guard.
+func (s *Scheduler) notVotingYet(err error) bool {
+	if !errors.Is(err, backend.ErrNoQuorum) {
+		return false
+	}
+	restarted, other := 0, 0
+	for _, ne := range nodeErrors(err) {
+		if errors.Is(ne, backend.ErrRestarted) {
+			restarted++
+		} else {
+			other++
+		}
+	}
+	return restarted > 0 && other <= len(s.be.Servers())-s.be.Quorum()
+}
+
+// nodeErrors returns the *backend.NodeError values found in err's tree
+// (through wrapping, errors.Join and a RefusedError's NodeErrs).
+func nodeErrors(err error) []*backend.NodeError {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *backend.NodeError:
+		return []*backend.NodeError{e}
+	case interface{ Unwrap() []error }:
+		var out []*backend.NodeError
+		for _, x := range e.Unwrap() {
+			out = append(out, nodeErrors(x)...)
+		}
+		return out
+	case interface{ Unwrap() error }:
+		return nodeErrors(e.Unwrap())
+	}
+	return nil
+}
+
+// readFailed logs a store read that failed and that the caller gets past
+// with what it read before (msg says how). While servers inside their
+// restart guard alone explain it (expected after they start or restart)
+// it is a debug line: quorumVotingAt says once, at info, when they vote;
+// if their voting state does not say it, an info line does. Any other
+// failure is a warning.
+func (s *Scheduler) readFailed(ctx context.Context, msg string, err error) {
+	switch {
+	case ctx.Err() != nil:
+	case !s.notVotingYet(err):
+		s.log.Warn(msg, "err", err)
+	case time.Until(s.quorumVotingAt(ctx)) > 0:
+		s.log.Debug(msg+": servers do not vote yet", "err", err)
+	default:
+		s.log.Info(msg+": servers that started, restarted or lost their data recently do not count for reads yet", "err", err)
+	}
+}
+
 // leafErrors flattens a tree of errors.Join values.
 func leafErrors(err error) []error {
 	j, ok := err.(interface{ Unwrap() []error })
