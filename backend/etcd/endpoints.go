@@ -29,6 +29,13 @@ type endpointSet struct {
 	mu      sync.Mutex
 	down    map[string]bool
 	probing bool // the reprobe loop runs
+	// dial orders SetEndpoints after the Status probes: the client's
+	// Dial, which Status uses, reads the client's endpoints without the
+	// client's lock, so a SetEndpoints during a probe is a data race
+	// (and a torn read of the endpoint list). Probes hold it for
+	// reading, SetEndpoints for writing; a probe lasts at most one
+	// request timeout.
+	dial sync.RWMutex
 }
 
 // noteHealth takes the endpoints whose status failed out of the client's
@@ -69,6 +76,10 @@ func (b *Backend) noteHealth(sts []backend.ServerStatus) {
 // applyEndpoints gives the client every endpoint not down (b.eps.mu held).
 func (b *Backend) applyEndpoints() {
 	up := slices.DeleteFunc(slices.Clone(b.cfg.Endpoints), func(ep string) bool { return b.eps.down[ep] })
+	if !b.unsafeUnorderedDial {
+		b.eps.dial.Lock()
+		defer b.eps.dial.Unlock()
+	}
 	b.c.SetEndpoints(up...)
 }
 

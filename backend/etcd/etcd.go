@@ -52,6 +52,9 @@ type Backend struct {
 	// unsafeKeepFrozen keeps members that fail a probe among the
 	// client's endpoints; only the tests' negative control sets it.
 	unsafeKeepFrozen bool
+	// unsafeUnorderedDial lets SetEndpoints run during a Status probe;
+	// only the tests' negative control sets it.
+	unsafeUnorderedDial bool
 
 	eps     endpointSet    // the client's endpoints (endpoints.go)
 	probeWG sync.WaitGroup // the reprobe loop; Close waits for it

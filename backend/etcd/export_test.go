@@ -16,3 +16,8 @@ func SetUnsafeNoLeaseRecycle(b *Backend) { b.unsafeNoLeaseRecycle = true }
 // endpoints: the negative control of the frozen-member test (the client's
 // balancer keeps sending requests to the frozen member).
 func SetUnsafeKeepFrozen(b *Backend) { b.unsafeKeepFrozen = true }
+
+// SetUnsafeUnorderedDial lets b change its client's endpoints while a
+// Status probe dials: the negative control of the probe/endpoint-change
+// ordering (the race detector reports the client's unlocked read).
+func SetUnsafeUnorderedDial(b *Backend) { b.unsafeUnorderedDial = true }

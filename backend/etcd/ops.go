@@ -138,6 +138,10 @@ func (b *Backend) status(ctx context.Context, ep string) backend.ServerStatus {
 	}
 	tctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
+	if !b.unsafeUnorderedDial {
+		b.eps.dial.RLock()
+		defer b.eps.dial.RUnlock()
+	}
 	t0 := time.Now()
 	resp, err := b.c.Status(tctx, ep)
 	st.Latency = time.Since(t0)

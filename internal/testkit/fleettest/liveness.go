@@ -17,7 +17,10 @@ import (
 // timeout of that moment, the longest another host must wait to take a
 // lease over. (The ticks of a job the nemesis paused, from one period
 // before the pause to a second after the resume, are not expected to run
-// either: Paused checks they did not.) Every other tick, faults or not,
+// either: Paused checks they did not. Nor is a tick of an overlap-skip job
+// whose time falls inside a run of an older tick of the same job, a
+// takeover's included: that run holds the job's lease, and overlap: skip
+// gives the tick up; heldByOlder.) Every other tick, faults or not,
 // must have run; a tick no fault touched at all (nor the settle time after
 // one) must have run exactly once, to its end. docs/reliability.md states the
 // rule.
@@ -88,6 +91,24 @@ func (n *Nemesis) pausedAt(j Job, tick time.Time) bool {
 	return false
 }
 
+// heldByOlder reports whether job j gives tick up by its overlap policy:
+// j skips on overlap (the default) and at the tick's time a run of an
+// older tick of j was running — from its start to its end or, for a run
+// that did not end, its last sign of life plus one heartbeat — so the
+// older tick held j's lease when the tick was tried. A run that ended
+// before the tick, or one of the tick itself, exempts nothing.
+func heldByOlder(h *History, j Job, tick time.Time) bool {
+	if j.Overlap != "" && j.Overlap != "skip" {
+		return false
+	}
+	for _, r := range h.Job(j.Name) {
+		if r.Tick < tick.Unix() && !tick.Before(r.Start) && tick.Before(r.Until()) {
+			return true
+		}
+	}
+	return false
+}
+
 // touching names the faults that touched [from, to] ("" for none).
 func (n *Nemesis) touching(from, to time.Time) string {
 	var names []string
@@ -101,7 +122,8 @@ func (n *Nemesis) touching(from, to time.Time) string {
 
 // Liveness checks every tick of every job whose window — from one period
 // before the tick to its deadline plus the job's run time — lies in
-// [from, to]: a tick no exempting fault excuses (see the rule above) must
+// [from, to]: a tick no exempting fault nor its job's overlap policy
+// excuses (see the rule above) must
 // have run, and one no fault touched must have run exactly once, to its
 // end. It returns the violations and how many ticks it checked.
 func (n *Nemesis) Liveness(h *History, from, to time.Time) ([]Violation, int) {
@@ -114,7 +136,7 @@ func (n *Nemesis) Liveness(h *History, from, to time.Time) ([]Violation, int) {
 		}
 		for _, tick := range Ticks(j.Every, from.Add(j.Every), to) {
 			wFrom, wTo := tick.Add(-j.Every), tick.Add(deadline+j.Sleep)
-			if wTo.After(to) || n.exempt(wFrom, wTo, tick.Add(deadline)) != nil || n.pausedAt(j, tick) {
+			if wTo.After(to) || n.exempt(wFrom, wTo, tick.Add(deadline)) != nil || n.pausedAt(j, tick) || heldByOlder(h, j, tick) {
 				continue
 			}
 			checked++

@@ -109,3 +109,61 @@ func TestPausedRuleAndExemption(t *testing.T) {
 		t.Fatalf("a run of tick 22 s while paused must be reported; got:\n%s", FormatViolations(vs))
 	}
 }
+
+// TestLivenessOverlapSkipExemptsOnlyWhileOlderRunHolds: a tick of an
+// overlap-skip job whose time falls inside a run of an older tick (here a
+// takeover of the previous tick, as after a frozen server cut its first
+// holder off) is given up by the job's policy and not missing. The same
+// tick is missing when the older run ended, or was last seen, before the
+// tick's time, when the job waits on overlap, or when the run covering
+// the tick belongs to another job.
+func TestLivenessOverlapSkipExemptsOnlyWhileOlderRunHolds(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	from, to := t0, t0.Add(40*time.Second)
+	prev, skipped := t0.Add(18*time.Second), t0.Add(20*time.Second)
+	withRun := func(r Run) *History {
+		h := syntheticHistory(from, to, prev, skipped)
+		h.Runs = append(h.Runs, r)
+		return h
+	}
+	// Tick 18 s runs late, from 19.5 s to 21 s (its first holder was cut
+	// off before it started the job; a takeover): at 20 s it holds the
+	// job's lease.
+	takeover := Run{Job: "j", Tick: prev.Unix(), Host: "h1", Token: prev.Unix() + 1, Attempt: 1,
+		Start: t0.Add(19500 * time.Millisecond), Last: t0.Add(21 * time.Second), End: t0.Add(21 * time.Second)}
+	// A frozen server (not blocking) in the window: ticks must still run,
+	// but not necessarily exactly once.
+	frozen := func() *Nemesis {
+		return oracleFor(Fault{Kind: FreezeLeader, Start: t0.Add(17 * time.Second), End: t0.Add(19 * time.Second)})
+	}
+	if vs, _ := frozen().Liveness(withRun(takeover), from, to); len(vs) != 0 {
+		t.Fatalf("a tick given up while an older tick's run held the lease is exempt; got:\n%s", FormatViolations(vs))
+	}
+	killed := takeover
+	killed.End, killed.Last = time.Time{}, skipped.Add(-HeartbeatInterval/2)
+	if vs, _ := frozen().Liveness(withRun(killed), from, to); len(vs) != 0 {
+		t.Fatalf("a killed older run last seen less than a heartbeat before the tick still holds it; got:\n%s", FormatViolations(vs))
+	}
+
+	missing := func(name string, n *Nemesis, h *History) {
+		t.Helper()
+		vs, checked := n.Liveness(h, from, to)
+		if len(vs) != 1 || vs[0].Rule != "missing" || !strings.Contains(vs[0].Msg, skipped.UTC().Format(time.RFC3339)) {
+			t.Fatalf("%s: the tick must be missing; got %d violations (%d ticks checked):\n%s", name, len(vs), checked, FormatViolations(vs))
+		}
+	}
+	ended := takeover
+	ended.Last, ended.End = skipped.Add(-time.Millisecond), skipped.Add(-time.Millisecond)
+	missing("older run ended before the tick", frozen(), withRun(ended))
+	gone := killed
+	gone.Last = skipped.Add(-2 * HeartbeatInterval)
+	missing("older run last seen over a heartbeat before the tick", frozen(), withRun(gone))
+	other := takeover
+	other.Job = "other"
+	h := syntheticHistory(from, to, skipped) // tick 18 s ran on time
+	h.Runs = append(h.Runs, other)
+	missing("the covering run is another job's", frozen(), h)
+	wait := frozen()
+	wait.f.cfg.Jobs[0].Overlap = "wait"
+	missing("overlap: wait", wait, withRun(takeover))
+}

@@ -85,6 +85,15 @@ func (n *Nemesis) applyMore(d draw, nodes []int, ft *Fault) bool {
 		ft.Target = fmt.Sprintf("%s %d SIGSTOP for %s", who, i, hold.Round(time.Millisecond))
 		ft.Blocking = false
 		ft.Start = time.Now() // finding the leader may take a while
+		if who == "leader" && f.Store.Backend == "zookeeper" {
+			// A ZooKeeper ensemble serves no write until its followers
+			// give the frozen leader up (syncLimit × tickTime, 2 s in
+			// zktest) and elect another: no lease is renewed or released
+			// meanwhile, so every daemon loses the leases it held (a
+			// renewal, a release, a completion) at the freeze. etcd
+			// renews its leases on a leader change and Redis has none.
+			ft.LeaseLost = []time.Time{ft.Start}
+		}
 		f.Store.Servers[i].Pause()
 		time.Sleep(hold)
 		f.Store.Servers[i].Resume()
