@@ -18,7 +18,9 @@ import (
 // members that fail a Status probe (Health; downErrs runs one after every
 // failed request) are taken out of the client's endpoints — never all of
 // them — and a background loop probes them again every reprobeEvery and
-// puts each back once it answers and knows a leader.
+// puts each back once it answers and knows a leader. The client's Dial,
+// which Status uses, reads its endpoints without the client's lock, so
+// SetEndpoints waits for the probes in flight (endpointSet.dial).
 
 // reprobeEvery is how often the members taken out are probed again.
 const reprobeEvery = time.Second
