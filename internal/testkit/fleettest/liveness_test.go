@@ -167,3 +167,35 @@ func TestLivenessOverlapSkipExemptsOnlyWhileOlderRunHolds(t *testing.T) {
 	wait.f.cfg.Jobs[0].Overlap = "wait"
 	missing("overlap: wait", wait, withRun(takeover))
 }
+
+// TestLivenessHeldAfterLoss: a daemon killed while it ran an older tick
+// of an overlap-skip job leaves that lease to run out; a tick of the job
+// that came within the takeover bound of the kill found it held and gave
+// itself up. The same tick is missing when no older run was cut short by
+// the kill, or when the job waits on overlap.
+func TestLivenessHeldAfterLoss(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	from, to := t0, t0.Add(40*time.Second)
+	kill := Fault{Kind: KillDaemon, Start: t0.Add(19 * time.Second), End: t0.Add(20 * time.Second)}
+	kill.LeaseLost = []time.Time{kill.Start}
+	// Tick 18 s ran from 18.01 s and was killed at 19 s; tick 20 s (deadline
+	// 22 s, past the bound of 19 s + 2.05 s for its own takeover) came
+	// while tick 18's lease was still held.
+	skipped := t0.Add(20 * time.Second)
+	h := syntheticHistory(from, to, t0.Add(18*time.Second), skipped)
+	cut := Run{Job: "j", Tick: t0.Add(18 * time.Second).Unix(), Host: "h0", Token: 1, Attempt: 1,
+		Start: t0.Add(18010 * time.Millisecond), Last: t0.Add(19050 * time.Millisecond)}
+	h.Runs = append(h.Runs, cut)
+	if vs, _ := oracleFor(kill).Liveness(h, from, to); len(vs) != 0 {
+		t.Fatalf("a tick given up while a killed daemon's older lease ran out is exempt; got:\n%s", FormatViolations(vs))
+	}
+	noOlder := syntheticHistory(from, to, skipped)
+	if vs, _ := oracleFor(kill).Liveness(noOlder, from, to); len(vs) != 1 || vs[0].Rule != "missing" {
+		t.Fatalf("without an older run cut short by the kill the tick must run; got:\n%s", FormatViolations(vs))
+	}
+	wait := oracleFor(kill)
+	wait.f.cfg.Jobs[0].Overlap = "wait"
+	if vs, _ := wait.Liveness(h, from, to); len(vs) != 1 || vs[0].Rule != "missing" {
+		t.Fatalf("an overlap-wait job's tick must run; got:\n%s", FormatViolations(vs))
+	}
+}
