@@ -124,7 +124,7 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []backend.Request, tokens [
 	for j, i := range idx {
 		r := reqs[i]
 		claim := ""
-		if tok, ver := b.obs.ripe(r.Key, start); tok != "" {
+		if tok, ver := b.obs.Ripe(r.Key, start); tok != "" {
 			claim = tok + "/" + ver
 		}
 		keys[j] = r.Key
@@ -155,7 +155,7 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []backend.Request, tokens [
 		epochDone := req.Epoch > 0 && r.doneEpoch >= req.Epoch
 		granted := r.token == tokens[i] && !epochDone
 		if granted || r.token == "" {
-			b.obs.forget(req.Key)
+			b.obs.Forget(req.Key)
 		}
 		switch {
 		case granted:
@@ -232,7 +232,7 @@ func (b *Backend) heldError(key string, r row, replied time.Time) *backend.Refus
 		e.Detail = "held when this attempt ran, released since"
 		return e
 	}
-	wait := b.obs.saw(key, r.token, strconv.FormatInt(r.version, 10), time.Duration(r.ttlMicros)*time.Microsecond, replied)
+	wait := b.obs.Saw(key, r.token, strconv.FormatInt(r.version, 10), time.Duration(r.ttlMicros)*time.Microsecond, replied)
 	if r.leftMicros <= 0 {
 		// Expired on the server's clock, which decides nothing: this
 		// client takes it over once it has seen the row unrenewed for

@@ -28,7 +28,7 @@ type Backend struct {
 	sql     statements
 	store   storeStatements // Entries and Logs
 	timeout time.Duration
-	obs     *observations // held rows seen, for takeover
+	obs     *backend.Observations // held rows seen, for takeover
 
 	ensureMu sync.Mutex
 	ready    atomic.Bool // the table exists and is usable
@@ -93,7 +93,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
 	table := quote(dbName, name)
 	b := &Backend{db: db, o: o, dbName: dbName, name: name, table: table, user: cfg.User,
 		server: Redact(dsn), sql: newStatements(table, o), store: newStoreStatements(dbName, name),
-		timeout: o.timeout, obs: newObservations()}
+		timeout: o.timeout, obs: backend.NewObservations()}
 	tctx, cancel := context.WithTimeout(ctx, o.timeout)
 	err = b.ensureTable(tctx)
 	cancel()

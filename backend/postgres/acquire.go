@@ -125,7 +125,7 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []backend.Request, tokens [
 	for j, i := range idx {
 		keys[j], toks[j], owners[j] = reqs[i].Key, tokens[i], reqs[i].Owner
 		ttls[j], epochs[j] = reqs[i].TTL.Microseconds(), max(reqs[i].Epoch, 0)
-		seenToks[j], seenXmins[j] = b.obs.ripe(reqs[i].Key, start)
+		seenToks[j], seenXmins[j] = b.obs.Ripe(reqs[i].Key, start)
 	}
 	rows := make([]row, n)
 	err := b.call(ctx, b.timeout+time.Duration(n-1)*perKeyTimeout, func(ctx context.Context, c *pgx.Conn) error {
@@ -161,7 +161,7 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []backend.Request, tokens [
 		}
 		r := rows[j]
 		if r.granted || !r.held {
-			b.obs.forget(req.Key)
+			b.obs.Forget(req.Key)
 		}
 		switch {
 		case r.granted:
@@ -200,7 +200,7 @@ func (b *Backend) heldError(key string, r row, replied time.Time) *backend.Refus
 		e.Detail = "taken by a concurrent request"
 		return e
 	}
-	wait := b.obs.saw(key, r.token, r.xmin, time.Duration(r.ttlMicros)*time.Microsecond, replied)
+	wait := b.obs.Saw(key, r.token, r.xmin, time.Duration(r.ttlMicros)*time.Microsecond, replied)
 	if r.leftMicros <= 0 {
 		// Expired on the server's clock, which decides nothing: this
 		// client takes it over once it has seen the row unrenewed for

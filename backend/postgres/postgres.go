@@ -26,7 +26,7 @@ type Backend struct {
 	sql     statements
 	store   storeStatements // Entries and Logs
 	timeout time.Duration
-	obs     *observations // held rows seen, for takeover
+	obs     *backend.Observations // held rows seen, for takeover
 
 	ensureMu sync.Mutex
 	ready    atomic.Bool // the table exists and is usable
@@ -109,7 +109,7 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrub(err.Error(), connString))
 	}
 	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.unlogged, o.wallClockTakeover),
-		obs:   newObservations(),
+		obs:   backend.NewObservations(),
 		store: newStoreStatements(o), timeout: o.timeout}
 	tctx, cancel := context.WithTimeout(ctx, o.timeout)
 	err = b.ensureTable(tctx)
