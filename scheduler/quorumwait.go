@@ -172,9 +172,10 @@ func leafErrors(err error) []error {
 
 // giveUpUnvotable counts the ticks of jobs given up because no quorum will
 // vote for them (see unvotable) and logs one line per tick for all of
-// them: at info for a tick before the daemon started (a fresh start, or
-// a restart after the servers lost their data: expected), else a warning
-// (servers lost their data while the tick was due).
+// them: at info for a tick before the daemon started or in its first TTL
+// (a fresh start, or a restart after the servers lost their data:
+// expected), else a warning (servers lost their data while the tick was
+// due).
 func (s *Scheduler) giveUpUnvotable(ctx context.Context, tick time.Time, jobs []string, err error) {
 	for _, j := range jobs {
 		s.opts.Metrics.Acquire(j, "data_younger")
@@ -193,7 +194,10 @@ func (s *Scheduler) giveUpUnvotable(ctx context.Context, tick time.Time, jobs []
 	lvl := slog.LevelDebug
 	if first {
 		lvl = slog.LevelWarn
-		if tick.Before(s.started) {
+		// Ticks from before the daemon started, or within the first TTL
+		// after it (the servers it found may have just started: a fresh
+		// fleet, the demo), are expected to be given up: info.
+		if tick.Before(s.started.Add(s.cfg.Load().Lease.TTL)) {
 			lvl = slog.LevelInfo
 		}
 	}
