@@ -21,7 +21,7 @@ func markdownFiles(t *testing.T) []string {
 	if len(pages) == 0 {
 		t.Fatal("no Markdown pages in docs/")
 	}
-	return append(pages, "../README.md", "../BENCHMARKS.md")
+	return append(pages, "../README.md")
 }
 
 // linkPattern matches an inline link or image, [text](target) or
