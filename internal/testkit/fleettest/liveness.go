@@ -111,10 +111,14 @@ func heldByOlder(h *History, j Job, tick time.Time) bool {
 
 // heldAfterLoss reports whether job j gave tick up by its overlap policy
 // because a lease a fault made a daemon lose was still held for an older
-// tick: j skips on overlap, a run of an older tick of j was running when
-// the lease was lost, and the tick came within the takeover bound after
-// that (the lease, left to run out, is held until then as far as the
-// other hosts can tell: on PostgreSQL and MySQL up to two TTLs).
+// tick: j skips on overlap, the tick came within the takeover bound after
+// the loss (the lease, left to run out, is held until then as far as the
+// other hosts can tell: on PostgreSQL and MySQL up to two TTLs), and an
+// older tick of j was still on its way then — a run of it not over before
+// the loss (it may have started a moment after: a paused daemon's
+// supervisor still starts the job it was handed), or no run of the
+// previous tick seen to end before the tick (its run, if any, died
+// unlogged with its daemon).
 func (n *Nemesis) heldAfterLoss(h *History, j Job, tick time.Time) bool {
 	if j.Overlap != "" && j.Overlap != "skip" {
 		return false
@@ -124,10 +128,18 @@ func (n *Nemesis) heldAfterLoss(h *History, j Job, tick time.Time) bool {
 			if tick.Before(lost) || !tick.Before(lost.Add(n.takeover())) {
 				continue
 			}
+			prevEnded := false
+			prev := tick.Add(-j.Every).Unix()
 			for _, r := range h.Job(j.Name) {
-				if r.Tick < tick.Unix() && !lost.Before(r.Start) && !r.Until().Before(lost) {
+				if r.Tick < tick.Unix() && r.Start.Before(tick) && !r.Until().Before(lost) {
 					return true
 				}
+				if r.Tick == prev && r.Ended() && r.End.Before(tick) {
+					prevEnded = true
+				}
+			}
+			if !prevEnded {
+				return true
 			}
 		}
 	}

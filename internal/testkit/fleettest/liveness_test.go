@@ -189,9 +189,15 @@ func TestLivenessHeldAfterLoss(t *testing.T) {
 	if vs, _ := oracleFor(kill).Liveness(h, from, to); len(vs) != 0 {
 		t.Fatalf("a tick given up while a killed daemon's older lease ran out is exempt; got:\n%s", FormatViolations(vs))
 	}
-	noOlder := syntheticHistory(from, to, skipped)
+	noOlder := syntheticHistory(from, to, skipped) // tick 18 ran and ended at 18.31 s
 	if vs, _ := oracleFor(kill).Liveness(noOlder, from, to); len(vs) != 1 || vs[0].Rule != "missing" {
-		t.Fatalf("without an older run cut short by the kill the tick must run; got:\n%s", FormatViolations(vs))
+		t.Fatalf("with the previous tick run and ended before the kill the tick must run; got:\n%s", FormatViolations(vs))
+	}
+	// The killed daemon's run of tick 18 left no line (it died before
+	// logging it): the previous tick has no run seen to end.
+	unlogged := syntheticHistory(from, to, t0.Add(18*time.Second), skipped)
+	if vs, _ := oracleFor(kill).Liveness(unlogged, from, to); len(vs) != 0 {
+		t.Fatalf("a tick after a kill whose previous tick left no run is exempt; got:\n%s", FormatViolations(vs))
 	}
 	wait := oracleFor(kill)
 	wait.f.cfg.Jobs[0].Overlap = "wait"
