@@ -80,22 +80,60 @@ func BenchmarkStoreAcquireRelease(b *testing.B) {
 }
 
 // BenchmarkStoreTick decides one tick of 10,000 jobs with one
-// TryAcquireBatch on PostgreSQL, against the floor of one raw multi-row
-// upsert of the same keys.
+// TryAcquireBatch on PostgreSQL and on MariaDB (one multi-row INSERT ... ON
+// DUPLICATE KEY UPDATE in key order, then one SELECT of the outcome),
+// against the floor of one raw multi-row upsert of the same keys.
 func BenchmarkStoreTick(b *testing.B) {
+	b.Run("store=postgres", func(b *testing.B) {
+		srv := pgtest.Start(b)
+		be := openBackend(b, store{open: func(ctx context.Context) (backend.Backend, error) { return pgbe.Open(ctx, srv.URL()) }})
+		pool := pgPool(b, srv)
+		benchTick(b, be, func(ctx context.Context, names []string) error {
+			_, err := pool.Exec(ctx, "INSERT INTO bench_floor (key, v) SELECT k, 1 FROM unnest($1::text[]) AS k "+
+				"ON CONFLICT (key) DO UPDATE SET v = bench_floor.v + 1", names)
+			return err
+		})
+	})
+	b.Run("store=mysql", func(b *testing.B) {
+		srv := mysqltest.Start(b)
+		be := openBackend(b, store{open: func(ctx context.Context) (backend.Backend, error) {
+			return mysqlbe.Open(ctx, srv.DSN(), mysqlbe.WithTimeout(10*time.Second))
+		}})
+		db := mysqlDB(b, srv)
+		benchTick(b, be, func(ctx context.Context, names []string) error {
+			args := make([]any, len(names))
+			for i, n := range names {
+				args[i] = n
+			}
+			_, err := db.ExecContext(ctx, "INSERT INTO bench_floor (k, v) VALUES "+
+				strings.TrimSuffix(strings.Repeat("(?, 1), ", len(names)), ", ")+" ON DUPLICATE KEY UPDATE v = v + 1", args...)
+			return err
+		})
+	})
+}
+
+// benchTick runs the tick of 10,000 jobs through be (lib=lease) and through
+// floor, the raw upsert of the same keys (lib=floor).
+func benchTick(b *testing.B, be backend.Backend, floor func(ctx context.Context, names []string) error) {
 	const keys = 10000
-	srv := pgtest.Start(b)
-	be := openBackend(b, store{open: func(ctx context.Context) (backend.Backend, error) { return pgbe.Open(ctx, srv.URL()) }})
 	// round numbers the ticks across the runs of a sub-benchmark (the
 	// testing package calls it again with a larger b.N), so that every
 	// tick has its own keys.
 	round := 0
-	b.Run("store=postgres/lib="+libLease, func(b *testing.B) {
+	names := func() []string {
+		round++
+		out := make([]string, keys)
+		for i := range out {
+			out[i] = fmt.Sprintf("tick%d-job-%05d", round, i)
+		}
+		return out
+	}
+	b.Run("lib="+libLease, func(b *testing.B) {
 		for n := 0; n < b.N; n++ {
-			round++
+			ks := names()
 			reqs := make([]backend.Request, keys)
 			for i := range reqs {
-				reqs[i] = backend.Request{Key: fmt.Sprintf("tick%d-job-%05d", round, i), TTL: 30 * time.Second, Epoch: 1, Owner: "bench"}
+				reqs[i] = backend.Request{Key: ks[i], TTL: 30 * time.Second, Epoch: 1, Owner: "bench"}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			for _, res := range be.TryAcquireBatch(ctx, reqs) {
@@ -106,64 +144,11 @@ func BenchmarkStoreTick(b *testing.B) {
 			cancel()
 		}
 	})
-	b.Run("store=postgres/lib="+libFloor, func(b *testing.B) {
-		pool := pgPool(b, srv)
-		names := make([]string, keys)
+	b.Run("lib="+libFloor, func(b *testing.B) {
 		for n := 0; n < b.N; n++ {
-			round++
-			for i := range names {
-				names[i] = fmt.Sprintf("tick%d-job-%05d", round, i)
-			}
+			ks := names()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			_, err := pool.Exec(ctx, "INSERT INTO bench_floor (key, v) SELECT k, 1 FROM unnest($1::text[]) AS k "+
-				"ON CONFLICT (key) DO UPDATE SET v = bench_floor.v + 1", names)
-			cancel()
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-}
-
-// BenchmarkStoreTickMySQL is BenchmarkStoreTick on MariaDB: one
-// TryAcquireBatch of 10,000 jobs (one multi-row INSERT ... ON DUPLICATE
-// KEY UPDATE in key order, then one SELECT of the outcome) against the
-// floor of one raw multi-row upsert of the same keys.
-func BenchmarkStoreTickMySQL(b *testing.B) {
-	const keys = 10000
-	srv := mysqltest.Start(b)
-	be := openBackend(b, store{open: func(ctx context.Context) (backend.Backend, error) {
-		return mysqlbe.Open(ctx, srv.DSN(), mysqlbe.WithTimeout(10*time.Second))
-	}})
-	round := 0
-	b.Run("store=mysql/lib="+libLease, func(b *testing.B) {
-		for n := 0; n < b.N; n++ {
-			round++
-			reqs := make([]backend.Request, keys)
-			for i := range reqs {
-				reqs[i] = backend.Request{Key: fmt.Sprintf("tick%d-job-%05d", round, i), TTL: 30 * time.Second, Epoch: 1, Owner: "bench"}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			for _, res := range be.TryAcquireBatch(ctx, reqs) {
-				if res.Err != nil {
-					b.Fatal(res.Err)
-				}
-			}
-			cancel()
-		}
-	})
-	b.Run("store=mysql/lib="+libFloor, func(b *testing.B) {
-		db := mysqlDB(b, srv)
-		args := make([]any, keys)
-		query := "INSERT INTO bench_floor (k, v) VALUES " + strings.TrimSuffix(strings.Repeat("(?, 1), ", keys), ", ") +
-			" ON DUPLICATE KEY UPDATE v = v + 1"
-		for n := 0; n < b.N; n++ {
-			round++
-			for i := range args {
-				args[i] = fmt.Sprintf("tick%d-job-%05d", round, i)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			_, err := db.ExecContext(ctx, query, args...)
+			err := floor(ctx, ks)
 			cancel()
 			if err != nil {
 				b.Fatal(err)
