@@ -12,15 +12,16 @@ import (
 
 // ExecJob returns the job `leasecron exec --name NAME` runs: a copy of the
 // file's job NAME when there is one (its timeout, kill_grace, env, dir,
-// history_limit; its command replaced by command or shell), else a job with
-// the documented defaults. schedule, when not empty, is compiled in the
-// job's time zone and replaces the job's. The file's defaults section is
-// not applied to a name the file does not have.
-func (c *Config) ExecJob(name, schedule string, command []string, shell string) (*Job, error) {
+// history_limit, timezone; its command replaced by command or shell), else
+// a job with the documented defaults and the host's local time zone, as
+// cron reads a crontab. schedule, when not empty, is compiled in timezone
+// (when not empty, else the job's) and replaces the job's. The file's
+// defaults section is not applied to a name the file does not have.
+func (c *Config) ExecJob(name, schedule, timezone string, command []string, shell string) (*Job, error) {
 	if !validJobName.MatchString(name) {
 		return nil, fmt.Errorf("name %q may only contain letters, digits, '_', '.' and '-'", name)
 	}
-	j := &Job{Name: name, KillGrace: defaultKillGrace, Timezone: defaultTimezone,
+	j := &Job{Name: name, KillGrace: defaultKillGrace, Timezone: "Local",
 		HistoryLimit: defaultHistoryLimit, RetryBackoff: defaultRetryBackoff, Candidates: defaultCandidates}
 	if in := c.Job(name); in != nil {
 		cp := *in
@@ -29,6 +30,9 @@ func (c *Config) ExecJob(name, schedule string, command []string, shell string) 
 	j.Command, j.Shell, j.Retries = command, shell, 0
 	if schedule == "" {
 		return j, nil
+	}
+	if timezone != "" {
+		j.Timezone = timezone
 	}
 	loc, err := loadLocation(j.Timezone)
 	if err != nil {
@@ -190,6 +194,11 @@ func (s *Scheduler) execAcquire(ctx context.Context, breq backend.Request, req E
 			return nil, fmt.Errorf("%w: %w", ErrNoLease, res.Err)
 		case errors.Is(res.Err, backend.ErrHeld) && rerr != nil && rerr.HolderNodes < s.be.Quorum() && attempt < splitRetries:
 			wait = rand.N(splitRetryBase<<attempt) + time.Millisecond
+		case errors.Is(res.Err, backend.ErrHeld) && rerr != nil && rerr.HolderNodes < s.be.Quorum() && attempt == splitRetries:
+			// Still no holder on a quorum: the votes may keep splitting
+			// between hosts that fired together, and then nobody runs the
+			// slot. Once more when the split votes have run out.
+			wait = rerr.HolderTTL + 5*time.Millisecond
 		case errors.Is(res.Err, backend.ErrHeld):
 			if !req.Wait {
 				return nil, &ExecSkipped{Reason: SkipHeld, Err: res.Err}

@@ -100,8 +100,9 @@ func parseSchedule(spec string, loc *time.Location) (sched *schedule, err error)
 	if s == "@every" || strings.HasPrefix(s, "@every ") || strings.HasPrefix(s, "@every\t") {
 		return parseEvery(strings.TrimSpace(s[len("@every"):]))
 	}
+	var f []string // the fields, for a spec that is not a descriptor
 	if !strings.HasPrefix(s, "@") {
-		f := strings.Fields(s)
+		f = strings.Fields(s)
 		if n := len(f); n != 5 && n != 6 {
 			return nil, fmt.Errorf("expected 5 or 6 fields, found %d (an optional seconds field, then minute hour day-of-month month day-of-week)", n)
 		}
@@ -118,6 +119,17 @@ func parseSchedule(spec string, loc *time.Location) (sched *schedule, err error)
 	}
 	cp := *spec0
 	cp.Location = loc
+	if len(f) > 0 {
+		// As cron reads them: a day field that starts with '*' ("*/2")
+		// counts as unrestricted, so both day fields must match;
+		// robfig/cron marks only "*" and "?".
+		if strings.HasPrefix(f[len(f)-3], "*") {
+			cp.Dom |= starBit
+		}
+		if strings.HasPrefix(f[len(f)-1], "*") {
+			cp.Dow |= starBit
+		}
+	}
 	sched = &schedule{spec: &cp, loc: loc}
 	if sched.next(time.Now()).IsZero() {
 		return nil, errors.New("never fires (no tick within the next five years)")
@@ -194,8 +206,8 @@ func (s *schedule) next(t time.Time) time.Time {
 }
 
 // starBit marks a day-of-month or day-of-week field written as * or ?
-// (robfig/cron's convention): then both day fields must match, otherwise
-// either may.
+// (robfig/cron's convention) or, as cron has it, starting with '*'
+// ("*/2"): then both day fields must match, otherwise either may.
 const starBit = 1 << 63
 
 // dayMatches reports whether the wall-clock date (in UTC) matches the

@@ -407,3 +407,27 @@ func TestSundayAsSeven(t *testing.T) {
 		t.Error("day of week 8 accepted")
 	}
 }
+
+// TestStarStepDayFields: as in cron, a day field that starts with '*'
+// counts as unrestricted, so "0 0 */2 * 1" is the odd days that are
+// Mondays, not every odd day and every Monday.
+func TestStarStepDayFields(t *testing.T) {
+	s, err := parseSchedule("0 0 */2 * 1", time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	for range 4 {
+		at = s.next(at)
+		if at.Weekday() != time.Monday || at.Day()%2 != 1 {
+			t.Fatalf("tick %s: want an odd day that is a Monday", at)
+		}
+	}
+	either, err := parseSchedule("0 0 1,15 * 5", time.UTC) // both restricted: either
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := either.next(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)); got.Day() != 27 {
+		t.Errorf("0 0 1,15 * 5 after Thursday 26th: %s, want Friday 27th", got)
+	}
+}

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,10 +31,10 @@ type ExecCommand struct {
 
 // execFlags are exec's settings.
 type execFlags struct {
-	config, name, schedule, overlap, id string
-	grace, deadline, clockOffset        time.Duration
-	skippedExit                         int
-	logFormat, logLevel                 string
+	config, name, schedule, timezone, overlap, id string
+	grace, deadline, clockOffset                  time.Duration
+	skippedExit                                   int
+	logFormat, logLevel                           string
 }
 
 func (c *ExecCommand) parse(args []string) (execFlags, []string, error) {
@@ -41,6 +43,7 @@ func (c *ExecCommand) parse(args []string) (execFlags, []string, error) {
 	config := configFlag(fs)
 	fs.StringVar(&f.name, "name", "", "")
 	fs.StringVar(&f.schedule, "schedule", "", "")
+	fs.StringVar(&f.timezone, "timezone", "", "")
 	fs.DurationVar(&f.grace, "grace", -1, "")
 	fs.DurationVar(&f.deadline, "deadline", -1, "")
 	fs.StringVar(&f.overlap, "overlap", "skip", "")
@@ -49,10 +52,15 @@ func (c *ExecCommand) parse(args []string) (execFlags, []string, error) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "")
 	fs.DurationVar(&f.clockOffset, "test-clock-offset", 0, "")
-	cmd, err := parseArgs(fs, args)
-	if err != nil {
-		return f, nil, err
+	// Flags end at the first word that is not one (or at "--"): the rest
+	// is the command with its own arguments, never exec's flags.
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return f, nil, err
+		}
+		return f, nil, &usageError{err: err}
 	}
+	cmd := fs.Args()
 	f.config = *config
 	switch {
 	case f.name == "":
@@ -63,8 +71,12 @@ func (c *ExecCommand) parse(args []string) (execFlags, []string, error) {
 		return f, nil, usageErrorf("--overlap %q: want skip or wait", f.overlap)
 	case f.skippedExit < 0 || f.skippedExit > 255:
 		return f, nil, usageErrorf("--skipped-exit %d: want 0 to 255", f.skippedExit)
-	case f.schedule == "" && (f.grace >= 0):
-		return f, nil, usageErrorf("--grace needs --schedule")
+	case f.schedule == "" && (f.grace >= 0 || f.timezone != ""):
+		return f, nil, usageErrorf("--grace and --timezone need --schedule")
+	case f.grace < -1 || f.deadline < -1 || f.grace == -1 && isSet(fs, "grace") || f.deadline == -1 && isSet(fs, "deadline"):
+		return f, nil, usageErrorf("--grace and --deadline must not be negative")
+	case f.schedule != "" && f.deadline == 0:
+		return f, nil, usageErrorf("--deadline 0 with --schedule: no run could ever start (cron fires after the tick)")
 	}
 	if err := checkIDFlag(f.id); err != nil {
 		return f, nil, err
@@ -90,7 +102,7 @@ func (c *ExecCommand) Run(ctx context.Context, args []string) error {
 	if f.id != "" {
 		cfg.ID = f.id
 	}
-	j, err := cfg.ExecJob(f.name, f.schedule, argv, "")
+	j, err := cfg.ExecJob(f.name, f.schedule, execTimezone(f.timezone), argv, "")
 	if err != nil {
 		return usageErrorf("%w", err)
 	}
@@ -121,6 +133,11 @@ func (c *ExecCommand) Run(ctx context.Context, args []string) error {
 	rec, err := sched.Exec(ctx, req)
 	var skipped *scheduler.ExecSkipped
 	switch {
+	case errors.As(err, &skipped) && skipped.Reason == scheduler.SkipLate:
+		// Cron fired after the slot's deadline: the schedule, the time
+		// zone or --deadline is off — say so where cron mails it.
+		log.Warn("not run: the slot's deadline had passed", "job", j.Name, "why", skipped.Error())
+		return &exitError{code: f.skippedExit}
 	case errors.As(err, &skipped):
 		log.Info("not run", "job", j.Name, "why", skipped.Error())
 		return &exitError{code: f.skippedExit}
@@ -128,8 +145,31 @@ func (c *ExecCommand) Run(ctx context.Context, args []string) error {
 		return &exitError{code: exitNoLease, err: err}
 	case err != nil && rec.Job == "":
 		return err
+	case rec.Result == "shutdown":
+		// exec itself was asked to stop (SIGTERM, SIGINT): as a shell
+		// reports a command killed by that signal.
+		return &exitError{code: 128 + int(syscall.SIGTERM)}
+	case rec.Result == "error":
+		return &exitError{code: startFailure(rec.Error), err: err}
 	}
 	return execResult(rec, err)
+}
+
+// isSet reports whether flag name was given.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// execTimezone is the zone exec reads --schedule in, as cron reads its
+// crontab: --timezone, else $CRON_TZ, else the host's local time ("" when
+// neither is set: a job NAME in the file gives its timezone, else Local).
+func execTimezone(flagTZ string) string {
+	if flagTZ != "" {
+		return flagTZ
+	}
+	return os.Getenv("CRON_TZ")
 }
 
 // slotOf maps now to the schedule's slot: the latest tick at or before
@@ -151,6 +191,18 @@ func slotOf(req *scheduler.ExecRequest, f execFlags, now time.Time) error {
 	req.Tick = j.Prev(now.Add(grace))
 	req.Deadline = req.Tick.Add(deadline)
 	return nil
+}
+
+// startFailure is the exit code of a command that could not start, as a
+// shell reports it: 127 when it was not found, 126 when it may not run.
+func startFailure(msg string) int {
+	switch {
+	case strings.Contains(msg, "not found") || strings.Contains(msg, "no such file"):
+		return 127
+	case strings.Contains(msg, "permission denied") || strings.Contains(msg, "exec format error"):
+		return 126
+	}
+	return exitFailure
 }
 
 // execResult is exec's exit for a command that ran: its own code, 128+n
@@ -198,7 +250,8 @@ in the file gives its timeout, kill_grace, env, dir and history_limit.
 With --schedule (the crontab's own spec, or @every D) "now + grace" maps to
 the schedule's latest tick, the slot, which is the lease's epoch: a slot
 completed on any host never runs again, and a slot held by another host is
-skipped (or waited for with --overlap wait, until the deadline). Without
+skipped (or waited for with --overlap wait, until the deadline). Flags end at the first word that is
+not one: the rest is the command. Without
 --schedule the lease is a fleet-wide mutex for the command's lifetime.
 Either way the command runs as a daemon's job does: the lease renewed while
 it runs, the command killed before the lease could be lost, the
@@ -210,6 +263,8 @@ Flags:
 	-c, --config FILE   config file (default %s)
 	--name NAME         the job's name (required)
 	--schedule SPEC     the slot's schedule: 5 cron fields, @hourly, @every 10m, ...
+	--timezone ZONE     the zone SPEC is read in (default $CRON_TZ, else the file's
+	                    job NAME's timezone, else this host's local time, as cron)
 	--grace D           skew grace: default a tenth of the period, at most 30s
 	--deadline D        no run starts after slot + D (default: half the period;
 	                    without --schedule: how long to wait, default lease.ttl)
@@ -220,9 +275,11 @@ Flags:
 	--log-level LEVEL   warn (default), info, debug or error
 
 Exit codes: the command's own code when it ran (128+n when killed by signal
-n); 0 (or --skipped-exit) when the slot was done, held elsewhere, paused or
-past its deadline; 75 when the lease could not be taken (no quorum) or was
-lost while the command ran (it was then stopped); 2 usage or config error
+n; 127 when not found, 126 when it may not run; 143 when exec itself got
+SIGTERM or SIGINT and stopped it); 0 (or --skipped-exit) when the slot was
+done, held elsewhere, paused or past its deadline (the last one logged as a
+warning); 75 when the lease could not be taken (no quorum) or was lost
+while the command ran (it was then stopped); 2 usage or config error
 (nothing run).
 `, defaultConfig)
 }

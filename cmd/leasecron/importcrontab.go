@@ -57,6 +57,10 @@ func (c *ImportCrontabCommand) Run(_ context.Context, args []string) error {
 	}
 	var imp crontabImport
 	for _, f := range files {
+		if cronIgnores(f) {
+			imp.notes = append(imp.notes, importNote{f, "", "cron ignores files of /etc/cron.d whose name has a dot or ends in '~'; not imported"})
+			continue
+		}
 		sys := *system || (!*user && isSystemCrontab(f))
 		if err := imp.read(f, c.stdin, sys); err != nil {
 			return &configError{err: err}
@@ -73,6 +77,40 @@ func (c *ImportCrontabCommand) Run(_ context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.stderr, "%s imported, %d lines not imported\n", plural(len(imp.jobs), "job"), len(imp.skipped))
 	return nil
+}
+
+// hostZone is this host's time zone when it is not UTC ($TZ, else
+// /etc/timezone), "" otherwise.
+func hostZone() string {
+	tz := strings.TrimPrefix(os.Getenv("TZ"), ":")
+	if tz == "" {
+		b, _ := os.ReadFile("/etc/timezone")
+		tz = strings.TrimSpace(string(b))
+	}
+	switch tz {
+	case "", "UTC", "Etc/UTC", "UCT", "Etc/UCT", "GMT", "Etc/GMT", "Universal", "Zulu":
+		return ""
+	}
+	return tz
+}
+
+// perHost reports whether a command runs a host's own maintenance
+// (run-parts over a cron directory), which must stay in every host's cron.
+func perHost(cmd string) bool {
+	for _, w := range strings.Fields(cmd) {
+		if filepath.Base(strings.Trim(w, `"'();{}`)) == "run-parts" {
+			return true
+		}
+	}
+	return false
+}
+
+// cronIgnores reports whether cron itself skips this file of
+// /etc/cron.d: names with a dot (package leftovers such as .dpkg-old) or
+// ending in '~'.
+func cronIgnores(path string) bool {
+	base := filepath.Base(path)
+	return strings.HasPrefix(filepath.Clean(path), "/etc/cron.d/") && (strings.Contains(base, ".") || strings.HasSuffix(base, "~"))
 }
 
 // isSystemCrontab reports whether path is a crontab with a user column.
@@ -122,7 +160,13 @@ func (imp *crontabImport) read(path string, stdin io.Reader, system bool) error 
 		imp.notes = append(imp.notes, importNote{fmt.Sprintf("%s:%d", name, s.Line), strings.TrimSpace(s.Text), s.Reason})
 	}
 	for _, e := range t.Entries {
-		j := importedJob{Entry: e, where: fmt.Sprintf("%s:%d", name, e.Line)}
+		where := fmt.Sprintf("%s:%d", name, e.Line)
+		if perHost(e.Command) {
+			imp.skipped = append(imp.skipped, importNote{where, e.Command,
+				"run-parts runs a host's own maintenance (logrotate, apt, tmp cleanup): every host must run it, not one host for the fleet; keep it in the host's cron"})
+			continue
+		}
+		j := importedJob{Entry: e, where: where}
 		j.name = imp.uniqueName(jobName(e.Command))
 		if e.User != "" {
 			imp.users[e.User]++
@@ -206,12 +250,23 @@ func (imp *crontabImport) uniqueName(base string) string {
 var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./:,@+=-]+$`)
 
 // commandOf returns the job's command in exec form when the line needs
-// no shell, else nil and the shell line.
+// no shell, else nil and the shell line. A shell is needed for quoting,
+// redirections and the like, for a leading NAME=value (an environment
+// setting, not a program), and when the crontab sets PATH (a program is
+// looked up in the job's PATH only by a shell).
 func commandOf(e crontab.Entry) ([]string, string) {
 	if e.Shell != "" {
 		return []string{e.Shell, "-c", e.Command}, ""
 	}
 	words := strings.Fields(e.Command)
+	if len(words) == 0 || strings.Contains(words[0], "=") {
+		return nil, e.Command
+	}
+	for _, v := range e.Env {
+		if v.Name == "PATH" && !strings.Contains(words[0], "/") {
+			return nil, e.Command
+		}
+	}
 	for _, w := range words {
 		if !plainWord.MatchString(w) {
 			return nil, e.Command
@@ -231,6 +286,11 @@ func (imp *crontabImport) write(w io.Writer) error {
 		for _, s := range imp.skipped {
 			fmt.Fprintf(&b, "#   %s: %s\n#     (%s)\n", s.where, s.text, s.reason)
 		}
+	}
+	if tz := hostZone(); tz != "" {
+		fmt.Fprintf(&b, "\n# cron read the schedules in this host's local time, %s:\ndefaults:\n  timezone: %s\n", tz, quoteYAML(tz))
+	} else {
+		b.WriteString("\n# Schedules are read in UTC unless a job says timezone: (cron reads them in\n# each host's local time, UTC here).\n")
 	}
 	if len(imp.users) > 0 {
 		users := make([]string, 0, len(imp.users))
@@ -270,7 +330,7 @@ func (imp *crontabImport) write(w io.Writer) error {
 		if len(j.Env) > 0 {
 			b.WriteString("    env:\n")
 			for _, v := range j.Env {
-				fmt.Fprintf(&b, "      %s: %s\n", v.Name, quoteYAML(v.Value))
+				fmt.Fprintf(&b, "      %s: %s\n", quoteYAML(v.Name), quoteYAML(v.Value))
 			}
 		}
 	}
