@@ -35,7 +35,7 @@ func (b *Backend) acquireChunk(ctx context.Context, start time.Time, reqs []back
 		lost := make([]backend.Request, len(idx))
 		for j, i := range idx {
 			out[i].Err = &backend.RefusedError{Key: reqs[i].Key, Reason: backend.ErrNoQuorum, NodeErrs: ne}
-			lost[j] = backend.Request{Key: reqs[i].Key, Owner: values[j]}
+			lost[j] = backend.Request{Key: reqs[i].Key, Owner: values[j], TTL: reqs[i].TTL}
 		}
 		return lost
 	}
@@ -53,7 +53,7 @@ func (b *Backend) acquireChunk(ctx context.Context, start time.Time, reqs []back
 			left := b.validity(start, r.TTL)
 			if left <= 0 {
 				out[i].Err = b.refuse(r.Key, fmt.Errorf("acquired after %s, past the validity", time.Since(start).Round(time.Millisecond)), "too late")
-				late = append(late, backend.Request{Key: r.Key, Owner: values[j]})
+				late = append(late, backend.Request{Key: r.Key, Owner: values[j], TTL: r.TTL})
 				continue
 			}
 			sh[i].refs.Add(1)
@@ -79,9 +79,13 @@ func (b *Backend) acquireChunk(ctx context.Context, start time.Time, reqs []back
 
 // cleanLater deletes, in the background, locks that a transaction whose
 // answer was lost (or came too late) may have written: each only if it
-// still holds the value written (Owner carries it), so no other holder's
-// lock is touched. The shared lease is not revoked for them, as other
-// keys of the batch may hold it.
+// still holds the value written (Owner carries it, with the attempt's own
+// token), so no other holder's lock — nor a later one of this host — is
+// touched. The shared lease is not revoked for them, as other keys of the
+// batch may hold it. A delete that fails (the member that took the lost
+// transaction was killed, say) is tried again until it is answered or the
+// lock's TTL has passed: a lock left behind would hold the key, and the
+// next ticks of its job, for its whole TTL.
 func (b *Backend) cleanLater(reqs []backend.Request) {
 	if len(reqs) == 0 {
 		return
@@ -93,11 +97,22 @@ func (b *Backend) cleanLater(reqs []backend.Request) {
 	}
 	b.wg.Go(func() {
 		b.parallel(len(reqs), func(i int) {
-			ctx, cancel := context.WithTimeout(b.bg, b.cfg.Timeout)
-			defer cancel()
 			lock := b.keys(reqs[i].Key).lock
-			_, _ = b.c.Txn(ctx).If(clientv3.Compare(clientv3.Value(lock), "=", reqs[i].Owner)).
-				Then(clientv3.OpDelete(lock)).Commit()
+			until := time.Now().Add(reqs[i].TTL)
+			for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+				ctx, cancel := context.WithTimeout(b.bg, b.cfg.Timeout)
+				_, err := b.c.Txn(ctx).If(clientv3.Compare(clientv3.Value(lock), "=", reqs[i].Owner)).
+					Then(clientv3.OpDelete(lock)).Commit()
+				cancel()
+				if err == nil || b.bg.Err() != nil || time.Now().Add(wait).After(until) {
+					return
+				}
+				select {
+				case <-b.bg.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
 		})
 	})
 }

@@ -1,6 +1,10 @@
 package etcd
 
-import "time"
+import (
+	"time"
+
+	"github.com/leasecron/leasecron/backend"
+)
 
 // SetUnsafeValidityBonus makes b overstate every validity by d: the
 // negative control of the tests' interval check (a client that trusts
@@ -21,3 +25,14 @@ func SetUnsafeKeepFrozen(b *Backend) { b.unsafeKeepFrozen = true }
 // Status probe dials: the negative control of the probe/endpoint-change
 // ordering (the race detector reports the client's unlocked read).
 func SetUnsafeUnorderedDial(b *Backend) { b.unsafeUnorderedDial = true }
+
+// CleanOrphans runs b's clean-up of locks a lost acquire transaction may
+// have written (cleanLater) for key, whose lock holds value, and waits for
+// it; LockKey is key's lock key.
+func CleanOrphans(b *Backend, key, value string, ttl time.Duration) {
+	b.cleanLater([]backend.Request{{Key: key, Owner: value, TTL: ttl}})
+	b.wg.Wait()
+}
+
+// LockKey is the etcd key of key's lock.
+func LockKey(b *Backend, key string) string { return b.keys(key).lock }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/leasecron/leasecron/backend"
 	"github.com/leasecron/leasecron/backend/etcd"
 	"github.com/leasecron/leasecron/internal/testkit/etcdtest"
@@ -236,4 +238,50 @@ func blackholed(t *testing.T, bonus time.Duration) {
 	}
 	checkNoOverlap(t, h, start)
 	h.checkLossInTime(t)
+}
+
+// TestOrphanCleanedWhenQuorumReturns: a lock that an acquire transaction
+// whose answer was lost may have written (the member that took it was
+// killed) is deleted once the cluster answers again, not left to hold the
+// key — and the next ticks of its job — for its whole TTL.
+func TestOrphanCleanedWhenQuorumReturns(t *testing.T) {
+	c := etcdtest.Start(t)
+	b := open(t, c.Endpoints(), "/orphan/")
+	cli := c.Client("", "")
+	ctx := ctxT(t, 30*time.Second)
+	g, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, value := etcd.LockKey(b, "job"), "orphan-token-value"
+	if _, err := cli.Put(ctx, lock, value, clientv3.WithLease(g.ID)); err != nil {
+		t.Fatal(err)
+	}
+	// No quorum while the clean-up starts: its first attempts fail.
+	leader := c.Leader()
+	for i := range etcdtest.Members {
+		if i != leader {
+			c.Pause(i)
+		}
+	}
+	done := make(chan struct{})
+	go func() { etcd.CleanOrphans(b, "job", value, 60*time.Second); close(done) }()
+	time.Sleep(2 * time.Second)
+	for i := range etcdtest.Members {
+		if i != leader {
+			c.Resume(i)
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the clean-up did not end within 20 s of the quorum's return")
+	}
+	resp, err := cli.Get(ctx, lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 0 {
+		t.Fatalf("the orphan lock is still there after the quorum came back (its lease has 60 s)")
+	}
 }
