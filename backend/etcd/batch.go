@@ -107,10 +107,12 @@ func (b *Backend) cleanLater(reqs []backend.Request) {
 				if err == nil || b.bg.Err() != nil || time.Now().Add(wait).After(until) {
 					return
 				}
+				t := time.NewTimer(wait)
 				select {
 				case <-b.bg.Done():
+					t.Stop()
 					return
-				case <-time.After(wait):
+				case <-t.C:
 				}
 			}
 		})
