@@ -47,25 +47,25 @@ func (l *logBuffer) lines(subs ...string) []string {
 	return out
 }
 
-// freshServerJobs is how many hourly jobs the fresh-servers tests run.
+// freshServerJobs is how many daily jobs the fresh-servers tests run.
 const freshServerJobs = 40
 
 // startOnFreshServers starts one dry-run scheduler of freshServerJobs
-// hourly jobs on three Redis servers started just now, with restart
-// detection on: the previous tick of every job is within its deadline (an
-// hourly job's deadline is its next tick) but older than the servers'
-// data, so no server ever votes for it. It returns the scheduler's
+// daily jobs whose last tick was half an hour ago, on three Redis servers
+// started just now, with restart detection on: the previous tick of every
+// job is within its deadline (a daily job's deadline is its next tick, a
+// day later) but older than the servers' data, so no server ever votes for
+// it. It returns the scheduler's
 // metrics, its log and a function counting the acquisition attempts that
 // were not won.
 func startOnFreshServers(t *testing.T, keepUnvotable bool) (*logBuffer, func() int) {
 	t.Helper()
-	if now := time.Now(); now.Add(time.Minute).Truncate(time.Hour).After(now) {
-		t.Skip("too close to the next hour: its tick would be won")
-	}
 	cluster := redistest.Start(t, 3)
+	prev := time.Now().Add(-30 * time.Minute).UTC()
+	spec := fmt.Sprintf("%d %d * * *", prev.Minute(), prev.Hour())
 	var jobs []*Job
 	for i := range freshServerJobs {
-		jobs = append(jobs, &Job{Name: fmt.Sprintf("hourly-%02d", i), Schedule: "@hourly", Shell: "true"})
+		jobs = append(jobs, &Job{Name: fmt.Sprintf("daily-%02d", i), Schedule: spec, Shell: "true"})
 	}
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
 	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, lease.WithTimeout(200*time.Millisecond), lease.WithRestartGuard(cfg.Lease.TTL))
