@@ -12,7 +12,7 @@ import (
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // The Redis libraries compared, as they appear in benchmark names
@@ -60,11 +60,11 @@ func newLocker(lib string, addrs []string, ttl time.Duration) (locker, error) {
 		for i, a := range addrs {
 			urls[i] = "redis://" + a
 		}
-		opts := []lease.Option{lease.WithRestartGuard(time.Second)}
+		opts := []redlock.Option{redlock.WithRestartGuard(time.Second)}
 		if lib == libLeaseNoFence {
-			opts = append(opts, lease.WithoutFencing())
+			opts = append(opts, redlock.WithoutFencing())
 		}
-		c, err := lease.New(urls, opts...)
+		c, err := redlock.New(urls, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -93,12 +93,12 @@ func newLocker(lib string, addrs []string, ttl time.Duration) (locker, error) {
 }
 
 type leaseLocker struct {
-	c   *lease.Client
+	c   *redlock.Client
 	ttl time.Duration
 }
 
 func (l *leaseLocker) lock(ctx context.Context, key string) (held, error) {
-	ls, err := l.c.Acquire(ctx, lease.Request{Key: key, TTL: l.ttl, Owner: "bench"})
+	ls, err := l.c.Acquire(ctx, redlock.Request{Key: key, TTL: l.ttl, Owner: "bench"})
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (l *leaseLocker) lock(ctx context.Context, key string) (held, error) {
 
 func (l *leaseLocker) close() error { return l.c.Close() }
 
-type leaseHeld struct{ l *lease.Lease }
+type leaseHeld struct{ l *redlock.Lease }
 
 func (h leaseHeld) extend(ctx context.Context) error { return h.l.Extend(ctx, 0) }
 func (h leaseHeld) unlock(ctx context.Context) error { return h.l.Release(ctx) }

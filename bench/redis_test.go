@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // lockTTL is the lock TTL every library uses.
@@ -218,20 +218,20 @@ func BenchmarkTick(b *testing.B) {
 }
 
 func leaseTick(b *testing.B, urls []string, noFence bool, keys int) func(context.Context, int) error {
-	opts := []lease.Option{lease.WithRestartGuard(time.Second), lease.WithTimeout(opTimeout)}
+	opts := []redlock.Option{redlock.WithRestartGuard(time.Second), redlock.WithTimeout(opTimeout)}
 	if noFence {
-		opts = append(opts, lease.WithoutFencing())
+		opts = append(opts, redlock.WithoutFencing())
 	}
-	c, err := lease.New(urls, opts...)
+	c, err := redlock.New(urls, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = c.Close() })
 	epoch := time.Now().Unix()
 	return func(ctx context.Context, n int) error {
-		reqs := make([]lease.Request, keys)
+		reqs := make([]redlock.Request, keys)
 		for i := range reqs {
-			reqs[i] = lease.Request{Key: fmt.Sprintf("tick%d-job-%05d", n, i), TTL: 30 * time.Second, Epoch: epoch, Owner: "bench"}
+			reqs[i] = redlock.Request{Key: fmt.Sprintf("tick%d-job-%05d", n, i), TTL: 30 * time.Second, Epoch: epoch, Owner: "bench"}
 		}
 		for _, res := range c.TryAcquireBatch(ctx, reqs) {
 			if res.Err != nil {

@@ -15,11 +15,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leasecron/leasecron/backend"
-	pgbe "github.com/leasecron/leasecron/backend/postgres"
-	redisbe "github.com/leasecron/leasecron/backend/redis"
 	"github.com/leasecron/leasecron/internal/testkit/pgtest"
 	"github.com/leasecron/leasecron/lease"
+	pgbe "github.com/leasecron/leasecron/lease/postgres"
+	redisbe "github.com/leasecron/leasecron/lease/redis"
+	"github.com/leasecron/leasecron/lease/redlock"
 	"github.com/leasecron/leasecron/scheduler"
 )
 
@@ -34,7 +34,7 @@ var (
 // opens its own client, the config section the schedulers get, and the
 // requests the servers have executed so far.
 type scaleStore struct {
-	open     func(ctx context.Context, space string) (backend.Backend, error)
+	open     func(ctx context.Context, space string) (lease.Backend, error)
 	section  func(space string) string
 	requests func(ctx context.Context) (int64, error)
 	settle   time.Duration // until a burst shows in requests
@@ -76,7 +76,7 @@ func startScaleStore(b *testing.B, name string) scaleStore {
 		b.Cleanup(func() { _ = admin.Close(ctx) })
 		reads := int64(0)
 		return scaleStore{
-			open: func(ctx context.Context, space string) (backend.Backend, error) {
+			open: func(ctx context.Context, space string) (lease.Backend, error) {
 				return pgbe.Open(ctx, srv.URL(), pgbe.WithTable(space))
 			},
 			section: func(space string) string { return "postgres:\n  url: " + srv.URL() + "\n  table: " + space + "\n" },
@@ -100,8 +100,8 @@ func startScaleStore(b *testing.B, name string) scaleStore {
 	// The clients' restart guard: the nodes' markers are seconds old.
 	const guard = time.Second
 	return scaleStore{
-		open: func(_ context.Context, space string) (backend.Backend, error) {
-			return redisbe.Open(urls, space, lease.WithTimeout(time.Second), lease.WithRestartGuard(guard))
+		open: func(_ context.Context, space string) (lease.Backend, error) {
+			return redisbe.Open(urls, space, redlock.WithTimeout(time.Second), redlock.WithRestartGuard(guard))
 		},
 		section: func(space string) string {
 			return "redis:\n  prefix: " + space + "\n  timeout: 1s\n  nodes: [" + strings.Join(urls, ", ") + "]\n"
@@ -257,7 +257,7 @@ func scaleTick(b *testing.B, st scaleStore, space string, candidates int) {
 type scaleHost struct {
 	id  string
 	s   *scheduler.Scheduler
-	be  backend.Backend
+	be  lease.Backend
 	reg *captureReg
 	cfg scheduler.Config
 }

@@ -13,15 +13,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
-	"github.com/leasecron/leasecron/backend"
-	etcdbe "github.com/leasecron/leasecron/backend/etcd"
-	mysqlbe "github.com/leasecron/leasecron/backend/mysql"
-	pgbe "github.com/leasecron/leasecron/backend/postgres"
-	zkbe "github.com/leasecron/leasecron/backend/zookeeper"
 	"github.com/leasecron/leasecron/internal/testkit/etcdtest"
 	"github.com/leasecron/leasecron/internal/testkit/mysqltest"
 	"github.com/leasecron/leasecron/internal/testkit/pgtest"
 	"github.com/leasecron/leasecron/internal/testkit/zktest"
+	"github.com/leasecron/leasecron/lease"
+	etcdbe "github.com/leasecron/leasecron/lease/etcd"
+	mysqlbe "github.com/leasecron/leasecron/lease/mysql"
+	pgbe "github.com/leasecron/leasecron/lease/postgres"
+	zkbe "github.com/leasecron/leasecron/lease/zookeeper"
 )
 
 // Peer locks on the other stores, as they appear in benchmark names.
@@ -33,7 +33,7 @@ const (
 // store is one started store: how to open leasecron's backend on it and
 // the other implementations of Acquire+Release measured beside it.
 type store struct {
-	open  func(ctx context.Context) (backend.Backend, error)
+	open  func(ctx context.Context) (lease.Backend, error)
 	peers []peer
 }
 
@@ -58,7 +58,7 @@ func BenchmarkStoreAcquireRelease(b *testing.B) {
 				b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
 					b.Run("lib="+libLease, func(b *testing.B) {
 						measure(b, conc, nil, func(ctx context.Context, i int) error {
-							l, err := be.Acquire(ctx, backend.Request{Key: fmt.Sprintf("ar-%d", i), TTL: lockTTL, Owner: "bench"})
+							l, err := be.Acquire(ctx, lease.Request{Key: fmt.Sprintf("ar-%d", i), TTL: lockTTL, Owner: "bench"})
 							if err != nil {
 								return err
 							}
@@ -86,7 +86,7 @@ func BenchmarkStoreAcquireRelease(b *testing.B) {
 func BenchmarkStoreTick(b *testing.B) {
 	b.Run("store=postgres", func(b *testing.B) {
 		srv := pgtest.Start(b)
-		be := openBackend(b, store{open: func(ctx context.Context) (backend.Backend, error) { return pgbe.Open(ctx, srv.URL()) }})
+		be := openBackend(b, store{open: func(ctx context.Context) (lease.Backend, error) { return pgbe.Open(ctx, srv.URL()) }})
 		pool := pgPool(b, srv)
 		benchTick(b, be, func(ctx context.Context, names []string) error {
 			_, err := pool.Exec(ctx, "INSERT INTO bench_floor (key, v) SELECT k, 1 FROM unnest($1::text[]) AS k "+
@@ -96,7 +96,7 @@ func BenchmarkStoreTick(b *testing.B) {
 	})
 	b.Run("store=mysql", func(b *testing.B) {
 		srv := mysqltest.Start(b)
-		be := openBackend(b, store{open: func(ctx context.Context) (backend.Backend, error) {
+		be := openBackend(b, store{open: func(ctx context.Context) (lease.Backend, error) {
 			return mysqlbe.Open(ctx, srv.DSN(), mysqlbe.WithTimeout(10*time.Second))
 		}})
 		db := mysqlDB(b, srv)
@@ -114,7 +114,7 @@ func BenchmarkStoreTick(b *testing.B) {
 
 // benchTick runs the tick of 10,000 jobs through be (lib=lease) and through
 // floor, the raw upsert of the same keys (lib=floor).
-func benchTick(b *testing.B, be backend.Backend, floor func(ctx context.Context, names []string) error) {
+func benchTick(b *testing.B, be lease.Backend, floor func(ctx context.Context, names []string) error) {
 	const keys = 10000
 	// round numbers the ticks across the runs of a sub-benchmark (the
 	// testing package calls it again with a larger b.N), so that every
@@ -131,9 +131,9 @@ func benchTick(b *testing.B, be backend.Backend, floor func(ctx context.Context,
 	b.Run("lib="+libLease, func(b *testing.B) {
 		for n := 0; n < b.N; n++ {
 			ks := names()
-			reqs := make([]backend.Request, keys)
+			reqs := make([]lease.Request, keys)
 			for i := range reqs {
-				reqs[i] = backend.Request{Key: ks[i], TTL: 30 * time.Second, Epoch: 1, Owner: "bench"}
+				reqs[i] = lease.Request{Key: ks[i], TTL: 30 * time.Second, Epoch: 1, Owner: "bench"}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			for _, res := range be.TryAcquireBatch(ctx, reqs) {
@@ -174,7 +174,7 @@ func mysqlDB(b *testing.B, srv *mysqltest.Server) *sql.DB {
 	return db
 }
 
-func openBackend(b *testing.B, s store) backend.Backend {
+func openBackend(b *testing.B, s store) lease.Backend {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -192,7 +192,7 @@ func startStore(b *testing.B, name string) store {
 	switch name {
 	case "postgres":
 		srv := pgtest.Start(b)
-		s := store{open: func(ctx context.Context) (backend.Backend, error) { return pgbe.Open(ctx, srv.URL()) }}
+		s := store{open: func(ctx context.Context) (lease.Backend, error) { return pgbe.Open(ctx, srv.URL()) }}
 		s.peers = []peer{
 			{libFloor, func(b *testing.B) func(context.Context, string) error {
 				pool := pgPool(b, srv)
@@ -208,7 +208,7 @@ func startStore(b *testing.B, name string) store {
 		return s
 	case "mysql":
 		srv := mysqltest.Start(b)
-		s := store{open: func(ctx context.Context) (backend.Backend, error) { return mysqlbe.Open(ctx, srv.DSN()) }}
+		s := store{open: func(ctx context.Context) (lease.Backend, error) { return mysqlbe.Open(ctx, srv.DSN()) }}
 		s.peers = []peer{
 			{libFloor, func(b *testing.B) func(context.Context, string) error {
 				db := mysqlDB(b, srv)
@@ -225,7 +225,7 @@ func startStore(b *testing.B, name string) store {
 	case "etcd":
 		cl := etcdtest.Start(b)
 		eps := cl.Endpoints()
-		s := store{open: func(ctx context.Context) (backend.Backend, error) {
+		s := store{open: func(ctx context.Context) (lease.Backend, error) {
 			return etcdbe.Open(ctx, etcdbe.Config{Endpoints: eps, Prefix: "/bench/"})
 		}}
 		s.peers = []peer{
@@ -259,7 +259,7 @@ func startStore(b *testing.B, name string) store {
 	case "zookeeper":
 		e := zktest.Start(b, 3)
 		addrs := e.Addrs()
-		s := store{open: func(ctx context.Context) (backend.Backend, error) {
+		s := store{open: func(ctx context.Context) (lease.Backend, error) {
 			return zkbe.Open(ctx, zkbe.Config{Servers: addrs, Root: "/bench"})
 		}}
 		s.peers = []peer{

@@ -1,47 +1,113 @@
 package lease
 
-import "github.com/leasecron/leasecron/backend"
-
-// Sentinel errors. Test for them with errors.Is; the concrete error usually
-// carries more detail (see RefusedError and NodeError). They are the
-// backend package's values, so a caller that tests for backend.ErrHeld
-// also matches an error from this package.
-var (
-	// ErrNotObtained is wrapped by every failed acquisition.
-	ErrNotObtained = backend.ErrNotObtained
-	// ErrHeld means another holder has the lease on enough nodes.
-	ErrHeld = backend.ErrHeld
-	// ErrEpochDone means the requested epoch (or a later one) was already
-	// marked completed; retrying cannot succeed.
-	ErrEpochDone = backend.ErrEpochDone
-	// ErrNoQuorum means too few nodes answered in time (or the answers came
-	// too late to leave any validity).
-	ErrNoQuorum = backend.ErrNoQuorum
-	// ErrLost is reported by a Hold whose lease could not be renewed.
-	ErrLost = backend.ErrLost
-	// ErrMaxLifetime is reported by a Hold that reached its MaxLifetime.
-	ErrMaxLifetime = backend.ErrMaxLifetime
-	// ErrNotHeld is returned by Extend when the lease is no longer ours on a
-	// quorum of nodes, and by Complete when too many nodes name a newer
-	// holder for a quorum to mark the epoch.
-	ErrNotHeld = backend.ErrNotHeld
-	// ErrRestarted is the per-node reason a grant or an answer to a read
-	// did not count: the node restarted, failed over or lost its data less
-	// than the restart guard ago.
-	ErrRestarted = backend.ErrRestarted
-	// ErrDataYounger is the per-node reason a grant did not count for a
-	// Request with EpochTime: the node's data is younger than EpochTime
-	// plus the restart guard (it restarted, failed over or lost its
-	// dataset since), so it may have lost the epoch's completion mark.
-	ErrDataYounger = backend.ErrDataYounger
-	// ErrClosed is returned by calls on a closed Client.
-	ErrClosed = backend.ErrClosed
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
 )
 
-// NodeError is one node's failure, naming the node by its redacted URL.
-type NodeError = backend.NodeError
+// Sentinel errors, shared by every backend. Test for them with errors.Is;
+// the concrete error usually carries more detail (see RefusedError and
+// NodeError). Their text says "lease:" because package lease (the Redlock
+// backend) defined them first and re-exports them under the same names.
+var (
+	// ErrNotObtained is wrapped by every failed acquisition.
+	ErrNotObtained = errors.New("lease: not obtained")
+	// ErrHeld means another holder has the lease.
+	ErrHeld = errors.New("lease: held by another owner")
+	// ErrEpochDone means the requested epoch (or a later one) was already
+	// marked completed; retrying cannot succeed.
+	ErrEpochDone = errors.New("lease: epoch already completed")
+	// ErrNoQuorum means too few servers answered in time (or the answers
+	// came too late to leave any validity).
+	ErrNoQuorum = errors.New("lease: no quorum")
+	// ErrLost is reported by a Hold whose lease could not be renewed.
+	ErrLost = errors.New("lease: lost")
+	// ErrMaxLifetime is reported by a Hold that reached its MaxLifetime.
+	ErrMaxLifetime = errors.New("lease: maximum lifetime reached")
+	// ErrNotHeld is returned by Extend when the lease is no longer ours,
+	// and by Complete when a newer holder took the key.
+	ErrNotHeld = errors.New("lease: not held")
+	// ErrDataYounger is a server's reason not to vote for an epoch: its
+	// data is younger than the Request's EpochTime (plus a guard), so it
+	// may have lost the epoch's completion mark (a Redlock node that
+	// restarted empty or failed over since). It is found in a refusal's
+	// NodeErrs; a tick refused for it is not taken over — the price of
+	// never running a completed tick again.
+	ErrDataYounger = errors.New("lease: node's data is younger than the epoch, not voting for it")
+	// ErrRestarted is a server's reason not to count yet: it started,
+	// restarted, failed over or lost its data less than the restart guard
+	// ago (Redlock), so its grants and its answers to reads do not count
+	// until the guard has passed. It is found in the NodeErrs of a refusal
+	// and in the node errors of a store read that found no quorum; unlike
+	// ErrDataYounger it ends with the guard (Health says when: VotingAt).
+	ErrRestarted = errors.New("lease: node restarted recently, not voting")
+	// ErrClosed is returned by calls on a closed Backend.
+	ErrClosed = errors.New("lease: client closed")
+)
+
+// NodeError is one server's failure, naming the server by its redacted URL
+// or address.
+type NodeError struct {
+	Node string
+	Err  error
+}
+
+func (e *NodeError) Error() string { return e.Node + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *NodeError) Unwrap() error { return e.Err }
 
 // RefusedError explains why an acquisition failed. It matches
 // ErrNotObtained and exactly one of ErrHeld, ErrEpochDone or ErrNoQuorum
-// with errors.Is; NodeErrs holds the failures of individual nodes.
-type RefusedError = backend.RefusedError
+// with errors.Is; NodeErrs holds the failures of individual servers.
+type RefusedError struct {
+	Key string
+	// Reason is ErrHeld, ErrEpochDone or ErrNoQuorum.
+	Reason error
+	// Holder is the Owner of the current holder when Reason is ErrHeld.
+	Holder string
+	// HolderTTL is how long until the lease is free (on a quorum of the
+	// nodes that answered, for Redlock): the moment a waiting caller
+	// should try again.
+	HolderTTL time.Duration
+	// HolderNodes is how many of the servers that answered hold the lease
+	// for Holder. When it reaches the backend's Quorum, Holder has the
+	// lease; below that (Redlock only), the votes may have split between
+	// contenders so that nobody won, and a retry after a short random
+	// delay may succeed.
+	HolderNodes int
+	// DoneEpoch is the highest completed epoch reported.
+	DoneEpoch int64
+	// NodeErrs is errors.Join of *NodeError for servers that failed.
+	NodeErrs error
+	// Detail adds context, e.g. how long the attempt took.
+	Detail string
+}
+
+func (e *RefusedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "acquire %s: %v", e.Key, e.Reason)
+	switch {
+	case errors.Is(e.Reason, ErrHeld):
+		fmt.Fprintf(&b, " (holder %q, free in %s)", e.Holder, e.HolderTTL.Round(time.Millisecond))
+	case errors.Is(e.Reason, ErrEpochDone):
+		fmt.Fprintf(&b, " (completed epoch %d)", e.DoneEpoch)
+	}
+	if e.Detail != "" {
+		b.WriteString(": " + e.Detail)
+	}
+	if e.NodeErrs != nil {
+		b.WriteString("; nodes: " + strings.ReplaceAll(e.NodeErrs.Error(), "\n", "; "))
+	}
+	return b.String()
+}
+
+// Is reports whether target is ErrNotObtained or the refusal reason.
+func (e *RefusedError) Is(target error) bool {
+	return target == ErrNotObtained || target == e.Reason
+}
+
+// Unwrap returns the per-server errors.
+func (e *RefusedError) Unwrap() error { return e.NodeErrs }

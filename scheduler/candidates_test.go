@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	redisbackend "github.com/leasecron/leasecron/backend/redis"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	"github.com/leasecron/leasecron/lease"
+	redisbackend "github.com/leasecron/leasecron/lease/redis"
+	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // dryFleet is n in-process schedulers in dry-run mode on shared Redis
@@ -43,7 +43,7 @@ func startDryFleetWith(t *testing.T, n int, hb time.Duration, jobs func() []*Job
 		cfg := tickConfig(t, cluster.URLs(), jobs()...)
 		cfg.ID = fmt.Sprintf("h%d", i)
 		cfg.Heartbeat = hb
-		be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, lease.WithTimeout(200*time.Millisecond), lease.WithRestartGuard(cfg.Lease.TTL))
+		be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
 		if err != nil {
 			t.Fatal(err)
 		}

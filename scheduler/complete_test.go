@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
-	"github.com/leasecron/leasecron/backend/etcd"
 	"github.com/leasecron/leasecron/internal/testkit/etcdtest"
 	"github.com/leasecron/leasecron/internal/testkit/zktest"
+	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/etcd"
 )
 
 // TestCompleteAfterLeaseRanOut: a run whose lease ran out before its end
@@ -21,11 +21,11 @@ import (
 func TestCompleteAfterLeaseRanOut(t *testing.T) {
 	for _, bc := range []struct {
 		name  string
-		start func(t *testing.T) func(t *testing.T) backend.Backend
+		start func(t *testing.T) func(t *testing.T) lease.Backend
 	}{
-		{"etcd", func(t *testing.T) func(t *testing.T) backend.Backend {
+		{"etcd", func(t *testing.T) func(t *testing.T) lease.Backend {
 			c := etcdtest.Start(t)
-			return func(t *testing.T) backend.Backend {
+			return func(t *testing.T) lease.Backend {
 				b, err := etcd.Open(ctxFor(t, 30*time.Second), etcd.Config{Endpoints: c.Endpoints(), Timeout: 200 * time.Millisecond})
 				if err != nil {
 					t.Fatal(err)
@@ -34,9 +34,9 @@ func TestCompleteAfterLeaseRanOut(t *testing.T) {
 				return b
 			}
 		}},
-		{"zookeeper", func(t *testing.T) func(t *testing.T) backend.Backend {
+		{"zookeeper", func(t *testing.T) func(t *testing.T) lease.Backend {
 			e := zktest.Start(t, 1)
-			return func(t *testing.T) backend.Backend { return openZK(t, e.Addrs()) }
+			return func(t *testing.T) lease.Backend { return openZK(t, e.Addrs()) }
 		}},
 	} {
 		t.Run(bc.name, func(t *testing.T) {
@@ -49,7 +49,7 @@ func TestCompleteAfterLeaseRanOut(t *testing.T) {
 				t.Fatal(err)
 			}
 			tick := time.Now().Truncate(time.Second)
-			req := backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)}
+			req := lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)}
 			l, err := be.Acquire(ctxFor(t, 30*time.Second), req)
 			if err != nil {
 				t.Fatal(err)
@@ -77,8 +77,8 @@ func TestCompleteAfterLeaseRanOut(t *testing.T) {
 			}
 			again := req
 			again.Owner = owner(tick.Unix(), "h2")
-			res := other.TryAcquireBatch(ctxFor(t, 10*time.Second), []backend.Request{again})
-			if !errors.Is(res[0].Err, backend.ErrEpochDone) {
+			res := other.TryAcquireBatch(ctxFor(t, 10*time.Second), []lease.Request{again})
+			if !errors.Is(res[0].Err, lease.ErrEpochDone) {
 				if res[0].Lease != nil {
 					_ = res[0].Lease.Release(ctxFor(t, 5*time.Second))
 				}

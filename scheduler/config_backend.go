@@ -17,9 +17,9 @@ const (
 	BackendPostgres = "postgres" // a row per lease in a PostgreSQL table
 	// BackendMySQL keeps a row per lease in a MySQL/MariaDB InnoDB table.
 	BackendMySQL = "mysql"
-	// BackendEtcd keeps leases as keys bound to etcd leases (package backend/etcd).
+	// BackendEtcd keeps leases as keys bound to etcd leases (package lease/etcd).
 	BackendEtcd = "etcd"
-	// BackendZooKeeper keeps leases as ephemeral znodes (package backend/zookeeper).
+	// BackendZooKeeper keeps leases as ephemeral znodes (package lease/zookeeper).
 	BackendZooKeeper = "zookeeper"
 )
 

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasecron/leasecron/backend/etcd"
+	"github.com/leasecron/leasecron/lease/etcd"
 )
 
 // EtcdConfig is the "etcd" section: leases are keys bound to etcd leases
-// in an etcd cluster (v3 API, package backend/etcd).
+// in an etcd cluster (v3 API, package lease/etcd).
 type EtcdConfig struct {
 	// Endpoints are the members' client URLs, http://host:port or
 	// https://host:port; at least one.

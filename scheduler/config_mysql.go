@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasecron/leasecron/backend/mysql"
+	"github.com/leasecron/leasecron/lease/mysql"
 )
 
 // MySQLConfig is the "mysql" section: leases are rows of one InnoDB table

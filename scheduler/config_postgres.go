@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasecron/leasecron/backend/postgres"
+	"github.com/leasecron/leasecron/lease/postgres"
 )
 
 // PostgresConfig is the "postgres" section: leases are rows of one table

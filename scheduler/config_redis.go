@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // RedisConfig is the "redis" section: the Redlock nodes.
@@ -106,7 +106,7 @@ func (v *validator) redis() {
 		if msg == "" {
 			// What the lease client would refuse at start: options
 			// go-redis does not know, say.
-			if err := lease.CheckURL(raw); err != nil {
+			if err := redlock.CheckURL(raw); err != nil {
 				msg = err.Error()
 			}
 		}
@@ -148,9 +148,9 @@ func (v *validator) redis() {
 // to its first ':' only.
 func redactNode(raw string) string {
 	if u, err := url.Parse(raw); err == nil && u.Host != "" && u.Opaque == "" {
-		return lease.Redact(raw)
+		return redlock.Redact(raw)
 	}
-	r := lease.Redact(raw)
+	r := redlock.Redact(raw)
 	if before, _, ok := strings.Cut(r, ":"); ok && r == raw {
 		return before + ":xxxxx"
 	}

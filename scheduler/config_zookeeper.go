@@ -6,11 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasecron/leasecron/backend/zookeeper"
+	"github.com/leasecron/leasecron/lease/zookeeper"
 )
 
 // ZooKeeperConfig is the "zookeeper" section: a lease is an ephemeral
-// znode of the daemon's ZooKeeper session (package backend/zookeeper).
+// znode of the daemon's ZooKeeper session (package lease/zookeeper).
 // The session timeout asked of the servers is Lease.TTL.
 type ZooKeeperConfig struct {
 	// Servers are the ensemble's client addresses, host:port; at least one.

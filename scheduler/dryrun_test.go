@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	redisbackend "github.com/leasecron/leasecron/backend/redis"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	redisbackend "github.com/leasecron/leasecron/lease/redis"
 )
 
 // TestDryRunStartsNoProcess runs a scheduler with DryRun on a real

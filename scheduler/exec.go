@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // ExecJob returns the job `leasecron exec --name NAME` runs: a copy of the
@@ -108,7 +108,7 @@ var ErrNoLease = errors.New("the lease could not be taken")
 func (s *Scheduler) Exec(ctx context.Context, req ExecRequest) (RunRecord, error) {
 	cfg, j := s.cfg.Load(), req.Job
 	s.warm(ctx)
-	breq := backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host}
+	breq := lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host}
 	if !req.Tick.IsZero() {
 		breq.Epoch, breq.EpochTime, breq.Owner = req.Tick.Unix(), req.Tick, owner(req.Tick.Unix(), s.host)
 	}
@@ -163,43 +163,43 @@ func (s *Scheduler) execPaused(ctx context.Context, j *Job) error {
 // held by another run skips (or, with req.Wait, is waited for until
 // req.Deadline); no quorum, for the flags or the lease, is retried with
 // backoff until req.Deadline.
-func (s *Scheduler) execAcquire(ctx context.Context, breq backend.Request, req ExecRequest) (backend.Lease, error) {
+func (s *Scheduler) execAcquire(ctx context.Context, breq lease.Request, req ExecRequest) (lease.Lease, error) {
 	backoff := 100 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		if !req.Tick.IsZero() && s.now().After(req.Deadline) {
 			return nil, &ExecSkipped{Reason: SkipLate, Err: fmt.Errorf("the slot's deadline %s passed", req.Deadline.UTC().Format(time.RFC3339))}
 		}
-		var res backend.Result
+		var res lease.Result
 		switch err := s.execPaused(ctx, req.Job); {
 		case errors.Is(err, ErrNoLease):
 			res.Err = err
 		case err != nil:
 			return nil, err
 		default:
-			res = s.be.TryAcquireBatch(ctx, []backend.Request{breq})[0]
+			res = s.be.TryAcquireBatch(ctx, []lease.Request{breq})[0]
 			if res.Err == nil {
 				return res.Lease, nil
 			}
 		}
-		var rerr *backend.RefusedError
+		var rerr *lease.RefusedError
 		errors.As(res.Err, &rerr)
 		var wait time.Duration
 		switch {
-		case errors.Is(res.Err, backend.ErrEpochDone):
+		case errors.Is(res.Err, lease.ErrEpochDone):
 			return nil, &ExecSkipped{Reason: SkipDone, Err: res.Err}
 		case s.unvotable(res.Err):
 			// Too many servers' data is younger than the slot: no quorum
 			// will ever vote for it (it may have completed and lost its
 			// mark with them), so waiting cannot help.
 			return nil, fmt.Errorf("%w: %w", ErrNoLease, res.Err)
-		case errors.Is(res.Err, backend.ErrHeld) && rerr != nil && rerr.HolderNodes < s.be.Quorum() && attempt < splitRetries:
+		case errors.Is(res.Err, lease.ErrHeld) && rerr != nil && rerr.HolderNodes < s.be.Quorum() && attempt < splitRetries:
 			wait = rand.N(splitRetryBase<<attempt) + time.Millisecond
-		case errors.Is(res.Err, backend.ErrHeld) && rerr != nil && rerr.HolderNodes < s.be.Quorum() && attempt == splitRetries:
+		case errors.Is(res.Err, lease.ErrHeld) && rerr != nil && rerr.HolderNodes < s.be.Quorum() && attempt == splitRetries:
 			// Still no holder on a quorum: the votes may keep splitting
 			// between hosts that fired together, and then nobody runs the
 			// slot. Once more when the split votes have run out.
 			wait = rerr.HolderTTL + 5*time.Millisecond
-		case errors.Is(res.Err, backend.ErrHeld):
+		case errors.Is(res.Err, lease.ErrHeld):
 			if !req.Wait {
 				return nil, &ExecSkipped{Reason: SkipHeld, Err: res.Err}
 			}
@@ -208,7 +208,7 @@ func (s *Scheduler) execAcquire(ctx context.Context, breq backend.Request, req E
 			wait, backoff = backoff, min(2*backoff, 5*time.Second)
 		}
 		if !s.now().Add(wait).Before(req.Deadline) {
-			if errors.Is(res.Err, backend.ErrHeld) {
+			if errors.Is(res.Err, lease.ErrHeld) {
 				return nil, &ExecSkipped{Reason: SkipHeld, Err: res.Err}
 			}
 			if errors.Is(res.Err, ErrNoLease) {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // rankStagger is how much later than the host of rank r-1 the host of
@@ -235,7 +235,7 @@ func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg 
 			go func() {
 				defer wg.Done()
 				f := &follower{s: s, ctx: ctx, hard: hard, cfg: cfg, j: j, tick: tick, pausesNow: pausesNow}
-				f.run(backend.Result{Err: errHostFull}, -s.until(at))
+				f.run(lease.Result{Err: errHostFull}, -s.until(at))
 			}()
 		}
 		s.log.Info("this host runs max_parallel jobs already; following the tick, to try it if a slot frees up before its deadline",
@@ -245,7 +245,7 @@ func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg 
 	if len(jobs) == 0 {
 		return
 	}
-	reqs := make([]backend.Request, len(jobs))
+	reqs := make([]lease.Request, len(jobs))
 	for i, j := range jobs {
 		reqs[i] = s.request(cfg, j, tick)
 	}
@@ -289,8 +289,8 @@ func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg 
 }
 
 // request is the lease request of tick of j from this host.
-func (s *Scheduler) request(cfg *Config, j *Job, tick time.Time) backend.Request {
-	return backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)}
+func (s *Scheduler) request(cfg *Config, j *Job, tick time.Time) lease.Request {
+	return lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)}
 }
 
 // skipPaused logs and counts a tick of a paused job that is not run.

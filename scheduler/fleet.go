@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // HostBeat is what a host announces in its heartbeat (backend space
@@ -41,7 +41,7 @@ type fleetView struct {
 // backend: the name itself when the backend takes it as a name, else a
 // digest of it (the data keeps the real name).
 func storeName(name string) string {
-	if backend.CheckName("name", name) == nil {
+	if lease.CheckName("name", name) == nil {
 		return name
 	}
 	sum := sha256.Sum256([]byte(name))
@@ -85,7 +85,7 @@ func (s *Scheduler) beat(ctx context.Context, cfg *Config) {
 	// clock does; a restarted process starts from its wall clock, and an
 	// expired entry is replaced whatever its version.
 	v := s.started.UnixNano() + int64(time.Since(s.started))
-	if err := s.be.Put(rctx, s.hostsSpace(), backend.Entry{Name: storeName(s.host), Version: v, Data: data, TTL: beatTTL(cfg)}); err != nil {
+	if err := s.be.Put(rctx, s.hostsSpace(), lease.Entry{Name: storeName(s.host), Version: v, Data: data, TTL: beatTTL(cfg)}); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("could not write this host's heartbeat", "err", err)
 		}
@@ -163,7 +163,7 @@ const PauseAll = "*"
 type pauses map[string]PauseInfo
 
 // decodePauses reads the entries of space "pause".
-func decodePauses(entries []backend.Entry) pauses {
+func decodePauses(entries []lease.Entry) pauses {
 	p := pauses{}
 	for _, e := range entries {
 		var pi PauseInfo
@@ -206,8 +206,8 @@ func (p pauses) paused(job string) (PauseInfo, bool) {
 }
 
 // ReadPauses reads the fleet-wide pause flags from be.
-func ReadPauses(ctx context.Context, be backend.Backend) (map[string]PauseInfo, error) {
-	entries, err := be.List(ctx, backend.SpacePause)
+func ReadPauses(ctx context.Context, be lease.Backend) (map[string]PauseInfo, error) {
+	entries, err := be.List(ctx, lease.SpacePause)
 	if err != nil {
 		return nil, fmt.Errorf("read pause flags: %w", err)
 	}
@@ -220,7 +220,7 @@ func ReadPauses(ctx context.Context, be backend.Backend) (map[string]PauseInfo, 
 // version above every flag it overrides (a job's own flag and "*"; for
 // "*", every flag), so the newest command wins even when the writers'
 // clocks disagree; it is read back to be sure.
-func SetPause(ctx context.Context, be backend.Backend, cfg *Config, jobs []string, info PauseInfo) error {
+func SetPause(ctx context.Context, be lease.Backend, cfg *Config, jobs []string, info PauseInfo) error {
 	if info.At.IsZero() {
 		info.At = time.Now().UTC()
 	}
@@ -243,7 +243,7 @@ func SetPause(ctx context.Context, be backend.Backend, cfg *Config, jobs []strin
 
 // setPause writes one flag for job (PauseAll: every job), retrying when a
 // concurrent command wrote a newer version in between.
-func setPause(ctx context.Context, be backend.Backend, job string, info PauseInfo) error {
+func setPause(ctx context.Context, be lease.Backend, job string, info PauseInfo) error {
 	info.All, info.Job = job == PauseAll, job
 	if info.All {
 		info.Job = ""
@@ -254,7 +254,7 @@ func setPause(ctx context.Context, be backend.Backend, job string, info PauseInf
 	}
 	name := storeName(job)
 	for range 5 {
-		current, err := be.List(ctx, backend.SpacePause)
+		current, err := be.List(ctx, lease.SpacePause)
 		if err != nil {
 			return err
 		}
@@ -264,10 +264,10 @@ func setPause(ctx context.Context, be backend.Backend, job string, info PauseInf
 				v = max(v, e.Version+1)
 			}
 		}
-		if err := be.Put(ctx, backend.SpacePause, backend.Entry{Name: name, Version: v, Data: data}); err != nil {
+		if err := be.Put(ctx, lease.SpacePause, lease.Entry{Name: name, Version: v, Data: data}); err != nil {
 			return err
 		}
-		e, ok, err := be.Get(ctx, backend.SpacePause, name)
+		e, ok, err := be.Get(ctx, lease.SpacePause, name)
 		if err != nil {
 			return err
 		}
@@ -295,7 +295,7 @@ func (s *Scheduler) refreshPauses(ctx context.Context) pauses {
 func (s *Scheduler) readPauses(ctx context.Context) (pauses, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
 	defer cancel()
-	entries, err := s.be.List(rctx, backend.SpacePause)
+	entries, err := s.be.List(rctx, lease.SpacePause)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // follower carries one (job, tick) from its first acquisition attempt to
@@ -30,7 +30,7 @@ type follower struct {
 
 // run follows the tick from the first attempt's result res; lateBy is how
 // late after its start time the first attempt was made.
-func (f *follower) run(res backend.Result, lateBy time.Duration) {
+func (f *follower) run(res lease.Result, lateBy time.Duration) {
 	s, j, tick, log := f.s, f.j, f.tick, f.s.log.With("job", f.j.Name, "tick", f.tick.UTC().Format(time.RFC3339))
 	f.log = log
 	defer f.freeSlot()
@@ -68,13 +68,13 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 			if stop {
 				return
 			}
-			res = backend.Result{Err: cmpErr(err, errRetryLater)}
+			res = lease.Result{Err: cmpErr(err, errRetryLater)}
 			wait = w
 		}
 		if res.Err != nil {
 			f.freeSlot() // not held while waiting
 		}
-		var rerr *backend.RefusedError
+		var rerr *lease.RefusedError
 		switch {
 		case errors.Is(res.Err, errRetryLater):
 			// wait was set by won.
@@ -85,11 +85,11 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 			log.Warn("won the lease after the tick's deadline; not starting the job", "err", res.Err)
 			s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
 			return
-		case errors.Is(res.Err, backend.ErrEpochDone):
+		case errors.Is(res.Err, lease.ErrEpochDone):
 			s.opts.Metrics.Acquire(j.Name, "done")
 			log.Debug("tick already completed")
 			return
-		case errors.As(res.Err, &rerr) && errors.Is(rerr.Reason, backend.ErrHeld):
+		case errors.As(res.Err, &rerr) && errors.Is(rerr.Reason, lease.ErrHeld):
 			s.opts.Metrics.Acquire(j.Name, "held")
 			ht, hh, ok := parseOwner(rerr.Holder)
 			switch {
@@ -131,7 +131,7 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 		case s.unvotable(res.Err):
 			s.giveUpUnvotable(f.ctx, tick, []string{j.Name}, res.Err)
 			return
-		case errors.Is(res.Err, backend.ErrNoQuorum) || errors.Is(res.Err, backend.ErrNotObtained):
+		case errors.Is(res.Err, lease.ErrNoQuorum) || errors.Is(res.Err, lease.ErrNotObtained):
 			wait = f.noQuorum(res.Err, &noQuorumWait, noQuorumCap, &youngerLogged)
 		default:
 			s.opts.Metrics.Acquire(j.Name, "error")
@@ -153,7 +153,7 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 			return
 		case <-t.C:
 		}
-		if errors.Is(res.Err, backend.ErrNoQuorum) && !s.unpaced && !s.retries.wait(f.ctx) {
+		if errors.Is(res.Err, lease.ErrNoQuorum) && !s.unpaced && !s.retries.wait(f.ctx) {
 			return
 		}
 		if !s.now().Before(deadline) {
@@ -172,7 +172,7 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 				log.Info("this host runs max_parallel jobs already; not taking the tick now", "max_parallel", f.cfg.MaxParallel)
 				s.opts.Metrics.Skipped(j.Name, "host_full")
 			}
-			res = backend.Result{Err: errHostFull}
+			res = lease.Result{Err: errHostFull}
 			continue
 		}
 		// Later attempts read the pause flags afresh before a run.
@@ -180,7 +180,7 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 		// One attempt: this loop applies the loser rules (and the
 		// deadline) between attempts; a backend's Acquire would retry on
 		// its own until ctx ends.
-		res = s.be.TryAcquireBatch(f.ctx, []backend.Request{s.request(f.cfg, j, tick)})[0]
+		res = s.be.TryAcquireBatch(f.ctx, []lease.Request{s.request(f.cfg, j, tick)})[0]
 		tries++
 		if res.Err == nil {
 			log.Info("took the tick over")
@@ -197,7 +197,7 @@ func (f *follower) run(res backend.Result, lateBy time.Duration) {
 func (f *follower) noQuorum(err error, next *time.Duration, limit time.Duration, youngerLogged *bool) time.Duration {
 	s, log := f.s, f.log
 	outcome := "no_quorum"
-	if errors.Is(err, backend.ErrDataYounger) {
+	if errors.Is(err, lease.ErrDataYounger) {
 		// Servers that lost their data since the tick do not vote for
 		// it: the tick may have completed and lost its mark with them.
 		// Not running it (again) is the safe side.
@@ -210,7 +210,7 @@ func (f *follower) noQuorum(err error, next *time.Duration, limit time.Duration,
 	}
 	s.opts.Metrics.Acquire(f.j.Name, outcome)
 	if at := s.quorumVotingAt(f.ctx); time.Until(at) > 0 {
-		wait := time.Until(at) + backend.Jitter(noQuorumFirst)
+		wait := time.Until(at) + lease.Jitter(noQuorumFirst)
 		log.Debug("no quorum for the job's lease until servers vote again; retrying then", "err", err, "retry_in", wait)
 		return wait
 	}
@@ -255,7 +255,7 @@ func cmpErr(err, dflt error) error {
 // was released and the tick is tried again: after wait (a retry's
 // backoff) when err is nil, else by the rules for err (errShortValidity,
 // errStoreRead: with the doubling backoff).
-func (f *follower) won(l backend.Lease, deadline time.Time, first bool, lateBy time.Duration) (wait time.Duration, stop bool, err error) {
+func (f *follower) won(l lease.Lease, deadline time.Time, first bool, lateBy time.Duration) (wait time.Duration, stop bool, err error) {
 	s, j := f.s, f.j
 	// The acquisition may have taken long (the daemon paused, the clock
 	// stepped): check the deadline and the lease's remaining validity
@@ -343,7 +343,7 @@ func (f *follower) freeSlot() {
 
 // followTick follows (j, tick) from the first attempt's result res, as a
 // follower that holds no run slot and checks the cached pause flags.
-func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, tick time.Time, res backend.Result, lateBy time.Duration) {
+func (s *Scheduler) followTick(ctx, hard context.Context, cfg *Config, j *Job, tick time.Time, res lease.Result, lateBy time.Duration) {
 	f := &follower{s: s, ctx: ctx, hard: hard, cfg: cfg, j: j, tick: tick,
 		pausesNow: func() (pauses, error) { return s.cachedPauses(), nil }}
 	f.run(res, lateBy)

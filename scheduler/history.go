@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 
-	"github.com/leasecron/leasecron/backend"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // historyID is the ID of a run's record in the job's log: unique per
@@ -28,7 +28,7 @@ func (s *Scheduler) appendHistory(j *Job, rec RunRecord, log *slog.Logger) {
 	if err != nil {
 		return
 	}
-	r := backend.Record{ID: historyID(rec), At: rec.Start, Data: data}
+	r := lease.Record{ID: historyID(rec), At: rec.Start, Data: data}
 	// Validate gave HistoryLimit its default.
 	if err := s.whileHeld(func(ctx context.Context) error { return s.be.Append(ctx, s.logName(j.Name), r, j.HistoryLimit) }); err != nil {
 		log.Error("could not record the run in the job's history", "err", err)
@@ -43,7 +43,7 @@ func DryRunJob(job string) string { return dryRunPrefix + job }
 
 // ReadHistory returns up to n of the newest run records of job from be,
 // newest first (`leasecron history`).
-func ReadHistory(ctx context.Context, be backend.Backend, job string, n int) ([]RunRecord, error) {
+func ReadHistory(ctx context.Context, be lease.Backend, job string, n int) ([]RunRecord, error) {
 	recs, err := be.Log(ctx, storeName(job), n)
 	if err != nil {
 		return nil, fmt.Errorf("read the history of %s: %w", job, err)

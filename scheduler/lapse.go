@@ -3,12 +3,12 @@ package scheduler
 import (
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // lapsed notes that l is left to run out (no longer renewed, not released):
 // Close waits for its validity to end.
-func (s *Scheduler) lapsed(l backend.Lease) {
+func (s *Scheduler) lapsed(l lease.Lease) {
 	vu := l.ValidUntil()
 	s.lapseMu.Lock()
 	defer s.lapseMu.Unlock()

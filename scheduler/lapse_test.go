@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
-	"github.com/leasecron/leasecron/backend/zookeeper"
 	"github.com/leasecron/leasecron/internal/testkit/zktest"
+	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/zookeeper"
 )
 
 // lapseTTL is the lease TTL (and ZooKeeper session timeout) of the
@@ -57,12 +57,12 @@ func closeAfterLapse(t *testing.T, servers []string, noWait bool) (grantedAt, va
 	}
 	s.noLapseWait = noWait
 	beB := openZK(t, servers)
-	req := backend.Request{Key: s.key(j.Name), TTL: lapseTTL, Owner: "A"}
+	req := lease.Request{Key: s.key(j.Name), TTL: lapseTTL, Owner: "A"}
 	l, err := beA.Acquire(ctxFor(t, 30*time.Second), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hold := backend.NewHold(l, beA.Timeout())
+	hold := lease.NewHold(l, beA.Timeout())
 	now := time.Now()
 	rec := RunRecord{Job: j.Name, Host: s.host, Start: now, End: now, Result: "aborted", Fence: l.Fence()}
 	s.finish(j, l, hold, rec, false, true, s.log)
@@ -73,15 +73,15 @@ func closeAfterLapse(t *testing.T, servers []string, noWait bool) (grantedAt, va
 
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
-	reqB := backend.Request{Key: req.Key, TTL: lapseTTL, Owner: "B"}
+	reqB := lease.Request{Key: req.Key, TTL: lapseTTL, Owner: "B"}
 	for deadline := validUntil.Add(30 * time.Second); ; {
-		res := beB.TryAcquireBatch(ctxFor(t, 10*time.Second), []backend.Request{reqB})
+		res := beB.TryAcquireBatch(ctxFor(t, 10*time.Second), []lease.Request{reqB})
 		if res[0].Err == nil {
 			grantedAt = time.Now()
 			_ = res[0].Lease.Release(ctxFor(t, 5*time.Second))
 			break
 		}
-		if !errors.Is(res[0].Err, backend.ErrNotObtained) || time.Now().After(deadline) {
+		if !errors.Is(res[0].Err, lease.ErrNotObtained) || time.Now().After(deadline) {
 			t.Fatalf("B's acquisition: %v", res[0].Err)
 		}
 		time.Sleep(20 * time.Millisecond)

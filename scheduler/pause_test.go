@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	redisbackend "github.com/leasecron/leasecron/backend/redis"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	"github.com/leasecron/leasecron/lease"
+	redisbackend "github.com/leasecron/leasecron/lease/redis"
+	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // TestSetPauseOrderIgnoresClocks: the newest pause or resume command wins
@@ -19,7 +19,7 @@ func TestSetPauseOrderIgnoresClocks(t *testing.T) {
 	cluster := redistest.Start(t, 1)
 	long := strings.Repeat("j", 230)
 	cfg := tickConfig(t, cluster.URLs(), &Job{Name: "a", Schedule: "@hourly", Shell: "true"}, &Job{Name: long, Schedule: "@hourly", Shell: "true"})
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, lease.WithTimeout(time.Second))
+	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // TestUnreadablePauseFlagsDoNotStartRun: a lease won while the pause
@@ -22,9 +22,9 @@ func TestUnreadablePauseFlagsDoNotStartRun(t *testing.T) {
 	s, cfg := tickScheduler(t, j)
 	ctx := context.Background()
 	tick := j.Prev(s.now())
-	acquire := func() backend.Lease {
+	acquire := func() lease.Lease {
 		t.Helper()
-		l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)})
+		l, err := s.be.Acquire(ctx, lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)})
 		if err != nil {
 			t.Fatal(err)
 		}

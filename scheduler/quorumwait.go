@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // noQuorumAttempts bounds the attempts of one tick refused for lack of a
@@ -83,13 +83,13 @@ type quorumOutlook struct {
 // for: the servers whose data is younger than the tick (ErrDataYounger in
 // the refusal; a data birth only moves later) leave fewer than a quorum.
 func (s *Scheduler) unvotable(err error) bool {
-	var rerr *backend.RefusedError
-	if s.keepUnvotable || !errors.As(err, &rerr) || !errors.Is(rerr.Reason, backend.ErrNoQuorum) {
+	var rerr *lease.RefusedError
+	if s.keepUnvotable || !errors.As(err, &rerr) || !errors.Is(rerr.Reason, lease.ErrNoQuorum) {
 		return false
 	}
 	young := 0
 	for _, e := range leafErrors(rerr.NodeErrs) {
-		if errors.Is(e, backend.ErrDataYounger) {
+		if errors.Is(e, lease.ErrDataYounger) {
 			young++
 		}
 	}
@@ -102,12 +102,12 @@ func (s *Scheduler) unvotable(err error) bool {
 // their data less than the guard ago), and the servers that failed for
 // any other reason would have left a quorum. It passes with the guard.
 func (s *Scheduler) notVotingYet(err error) bool {
-	if !errors.Is(err, backend.ErrNoQuorum) {
+	if !errors.Is(err, lease.ErrNoQuorum) {
 		return false
 	}
 	restarted, other := 0, 0
 	for _, ne := range nodeErrors(err) {
-		if errors.Is(ne, backend.ErrRestarted) {
+		if errors.Is(ne, lease.ErrRestarted) {
 			restarted++
 		} else {
 			other++
@@ -116,16 +116,16 @@ func (s *Scheduler) notVotingYet(err error) bool {
 	return restarted > 0 && other <= len(s.be.Servers())-s.be.Quorum()
 }
 
-// nodeErrors returns the *backend.NodeError values found in err's tree
+// nodeErrors returns the *lease.NodeError values found in err's tree
 // (through wrapping, errors.Join and a RefusedError's NodeErrs).
-func nodeErrors(err error) []*backend.NodeError {
+func nodeErrors(err error) []*lease.NodeError {
 	switch e := err.(type) {
 	case nil:
 		return nil
-	case *backend.NodeError:
-		return []*backend.NodeError{e}
+	case *lease.NodeError:
+		return []*lease.NodeError{e}
 	case interface{ Unwrap() []error }:
-		var out []*backend.NodeError
+		var out []*lease.NodeError
 		for _, x := range e.Unwrap() {
 			out = append(out, nodeErrors(x)...)
 		}

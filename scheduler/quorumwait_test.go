@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	redisbackend "github.com/leasecron/leasecron/backend/redis"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	"github.com/leasecron/leasecron/lease"
+	redisbackend "github.com/leasecron/leasecron/lease/redis"
+	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // logBuffer is an io.Writer for a slog handler, safe for concurrent use.
@@ -68,7 +68,7 @@ func startOnFreshServers(t *testing.T, keepUnvotable bool) (*logBuffer, func() i
 		jobs = append(jobs, &Job{Name: fmt.Sprintf("daily-%02d", i), Schedule: spec, Shell: "true"})
 	}
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, lease.WithTimeout(200*time.Millisecond), lease.WithRestartGuard(cfg.Lease.TTL))
+	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func noQuorumRetries(t *testing.T, unpaced bool) (attempts, allowed int) {
 		jobs = append(jobs, &Job{Name: fmt.Sprintf("nq-%03d", i), Schedule: "@hourly", Shell: "true"})
 	}
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, lease.WithTimeout(200*time.Millisecond), lease.WithRestartGuard(cfg.Lease.TTL))
+	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
 	if err != nil {
 		t.Fatal(err)
 	}

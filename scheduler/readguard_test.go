@@ -8,9 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	redisbackend "github.com/leasecron/leasecron/backend/redis"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	"github.com/leasecron/leasecron/lease"
+	redisbackend "github.com/leasecron/leasecron/lease/redis"
+	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // heartbeatReadFailed is the start of the line a failed read of the
@@ -29,7 +29,7 @@ func readsOnFreshServers(t *testing.T, down int) *logBuffer {
 		n.Kill()
 	}
 	cfg := tickConfig(t, cluster.URLs(), &Job{Name: "hourly", Schedule: "@hourly", Shell: "true"})
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, lease.WithTimeout(200*time.Millisecond), lease.WithRestartGuard(10*time.Second))
+	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // retryState is the retry state of a tick of a job (backend space
@@ -29,7 +29,7 @@ type retryState struct {
 func (s *Scheduler) readRetry(ctx context.Context, j *Job, tick time.Time, log *slog.Logger) (*retryState, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
 	defer cancel()
-	e, ok, err := s.be.Get(rctx, backend.SpaceRetry, s.retryName(j.Name, tick))
+	e, ok, err := s.be.Get(rctx, lease.SpaceRetry, s.retryName(j.Name, tick))
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -50,8 +50,8 @@ func (s *Scheduler) writeRetry(j *Job, tick time.Time, st retryState) error {
 		return err
 	}
 	ttl := max(s.until(j.DeadlineFor(tick)), 0) + s.base.Lease.TTL
-	e := backend.Entry{Name: s.retryName(j.Name, tick), Version: int64(st.Attempt), Data: data, TTL: ttl}
-	return s.whileHeld(func(ctx context.Context) error { return s.be.Put(ctx, backend.SpaceRetry, e) })
+	e := lease.Entry{Name: s.retryName(j.Name, tick), Version: int64(st.Attempt), Data: data, TTL: ttl}
+	return s.whileHeld(func(ctx context.Context) error { return s.be.Put(ctx, lease.SpaceRetry, e) })
 }
 
 // whileHeld calls op (each call bounded by requestWait) until it succeeds,
@@ -147,7 +147,7 @@ func (s *Scheduler) planRetry(j *Job, tick time.Time, rec RunRecord, log *slog.L
 }
 
 // complete completes a won lease's tick without running it.
-func (s *Scheduler) complete(l backend.Lease, log *slog.Logger) {
+func (s *Scheduler) complete(l lease.Lease, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), max(s.base.Lease.TTL, 5*time.Second))
 	defer cancel()
 	if err := l.Complete(ctx); err != nil {

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
 	"github.com/leasecron/leasecron/internal/supervisor"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // RunRecord describes one run of a job; the last one of each job is stored
@@ -70,7 +70,7 @@ func killMarginFor(timeout time.Duration) time.Duration {
 // the run was cut short by a lost lease, shutdown or pause --stop, or
 // when it failed and is to be retried: then retryAt is when the retry is
 // due).
-func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick time.Time, l backend.Lease, attempt int, log *slog.Logger) (rec RunRecord, retryAt time.Time) {
+func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick time.Time, l lease.Lease, attempt int, log *slog.Logger) (rec RunRecord, retryAt time.Time) {
 	manual := l.Epoch() == 0
 	rec = RunRecord{Job: j.Name, Host: s.host, Fence: l.Fence(), Start: time.Now(), Attempt: attempt}
 	if !manual {
@@ -113,10 +113,10 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	log.Info("job started", "pid", proc.JobPID(), "valid_until", l.ValidUntil())
 
 	margin := s.killMargin()
-	holdOpts := []backend.HoldOption{
-		backend.RenewEvery(cfg.Lease.Renew),
-		backend.ObserveRenew(func(e backend.RenewEvent) { s.opts.Metrics.Renew(e.Key, e.OK, e.Latency) }),
-		backend.OnRenew(func(v time.Time) {
+	holdOpts := []lease.HoldOption{
+		lease.RenewEvery(cfg.Lease.Renew),
+		lease.ObserveRenew(func(e lease.RenewEvent) { s.opts.Metrics.Renew(e.Key, e.OK, e.Latency) }),
+		lease.OnRenew(func(v time.Time) {
 			// Logged before the supervisor is extended, so the log never
 			// lags the deadline the supervisor enforces (the fault suite
 			// measures abort slack from it).
@@ -135,9 +135,9 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	if j.Timeout > 0 {
 		// Renewal is not forever: past timeout + kill_grace the lease runs
 		// out even if the job refuses to die (the supervisor kills it).
-		holdOpts = append(holdOpts, backend.MaxLifetime(j.Timeout+j.KillGrace+time.Second))
+		holdOpts = append(holdOpts, lease.MaxLifetime(j.Timeout+j.KillGrace+time.Second))
 	}
-	hold := backend.NewHold(l, s.be.Timeout(), holdOpts...)
+	hold := lease.NewHold(l, s.be.Timeout(), holdOpts...)
 
 	var outWG sync.WaitGroup
 	outWG.Add(2)
@@ -300,7 +300,7 @@ func (s *Scheduler) drainOutput(proc *supervisor.Process, outWG *sync.WaitGroup,
 // completes or releases the lease (with lapse: stops renewing it and
 // leaves it to run out), stores the last run beside the lease and logs
 // it.
-func (s *Scheduler) finish(j *Job, l backend.Lease, hold *backend.Hold, rec RunRecord, complete, lapse bool, log *slog.Logger) {
+func (s *Scheduler) finish(j *Job, l lease.Lease, hold *lease.Hold, rec RunRecord, complete, lapse bool, log *slog.Logger) {
 	cfg := s.cfg.Load()
 	s.appendHistory(j, rec, log)
 	ctx, cancel := context.WithTimeout(context.Background(), max(cfg.Lease.TTL, 5*time.Second))
@@ -335,7 +335,7 @@ func (s *Scheduler) finish(j *Job, l backend.Lease, hold *backend.Hold, rec RunR
 }
 
 // startJob starts the job's supervisor with the LEASECRON_* environment.
-func (s *Scheduler) startJob(j *Job, tick time.Time, l backend.Lease, manual bool, attempt int) (*supervisor.Process, error) {
+func (s *Scheduler) startJob(j *Job, tick time.Time, l lease.Lease, manual bool, attempt int) (*supervisor.Process, error) {
 	env := jobEnv(os.Environ(), j.Env)
 	tickUnix := tick.Unix()
 	env = append(env,
@@ -394,7 +394,7 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (RunRecord, error)
 	// timeout measures the acquisition, not a dial and TLS handshake.
 	s.warm(ctx)
 	// One attempt: trigger fails at once when the job runs anywhere.
-	res := s.be.TryAcquireBatch(ctx, []backend.Request{{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host}})[0]
+	res := s.be.TryAcquireBatch(ctx, []lease.Request{{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host}})[0]
 	l, err := res.Lease, res.Err
 	if err != nil {
 		return RunRecord{}, fmt.Errorf("trigger %s: %w", name, err)

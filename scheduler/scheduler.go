@@ -19,8 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
 	"github.com/leasecron/leasecron/internal/supervisor"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // Options configures a Scheduler beyond its Config.
@@ -55,7 +55,7 @@ type Options struct {
 	// Backend is where the leases live (required): the Redis nodes, a
 	// PostgreSQL table, ... The caller opens it (cmd/leasecron picks it from
 	// the config) and closes it after Run returned.
-	Backend backend.Backend
+	Backend lease.Backend
 }
 
 // Scheduler fires the jobs of a Config on every host of a fleet so that
@@ -64,7 +64,7 @@ type Options struct {
 type Scheduler struct {
 	opts Options
 	log  *slog.Logger
-	be   backend.Backend
+	be   lease.Backend
 	host string
 	base *Config // backend and lease settings fixed at New
 
@@ -237,7 +237,7 @@ func (s *Scheduler) key(job string) string {
 // fleet is apart from the live one on the same backend.
 const (
 	dryRunPrefix = "dry-run."
-	dryRunHosts  = backend.SpaceHosts + ".dry-run"
+	dryRunHosts  = lease.SpaceHosts + ".dry-run"
 )
 
 // logName is the name of job's history log in the backend.
@@ -255,7 +255,7 @@ func (s *Scheduler) hostsSpace() string {
 	if s.opts.DryRun {
 		return dryRunHosts
 	}
-	return backend.SpaceHosts
+	return lease.SpaceHosts
 }
 
 // Reload swaps in a new schedule. Jobs that are running keep running under
@@ -650,7 +650,7 @@ func (s *Scheduler) warm(ctx context.Context) {
 
 // heldWait is how long a loser that found its tick held by another host
 // waits before its next attempt (the attempt-th retry).
-func heldWait(rerr *backend.RefusedError, quorum, attempt int) time.Duration {
+func heldWait(rerr *lease.RefusedError, quorum, attempt int) time.Duration {
 	wait := rerr.HolderTTL + 5*time.Millisecond
 	switch {
 	case rerr.HolderNodes >= quorum:
@@ -700,7 +700,7 @@ var (
 // start now under l: the deadline, on the scheduler's (possibly offset)
 // clock, has not passed, and the lease is valid for longer than the kill
 // margin, which the supervisor would otherwise use up at once.
-func (s *Scheduler) mayStart(deadline time.Time, l backend.Lease) error {
+func (s *Scheduler) mayStart(deadline time.Time, l lease.Lease) error {
 	if now := s.now(); !now.Before(deadline) {
 		return fmt.Errorf("%w: deadline %s, now %s", errTickDeadline,
 			deadline.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339Nano))
@@ -719,7 +719,7 @@ func (s *Scheduler) mayStart(deadline time.Time, l backend.Lease) error {
 // release gives up a lease that was won but not used, without completing
 // its tick, so that the job's next tick (or another host) is not kept
 // waiting for its TTL.
-func (s *Scheduler) release(l backend.Lease, log *slog.Logger) {
+func (s *Scheduler) release(l lease.Lease, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), max(s.base.Lease.TTL, 5*time.Second))
 	defer cancel()
 	if err := l.Release(ctx); err != nil {

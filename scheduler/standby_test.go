@@ -9,9 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	redisbackend "github.com/leasecron/leasecron/backend/redis"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	"github.com/leasecron/leasecron/lease"
+	redisbackend "github.com/leasecron/leasecron/lease/redis"
+	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // TestStandbyWithoutView: at the standby time a host whose view of the
@@ -58,7 +58,7 @@ func TestStandbyWithoutView(t *testing.T) {
 		{host: far, oldRanks: true, wantTries: true},
 	} {
 		// A short restart guard: the fresh node votes for a tick of now.
-		be, err := redisbackend.Open(rc.URLs(), fmt.Sprintf("sb%d", i), lease.WithRestartGuard(20*time.Millisecond))
+		be, err := redisbackend.Open(rc.URLs(), fmt.Sprintf("sb%d", i), redlock.WithRestartGuard(20*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // Status is what `leasecron status` shows: every job's lease and last run,
@@ -66,13 +66,13 @@ type NodeStatus struct {
 // hosts and the servers' health from be (opened on cfg's backend). now is
 // the clock used for next ticks. With runs > 0 it also reads the newest
 // runs of each job's history (one more request per job).
-func ReadStatus(ctx context.Context, cfg *Config, be backend.Backend, now time.Time, runs int) (*Status, error) {
+func ReadStatus(ctx context.Context, cfg *Config, be lease.Backend, now time.Time, runs int) (*Status, error) {
 	st := &Status{Host: cfg.ID, Quorum: be.Quorum()}
 	p, err := ReadPauses(ctx, be)
 	if err != nil {
 		st.Errors = append(st.Errors, err.Error())
 	}
-	if hosts, err := be.List(ctx, backend.SpaceHosts); err != nil {
+	if hosts, err := be.List(ctx, lease.SpaceHosts); err != nil {
 		st.Errors = append(st.Errors, fmt.Sprintf("read the hosts' heartbeats: %v", err))
 	} else {
 		for _, e := range hosts {

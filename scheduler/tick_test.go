@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
-	redisbackend "github.com/leasecron/leasecron/backend/redis"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
+	redisbackend "github.com/leasecron/leasecron/lease/redis"
+	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // tickConfig is a validated config for host h1 with the given nodes and
@@ -162,7 +162,7 @@ func tickScheduler(t *testing.T, jobs ...*Job) (*Scheduler, *Config) {
 	t.Helper()
 	cluster := redistest.Start(t, 3)
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, lease.WithTimeout(cfg.Redis.Timeout), lease.WithRestartGuard(cfg.Lease.TTL))
+	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(cfg.Redis.Timeout), redlock.WithRestartGuard(cfg.Lease.TTL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func tickScheduler(t *testing.T, jobs ...*Job) (*Scheduler, *Config) {
 
 // lastRun reads the job's lease state and the run record stored beside it
 // (zero if none).
-func lastRun(t *testing.T, s *Scheduler, job string) (backend.Info, RunRecord) {
+func lastRun(t *testing.T, s *Scheduler, job string) (lease.Info, RunRecord) {
 	t.Helper()
 	info, err := s.be.Inspect(context.Background(), s.key(job))
 	if err != nil {
@@ -206,11 +206,11 @@ func TestLateWinNotStarted(t *testing.T) {
 	tick := j.Prev(s.now().Add(-10 * time.Second)) // deadline long gone
 	// No EpochTime: the tick is older than the test's fresh nodes, which
 	// would not vote for it; this test is about the late win.
-	l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)})
+	l, err := s.be.Acquire(ctx, lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), Owner: owner(tick.Unix(), s.host)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.followTick(ctx, ctx, cfg, j, tick, backend.Result{Lease: l}, 0)
+	s.followTick(ctx, ctx, cfg, j, tick, lease.Result{Lease: l}, 0)
 	info, rec := lastRun(t, s, j.Name)
 	if rec.Job != "" {
 		t.Errorf("a run was attempted %s after its tick's deadline: %+v", rec.Start.Sub(j.DeadlineFor(tick)), rec)
@@ -232,11 +232,11 @@ func TestShortValidityRetried(t *testing.T) {
 	ctx := context.Background()
 	tick := j.Prev(s.now())
 	short := s.killMargin() / 2
-	l, err := s.be.Acquire(ctx, backend.Request{Key: s.key(j.Name), TTL: short, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)})
+	l, err := s.be.Acquire(ctx, lease.Request{Key: s.key(j.Name), TTL: short, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.followTick(ctx, ctx, cfg, j, tick, backend.Result{Lease: l}, 0)
+	s.followTick(ctx, ctx, cfg, j, tick, lease.Result{Lease: l}, 0)
 	_, rec := lastRun(t, s, j.Name)
 	switch {
 	case rec.Job == "":

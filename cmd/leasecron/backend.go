@@ -7,13 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
-	etcdbackend "github.com/leasecron/leasecron/backend/etcd"
-	mysqlbackend "github.com/leasecron/leasecron/backend/mysql"
-	pgbackend "github.com/leasecron/leasecron/backend/postgres"
-	redisbackend "github.com/leasecron/leasecron/backend/redis"
-	zkbackend "github.com/leasecron/leasecron/backend/zookeeper"
 	"github.com/leasecron/leasecron/lease"
+	etcdbackend "github.com/leasecron/leasecron/lease/etcd"
+	mysqlbackend "github.com/leasecron/leasecron/lease/mysql"
+	pgbackend "github.com/leasecron/leasecron/lease/postgres"
+	redisbackend "github.com/leasecron/leasecron/lease/redis"
+	"github.com/leasecron/leasecron/lease/redlock"
+	zkbackend "github.com/leasecron/leasecron/lease/zookeeper"
 	"github.com/leasecron/leasecron/scheduler"
 )
 
@@ -31,8 +31,8 @@ type backendOptions struct {
 
 // openBackend opens the lease backend that cfg's one backend section names.
 // It is the one place the daemon, trigger and status pick a backend; the
-// scheduler sees only the backend.Backend interface.
-func openBackend(ctx context.Context, cfg *scheduler.Config, o backendOptions) (backend.Backend, error) {
+// scheduler sees only the lease.Backend interface.
+func openBackend(ctx context.Context, cfg *scheduler.Config, o backendOptions) (lease.Backend, error) {
 	switch cfg.Backend {
 	case scheduler.BackendPostgres:
 		pc := cfg.Postgres
@@ -90,14 +90,14 @@ func openBackend(ctx context.Context, cfg *scheduler.Config, o backendOptions) (
 }
 
 // openRedis opens the Redlock over cfg's Redis nodes.
-func openRedis(cfg *scheduler.Config, o backendOptions) (backend.Backend, error) {
+func openRedis(cfg *scheduler.Config, o backendOptions) (lease.Backend, error) {
 	m, log := o.metrics, o.log
-	lopts := []lease.Option{
-		lease.WithTimeout(max(cfg.Redis.Timeout, o.minTimeout)),
-		lease.WithDrift(cfg.Lease.Drift),
-		lease.WithRestartGuard(cfg.Lease.TTL),
-		lease.WithObserver(lease.Observer{
-			OnVote: func(e lease.VoteEvent) { m.Vote(e.Node, e.Op, e.Vote.String(), e.Latency) },
+	lopts := []redlock.Option{
+		redlock.WithTimeout(max(cfg.Redis.Timeout, o.minTimeout)),
+		redlock.WithDrift(cfg.Lease.Drift),
+		redlock.WithRestartGuard(cfg.Lease.TTL),
+		redlock.WithObserver(redlock.Observer{
+			OnVote: func(e redlock.VoteEvent) { m.Vote(e.Node, e.Op, e.Vote.String(), e.Latency) },
 			OnRestart: func(node string, at time.Time) {
 				m.NodeRestart(node)
 				if log != nil {
@@ -108,7 +108,7 @@ func openRedis(cfg *scheduler.Config, o backendOptions) (backend.Backend, error)
 		}),
 	}
 	if o.unsafeNoRestartDetection {
-		lopts = append(lopts, lease.WithoutRestartDetection())
+		lopts = append(lopts, redlock.WithoutRestartDetection())
 	}
 	be, err := redisbackend.Open(cfg.Redis.NodeURLs(), cfg.Redis.Prefix, lopts...)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // Bad input that only shows when the nodes are contacted: a wrong
@@ -65,9 +65,9 @@ func badNodes(t *testing.T) []struct {
 	// The twice-listed server gets its data marker now, so that by the
 	// time its case runs the marker is older than the config's TTL (3 s)
 	// and the duplicate, not a young dataset, is why it gives no lease.
-	if c, err := lease.New(pair.URLs()[:1], lease.WithTimeout(time.Second)); err == nil {
+	if c, err := redlock.New(pair.URLs()[:1], redlock.WithTimeout(time.Second)); err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, _ = c.Acquire(ctx, lease.Request{Key: "marker-warmup", TTL: time.Second})
+		_, _ = c.Acquire(ctx, redlock.Request{Key: "marker-warmup", TTL: time.Second})
 		cancel()
 		_ = c.Close()
 	}

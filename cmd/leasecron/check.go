@@ -6,9 +6,9 @@ import (
 	"io"
 	"strings"
 
-	"github.com/leasecron/leasecron/backend/etcd"
-	"github.com/leasecron/leasecron/backend/mysql"
-	"github.com/leasecron/leasecron/backend/postgres"
+	"github.com/leasecron/leasecron/lease/etcd"
+	"github.com/leasecron/leasecron/lease/mysql"
+	"github.com/leasecron/leasecron/lease/postgres"
 	"github.com/leasecron/leasecron/scheduler"
 )
 

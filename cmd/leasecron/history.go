@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/scheduler"
 )
 
@@ -41,8 +41,8 @@ func (c *HistoryCommand) Run(ctx context.Context, args []string) error {
 	case len(pos) > 1:
 		return usageErrorf("one job at a time; got %q", pos)
 	}
-	if *n < 1 || *n > backend.MaxLogLimit {
-		return usageErrorf("-n %d: want 1 to %d", *n, backend.MaxLogLimit)
+	if *n < 1 || *n > lease.MaxLogLimit {
+		return usageErrorf("-n %d: want 1 to %d", *n, lease.MaxLogLimit)
 	}
 	if *timeout <= 0 {
 		return usageErrorf("--timeout must be positive")
@@ -135,5 +135,5 @@ Flags:
 
 Exit codes: 0 success, 1 the backend could not be read, 2 usage or config
 error (unknown job, bad -n).
-`, defaultConfig, defaultHistoryRuns, backend.MaxLogLimit)
+`, defaultConfig, defaultHistoryRuns, lease.MaxLogLimit)
 }

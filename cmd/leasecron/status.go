@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/scheduler"
 )
 
@@ -38,8 +38,8 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usageErrorf("unexpected arguments %q", pos)
 	}
-	if *runs < 0 || *runs > backend.MaxLogLimit {
-		return usageErrorf("--runs %d: want 0 to %d", *runs, backend.MaxLogLimit)
+	if *runs < 0 || *runs > lease.MaxLogLimit {
+		return usageErrorf("--runs %d: want 0 to %d", *runs, lease.MaxLogLimit)
 	}
 	if *timeout <= 0 {
 		return usageErrorf("--timeout must be positive")

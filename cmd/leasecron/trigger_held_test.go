@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/backend"
-	pgbackend "github.com/leasecron/leasecron/backend/postgres"
 	"github.com/leasecron/leasecron/internal/testkit/pgtest"
+	"github.com/leasecron/leasecron/lease"
+	pgbackend "github.com/leasecron/leasecron/lease/postgres"
 )
 
 // TestTriggerFailsAtOnceWhenHeld (postgres): trigger makes one attempt and
@@ -25,7 +25,7 @@ func TestTriggerFailsAtOnceWhenHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.Close()
-	l, err := be.Acquire(ctx, backend.Request{Key: "marker", TTL: time.Minute, Owner: "tick=manual host=elsewhere"})
+	l, err := be.Acquire(ctx, lease.Request{Key: "marker", TTL: time.Minute, Owner: "tick=manual host=elsewhere"})
 	if err != nil {
 		t.Fatal(err)
 	}

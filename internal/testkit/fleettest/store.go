@@ -102,7 +102,7 @@ func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
 				return fmt.Sprintf("mysql:\n  dsn: %q\n  timeout: %s\n", my.DSNAt(addrs[0]), timeout)
 			}}, nil
 	case "etcd":
-		// The etcd client of backend/etcd does not sync its endpoints
+		// The etcd client of lease/etcd does not sync its endpoints
 		// from the cluster (no AutoSyncInterval): a daemon reaches the
 		// members only through the proxied URLs of its section.
 		c := etcdtest.Start(t)

@@ -1,0 +1,107 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/testkit/pgtest"
+	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/leasetest"
+	"github.com/leasecron/leasecron/lease/postgres"
+)
+
+// conformanceTimeout is the clients' per-request timeout (a loaded 2-core
+// machine commits with fsync in well under it; the race detector slows
+// the client's encoding of a 10,000-key batch); the suite's TTL is 10 ×.
+var (
+	conformanceTimeout = map[bool]time.Duration{false: 300 * time.Millisecond, true: 500 * time.Millisecond}[raceEnabled]
+	conformanceTTL     = 10 * conformanceTimeout
+)
+
+// TestConformance runs the backend conformance suite against one real
+// PostgreSQL server.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Start(t)
+	dial := func(ctx context.Context, url string, opts ...postgres.Option) (*postgres.Backend, error) {
+		return postgres.Open(ctx, url, append([]postgres.Option{postgres.WithTimeout(conformanceTimeout)}, opts...)...)
+	}
+	leasetest.Run(t, leasetest.Harness{
+		Name:    "postgres",
+		Servers: 1,
+		TTL:     conformanceTTL,
+		Open: func(t testing.TB) lease.Backend {
+			b, err := dial(context.Background(), s.URL())
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			return b
+		},
+		Kill:    func(testing.TB, int) { s.Kill() },
+		Restart: func(testing.TB, int) { s.Restart() },
+		Pause:   func(testing.TB, int) { s.Pause() },
+		Resume:  func(testing.TB, int) { s.Resume() },
+		Ready: func(t testing.TB) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			for {
+				b, err := dial(ctx, s.URL())
+				if err == nil {
+					err = b.Warm(ctx)
+					_ = b.Close()
+				}
+				if err == nil {
+					return
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatalf("ready: %v", err)
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		},
+		BadInputs: func(t testing.TB) []leasetest.BadInput {
+			return badInputs(t, s, dial)
+		},
+	})
+}
+
+// badInputs returns what Open (or, when Open cannot tell yet, Warm)
+// returns for bad URLs and credentials.
+func badInputs(t testing.TB, s *pgtest.Server, dial func(context.Context, string, ...postgres.Option) (*postgres.Backend, error)) []leasetest.BadInput {
+	const wrong = "Wr0ng-s3cret"
+	s.Exec("DO $$ BEGIN CREATE ROLE weak LOGIN PASSWORD 'weak-s3cret'; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+	closed := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	firstErr := func(url string, opts ...postgres.Option) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		b, err := dial(ctx, url, opts...)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		if err := b.Warm(ctx); err != nil {
+			return err
+		}
+		return b.TryAcquireBatch(ctx, []lease.Request{{Key: "bad-input", TTL: time.Second}})[0].Err
+	}
+	pw := s.Password()
+	return []leasetest.BadInput{
+		{Name: "wrong password", Err: firstErr(s.URLFor(pgtest.User, wrong)), MustName: s.Addr(), Secret: wrong},
+		{Name: "unknown user", Err: firstErr(s.URLFor("nobody", pw)), MustName: `"nobody"`, Secret: pw},
+		{Name: "nothing listening", Err: firstErr("postgres://leasecron:" + pw + "@" + closed + "/leasecron?sslmode=disable"), MustName: closed, Secret: pw},
+		{Name: "no such database", Err: firstErr("postgres://leasecron:" + pw + "@" + s.Addr() + "/nope?sslmode=disable"), MustName: `"nope"`, Secret: pw},
+		{Name: "port out of range", Err: firstErr("postgres://leasecron:" + pw + "@127.0.0.1:99999/leasecron"), MustName: "127.0.0.1:99999", Secret: pw},
+		{Name: "bad sslmode", Err: firstErr(s.URL() + "x"), MustName: "sslmode", Secret: pw},
+		{Name: "unsupported scheme", Err: firstErr("http://leasecron:" + pw + "@" + s.Addr() + "/leasecron"), MustName: `"http"`, Secret: pw},
+		{Name: "keyword string", Err: firstErr("host=127.0.0.1 user=leasecron password=" + pw), MustName: "postgres://", Secret: pw},
+		{Name: "empty", Err: firstErr(""), MustName: "postgres://"},
+		{Name: "role may not create the table", Err: firstErr(s.URLFor("weak", "weak-s3cret"), postgres.WithTable("weak_leases")),
+			MustName: `"weak_leases" does not exist and role "weak" may not create it`, Secret: "weak-s3cret"},
+		{Name: "bad table name", Err: firstErr(s.URL(), postgres.WithTable("a.b.c")), MustName: "a.b.c", Secret: pw},
+	}
+}

@@ -1,0 +1,312 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasecron/leasecron/lease"
+)
+
+// Backend keeps leases in a PostgreSQL table. It is safe for concurrent
+// use.
+type Backend struct {
+	pool    *pgxpool.Pool
+	o       options
+	table   string // quoted
+	server  string // redacted URL
+	sql     statements
+	store   storeStatements // Entries and Logs
+	timeout time.Duration
+	obs     *lease.Observations // held rows seen, for takeover
+
+	ensureMu sync.Mutex
+	ready    atomic.Bool // the table exists and is usable
+	// storeMu and storeReady do for the tables of entries and logs what
+	// ensureMu and ready do for the lease table (see ensureStore).
+	storeMu    sync.Mutex
+	storeReady atomic.Bool
+	closed     atomic.Bool
+}
+
+var _ lease.Backend = (*Backend)(nil)
+
+// reconnectAttempts is how many times a statement is sent, on a fresh
+// connection each time, when the connection it used turned out dead.
+const reconnectAttempts = 3
+
+// Open returns a Backend on the server of connString, a URL
+// (postgres://user:password@host:5432/dbname?sslmode=verify-full; see
+// pgx's ParseConfig for the options), with a pool of connections.
+//
+// Open connects and creates the lease table if it is missing (see
+// schema.sql and WithTable). It fails when the URL or an option is
+// invalid, the server refuses the credentials, the database does not
+// exist, the role may not create the missing table (the error names the
+// table, the server and the privilege), or the table exists without the
+// expected columns or privileges. When the server cannot be reached (down,
+// timed out), Open still returns the Backend: every call first retries
+// creating the table and fails, naming the server, until it answers.
+// ctx bounds the whole of Open, and each request is bounded by the timeout.
+// Errors never contain the password.
+//
+// Statements go out in pgx's QueryExecModeExec (no named prepared
+// statements, one round trip each), so the backend works behind PgBouncer
+// in transaction pooling mode; it uses no advisory locks and no session
+// state, and sends no server setting in the startup packet but
+// application_name (PgBouncer refuses the others by default). A statement
+// whose timeout passed is cancelled with a cancel request (pgx does that
+// when it closes the connection); to bound statements on the server side
+// as well, set one on the role: ALTER ROLE leasecron SET
+// statement_timeout = '5s'.
+func Open(ctx context.Context, connString string, opts ...Option) (*Backend, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	table, _ := parseTable(o.table)
+	server := Redact(connString)
+	if l := strings.ToLower(connString); !strings.HasPrefix(l, "postgres://") && !strings.HasPrefix(l, "postgresql://") {
+		scheme, _, ok := strings.Cut(connString, "://")
+		what := "no scheme"
+		if ok && !strings.ContainsAny(scheme, "@:/ ") {
+			what = fmt.Sprintf("scheme %q", scheme)
+		}
+		return nil, fmt.Errorf("postgres backend: %s: want a postgres:// URL (postgres://user@host:5432/dbname?sslmode=verify-full)", what)
+	}
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrub(err.Error(), connString))
+	}
+	cc := cfg.ConnConfig
+	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	if o.tracer != nil {
+		cc.Tracer = o.tracer
+	}
+	if cc.ConnectTimeout <= 0 || cc.ConnectTimeout > o.timeout {
+		cc.ConnectTimeout = o.timeout
+	}
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = "leasecron"
+	}
+	// A dead connection is found by the statement itself and the statement
+	// retried (see do), instead of a ping before every idle connection's
+	// use, which would double the round trips of a Hold's renewals.
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrub(err.Error(), connString))
+	}
+	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.unlogged, o.wallClockTakeover),
+		obs:   lease.NewObservations(),
+		store: newStoreStatements(o), timeout: o.timeout}
+	tctx, cancel := context.WithTimeout(ctx, o.timeout)
+	err = b.ensureTable(tctx)
+	cancel()
+	if err != nil && (ctx.Err() != nil || permanent(err)) {
+		pool.Close()
+		return nil, fmt.Errorf("postgres backend: %w", b.scrubErr(err, connString))
+	}
+	return b, nil
+}
+
+// stmt returns a lease statement as sent: sql itself, or with the
+// injected step of the server's clock (tests only).
+func (b *Backend) stmt(sql string) string {
+	if b.o.clockStep == nil {
+		return sql
+	}
+	return strings.ReplaceAll(sql, "clock_timestamp()",
+		fmt.Sprintf("(clock_timestamp() + %d * interval '1 microsecond')", b.o.clockStep.Load()))
+}
+
+// scrubErr makes sure err's text does not quote the URL's password.
+func (b *Backend) scrubErr(err error, connString string) error {
+	if msg := scrub(err.Error(), connString); msg != err.Error() {
+		return &lease.NodeError{Node: b.server, Err: errors.New(msg)}
+	}
+	return err
+}
+
+func (b *Backend) nodeErr(err error) error {
+	var ne *lease.NodeError
+	if errors.As(err, &ne) {
+		return err
+	}
+	return &lease.NodeError{Node: b.server, Err: err}
+}
+
+// permanent reports whether err is one that retrying cannot cure: the
+// server answered with an error other than a connection-level one.
+func permanent(err error) bool {
+	var pm permanentError
+	if errors.As(err, &pm) {
+		return true
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && !retryableCode(pe.Code)
+}
+
+// retryableCode reports whether a server error means the statement did
+// not take effect and may be sent again on another connection: the
+// connection or the server went away (class 08, 57P01-57P03), too many
+// connections, or a deadlock or serialization failure.
+func retryableCode(code string) bool {
+	switch code {
+	case "57P01", "57P02", "57P03", "53300", "40001", "40P01":
+		return true
+	}
+	return strings.HasPrefix(code, "08")
+}
+
+// connectionLost reports whether err is worth a retry on a fresh
+// connection: anything but a server error, a permanent error or the end of
+// ctx. Every statement of this package may be sent twice (an acquisition
+// retried with the same token re-enters its own grant).
+func connectionLost(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lease.ErrClosed) {
+		return false
+	}
+	return !permanent(err)
+}
+
+// do runs f on a pooled connection. When the connection was dead (the
+// server restarted, pg_terminate_backend, a cut), it drops the idle
+// connections (they are likely dead too) and runs f again on a new one,
+// up to reconnectAttempts times in all, while ctx lasts.
+func (b *Backend) do(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
+	for attempt := 1; ; attempt++ {
+		if b.closed.Load() {
+			return lease.ErrClosed
+		}
+		err := b.once(ctx, f)
+		if err == nil || attempt >= reconnectAttempts || ctx.Err() != nil || b.o.noReconnect || !connectionLost(err) {
+			return err
+		}
+		b.pool.Reset()
+	}
+}
+
+func (b *Backend) once(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
+	c, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	return f(ctx, c.Conn())
+}
+
+// call bounds ctx by d, makes sure the table exists and runs f (see do).
+// Its error names the server.
+func (b *Backend) call(ctx context.Context, d time.Duration, f func(context.Context, *pgx.Conn) error) error {
+	if b.closed.Load() {
+		return b.nodeErr(lease.ErrClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := b.ensureTable(ctx); err != nil {
+		return err
+	}
+	if err := b.do(ctx, f); err != nil {
+		return b.nodeErr(err)
+	}
+	return nil
+}
+
+// Inspect reads key's row: holder (its Owner while the lease is held),
+// time left on the database's clock, completed epoch, fence and note. A
+// key never used has NoteVersion -1 and zero values. It fails (naming the
+// server) when the server does not answer within the timeout.
+func (b *Backend) Inspect(ctx context.Context, key string) (lease.Info, error) {
+	in := lease.Info{NoteVersion: -1}
+	var leftUS int64
+	err := b.call(ctx, b.timeout, func(ctx context.Context, c *pgx.Conn) error {
+		err := c.QueryRow(ctx, b.stmt(b.sql.inspect), key).Scan(&in.Holder, &leftUS, &in.DoneEpoch, &in.Fence, &in.Note, &in.NoteVersion)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return lease.Info{}, fmt.Errorf("inspect %s: %w", key, err)
+	}
+	in.Answered = 1
+	if leftUS > 0 {
+		in.TTL = time.Duration(leftUS) * time.Microsecond
+		in.HolderNodes = 1
+	}
+	return in, nil
+}
+
+// SetNote stores note in key's row unless a note of the same or a higher
+// version is already there (a lower version never overwrites a higher
+// one). It creates the row if needed; it does not touch the lease.
+func (b *Backend) SetNote(ctx context.Context, key string, version int64, note string) error {
+	err := b.call(ctx, b.timeout, func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, b.sql.note, key, version, note)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set note %s: %w", key, err)
+	}
+	return nil
+}
+
+// Health pings the server (SELECT 1) within the timeout. The server votes
+// whenever it answers.
+func (b *Backend) Health(ctx context.Context) []lease.ServerStatus {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	start := time.Now()
+	err := b.do(ctx, func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SELECT 1")
+		return err
+	})
+	// Err is the bare error: Server names the server.
+	return []lease.ServerStatus{{Server: b.server, Err: err, Latency: time.Since(start), Voting: err == nil}}
+}
+
+// Warm creates the table if missing and makes sure the pool holds a live
+// connection (opening one if needed, replacing a dead one), so that the
+// next request does not pay for a connect and a SCRAM handshake; all
+// within the timeout.
+func (b *Backend) Warm(ctx context.Context) error {
+	return b.call(ctx, b.timeout, func(ctx context.Context, c *pgx.Conn) error { return c.Ping(ctx) })
+}
+
+// Timeout is the per-request timeout (WithTimeout; default 2 s).
+func (b *Backend) Timeout() time.Duration { return b.timeout }
+
+// Quorum is 1: one server decides.
+func (b *Backend) Quorum() int { return 1 }
+
+// Servers returns the server's URL with the password redacted.
+func (b *Backend) Servers() []string { return []string{b.server} }
+
+// Table returns the lease table's name, quoted as the statements use it.
+func (b *Backend) Table() string { return b.table }
+
+// Close closes the connections; later calls fail with lease.ErrClosed.
+// Leases still held are taken over once a contender has seen them
+// unrenewed for their TTL. It is safe to call more than
+// once. It waits for pgx's cleanup of connections whose requests timed
+// out (a cancel request to the server, then closing), which pgx bounds by
+// 15 s: a network that swallows packets can make Close that slow.
+func (b *Backend) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	b.pool.Close()
+	return nil
+}

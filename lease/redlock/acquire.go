@@ -1,0 +1,568 @@
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Request names one lease to acquire.
+type Request struct {
+	// Key names the lease. All Redis keys of the lease share the hash tag
+	// {Key}; Key must not contain braces.
+	Key string
+	// TTL is the validity of the acquisition (and of each renewal).
+	TTL time.Duration
+	// Epoch, when positive, makes the acquisition a run-once attempt: a node
+	// refuses it when Key's completed epoch is >= Epoch (see Lease.Complete).
+	Epoch int64
+	// EpochTime, when set, is the instant the epoch's work became eligible
+	// (for a scheduler: the tick). A node whose data is younger than that
+	// (it restarted, failed over, was flushed or had its dataset replaced
+	// less than the restart guard before EpochTime) does not vote for the
+	// request: it may have lost the epoch's completion mark. Leave it zero
+	// for requests without an epoch; with an epoch, zero turns the check
+	// off (see the package documentation, "Epochs").
+	EpochTime time.Time
+	// Owner is free text stored with the lease and reported to refused
+	// callers, e.g. "host=web1 tick=1700000000".
+	Owner string
+}
+
+// Result is the outcome of one Request of TryAcquireBatch.
+type Result struct {
+	Lease *Lease
+	Err   error
+}
+
+// Acquire takes the lease described by req, retrying failed attempts as
+// the client's RetryStrategy says until ctx ends. Each attempt asks all
+// nodes in parallel and returns as soon as the outcome is decided: a quorum
+// granted, or enough nodes refused or failed that a quorum is impossible.
+//
+// On failure the error is a *RefusedError (errors.Is ErrNotObtained and one
+// of ErrHeld, ErrEpochDone, ErrNoQuorum); when ctx ends it is joined with
+// ctx.Err(). ErrEpochDone is never retried.
+//
+// After a lost attempt on a key, the next attempt on it from this Client
+// (a retry, or the caller's next Acquire or TryAcquireBatch) first waits
+// until the lost attempt's cleanup was answered by the nodes it went to
+// (at most the per-node timeout) and until a random moment within 4× the
+// lost attempt's duration after it ended (at most the per-node timeout), so
+// that contending clients do not keep each other's nodes forever.
+func (c *Client) Acquire(ctx context.Context, req Request) (*Lease, error) {
+	retry := freshRetry(c.opts.retry)
+	token := newToken()
+	for {
+		res := c.tryBatch(ctx, []Request{req}, []string{token})[0]
+		if res.Err == nil {
+			return res.Lease, nil
+		}
+		if errors.Is(res.Err, ErrEpochDone) || !isRefusal(res.Err) {
+			return nil, res.Err
+		}
+		wait := retry.NextBackoff()
+		if wait <= 0 {
+			return nil, res.Err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(res.Err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func isRefusal(err error) bool {
+	var r *RefusedError
+	return errors.As(err, &r)
+}
+
+// TryAcquireBatch makes one attempt at each request, all together: every
+// node gets one pipelined round for all keys, not one round per key (with
+// fencing, a second one only for keys whose nodes' counters disagreed; see
+// the package documentation). Results are in the order of reqs. Keys must be
+// distinct.
+//
+// The decision timeout of the round grows with the batch: the per-node
+// timeout plus 100 µs for every key after the first (about 1 s for 10,000
+// keys with the default 50 ms), as a node needs time to run every key's
+// script, and several clients' batches of the same tick queue up on it. It
+// only matters when fewer than a quorum of nodes has answered: the round is
+// decided as soon as a quorum has.
+func (c *Client) TryAcquireBatch(ctx context.Context, reqs []Request) []Result {
+	return c.tryBatch(ctx, reqs, newTokens(len(reqs)))
+}
+
+// perKeyTimeout is what a batch adds to the per-node timeout for each key
+// after the first.
+//
+// A node runs one acquire script in about 5 µs; 100 µs leaves room for a
+// few clients firing the same batch and a machine that is busy with more
+// than Redis (measured: 3 clients and 5 nodes sharing 2 cores decide
+// 10,000 keys in about 700 ms).
+const perKeyTimeout = 100 * time.Microsecond
+
+// batchTimeout is the decision timeout of a round of n keys.
+func (c *Client) batchTimeout(n int) time.Duration {
+	return c.opts.timeout + time.Duration(max(n-1, 0))*perKeyTimeout
+}
+
+// newTokens returns n fresh random tokens, made from one read of the
+// random source (they share one backing string; a Lease clones its own).
+func newTokens(n int) []string {
+	if n == 1 {
+		return []string{newToken()}
+	}
+	raw := make([]byte, 16*n)
+	_, _ = rand.Read(raw)
+	all := hex.EncodeToString(raw)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = all[32*i : 32*i+32]
+	}
+	return out
+}
+
+// holderCount counts the nodes held by one other owner.
+type holderCount struct {
+	owner string
+	n     int
+}
+
+// tally is the per-key state of one attempt.
+type tally struct {
+	req      Request
+	value    string
+	keys     []string // lock, fence, epoch (release uses keys[:1], fence keys[:2])
+	fenceExp any      // fence counter expiry ms (acquire.lua's ARGV[5])
+	granted  int
+	bad      int // refused, failed or not voting
+	done     int64
+	fmin     int64 // fence counters returned by voting grants (raised by the script)
+	fmax     int64
+	seen     int64 // highest fence counter in the other answers
+	fence    int64 // the token handed out
+	epochHit bool
+	young    int // grants that did not count: the node's data is younger than EpochTime
+	answers  int // nodes that answered (or failed)
+	holders  []holderCount
+	freeIn   []time.Duration
+	errs     []error
+	refused  uint64 // bit i: node i refused, nothing to clean up there (nodes 0..63)
+	fenceOK  int
+}
+
+// decided reports whether the attempt's outcome is known: a quorum
+// granted, too many nodes refused or failed for one, or a node reported
+// the epoch completed (a mark exists only if the epoch's work finished, so
+// one node's mark refuses it whatever the others say). An attempt lost
+// because nodes' data is younger than the epoch waits for every node's
+// answer (up to the timeout): the others may hold the completion mark the
+// young ones lost, and the refusal should then say the epoch is done.
+func (t *tally) decided(q, n int) bool {
+	return t.granted >= q || t.epochHit || (t.bad > n-q && (t.young == 0 || t.answers == n))
+}
+
+func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) []Result {
+	out := make([]Result, len(reqs))
+	if c.closed.Load() {
+		for i := range out {
+			out[i].Err = ErrClosed
+		}
+		return out
+	}
+	n, q := len(c.nodes), c.quorum
+	tallies := make([]tally, 0, len(reqs))
+	idx := make([]int, 0, len(reqs)) // tallies[k] answers reqs[idx[k]]
+	for i, r := range reqs {
+		if err := checkKey(r.Key); err != nil {
+			out[i].Err = err
+			continue
+		}
+		if r.TTL < time.Millisecond {
+			out[i].Err = fmt.Errorf("lease: acquire %s: TTL %s too short", r.Key, r.TTL)
+			continue
+		}
+		c.noteTTL(r.TTL)
+		tallies = append(tallies, tally{req: r})
+		idx = append(idx, i)
+	}
+	if len(tallies) == 0 {
+		return out
+	}
+	c.lost.wait(ctx, func(yield func(string) bool) {
+		for k := range tallies {
+			if !yield(tallies[k].req.Key) {
+				return
+			}
+		}
+	})
+
+	// One backing array each for the keys, arguments and refusal times of
+	// all tallies: a batch of 10,000 keys costs a few allocations per key
+	// (its value and key names), not a dozen.
+	keyArr := make([]string, 3*len(tallies))
+	ttls := make([]any, len(tallies))
+	epochs := make([]any, len(tallies))
+	freeArr := make([]time.Duration, n*len(tallies))
+	floor := any("0")
+	if c.opts.fencing {
+		floor = strconv.FormatInt(time.Now().UnixMicro(), 10)
+	}
+	fenceExp := any(c.fenceExpiry().Milliseconds())
+	var lastTTL, lastEpoch int64 = -1, -1
+	var ttlArg, epochArg any
+	for k := range tallies {
+		t := &tallies[k]
+		r := &t.req
+		t.value = tokens[idx[k]] + " " + r.Owner
+		tag := "{" + r.Key + "}"
+		t.keys = keyArr[3*k : 3*k+3 : 3*k+3]
+		t.keys[0], t.keys[1], t.keys[2] = tag+":lock", tag+":fence", tag+":epoch"
+		if ms := r.TTL.Milliseconds(); ms != lastTTL {
+			lastTTL, ttlArg = ms, ms
+		}
+		if r.Epoch != lastEpoch {
+			lastEpoch, epochArg = r.Epoch, r.Epoch
+		}
+		ttls[k], epochs[k] = ttlArg, epochArg
+		t.fenceExp = fenceExp
+		t.freeIn = freeArr[n*k : n*k : n*k+n]
+	}
+
+	start := time.Now()
+	abandon := make(chan struct{})
+	calls := c.buildAcquireCalls(tallies, keyArr, ttls, epochs, floor, fenceExp)
+	ch, total := c.fanout(ctx, start, func(i int) []call { return calls.forNode(c.nodes[i]) }, abandon, len(tallies) == 1)
+	timeout := c.batchTimeout(len(tallies))
+	timer := time.NewTimer(timeout)
+	answered := make([]bool, n)
+	got := 0
+	undecided := len(tallies)
+	var stopErr error
+collect:
+	for got < total && undecided > 0 {
+		select {
+		case a := <-ch:
+			got++
+			answered[a.node] = true
+			nd := c.nodes[a.node]
+			now, birth, guard := time.Now(), nd.dataBirth(), c.guard()
+			for k := range tallies {
+				t := &tallies[k]
+				wasDecided := t.decided(q, n)
+				var notVoting error
+				if c.opts.detect {
+					_, notVoting = votesFor(birth, now, t.req.EpochTime, guard)
+				}
+				c.countAcquire(t, nd, a, k, notVoting, birth.Add(guard).Sub(now))
+				if !wasDecided && t.decided(q, n) {
+					undecided--
+				}
+			}
+		case <-timer.C:
+			stopErr = timeoutErr{d: timeout}
+			break collect
+		case <-ctx.Done():
+			stopErr = ctx.Err()
+			break collect
+		}
+	}
+	timer.Stop()
+	close(abandon)
+	if stopErr != nil {
+		for i, ok := range answered {
+			if !ok {
+				err := c.nodes[i].unanswered(stopErr)
+				for k := range tallies {
+					t := &tallies[k]
+					t.bad++
+					t.errs = append(t.errs, &NodeError{Node: c.nodes[i].name, Err: err})
+				}
+				c.vote(c.nodes[i], "acquire", VoteFailed, time.Since(start))
+			}
+		}
+	}
+	if c.opts.fencing {
+		// Usually the quorum's counters agree (each node raised its counter
+		// to the same time floor) and the token is known; otherwise a
+		// second round stores the highest one on a quorum.
+		var fence []*tally
+		for k := range tallies {
+			t := &tallies[k]
+			if t.granted < q {
+				continue
+			}
+			if t.fmin == t.fmax && t.fmax > t.seen {
+				t.fence, t.fenceOK = t.fmax, t.granted
+				continue
+			}
+			fence = append(fence, t)
+		}
+		if len(fence) > 0 {
+			c.fenceRound(ctx, fence)
+		}
+	}
+	var losers []*tally
+	for k := range tallies {
+		t := &tallies[k]
+		i := idx[k]
+		var err *RefusedError
+		switch {
+		case t.epochHit:
+			err = c.refusal(t)
+		case t.granted >= q && (!c.opts.fencing || t.fenceOK >= q):
+			v := c.validity(t.req.TTL, start)
+			if v <= 0 {
+				err = &RefusedError{Key: t.req.Key, Reason: ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
+					Detail: fmt.Sprintf("granted, but the round took %s and left no validity", time.Since(start).Round(time.Microsecond))}
+				break
+			}
+			l := &Lease{c: c, req: t.req, value: t.value, token: strings.Clone(tokens[i]), validUntil: start.Add(v)}
+			if c.opts.fencing {
+				l.fence = t.fence
+			}
+			out[i].Lease = l
+			continue
+		case t.granted >= q:
+			err = &RefusedError{Key: t.req.Key, Reason: ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
+				Detail: fmt.Sprintf("granted, but only %d of %d nodes stored the fencing token", t.fenceOK, q)}
+		default:
+			err = c.refusal(t)
+		}
+		out[i].Err = err
+		losers = append(losers, t)
+	}
+	if len(losers) > 0 {
+		c.cleanUp(start, losers)
+	}
+	return out
+}
+
+// cleanUp releases the lost attempts on every node that did not refuse
+// them, also where no answer came: each release is queued behind the
+// acquire on the same node, so it is applied after it and no key is left
+// behind. The next attempt on these keys from this client waits for it
+// (see lostKeys).
+func (c *Client) cleanUp(start time.Time, losers []*tally) {
+	perNode := make([][]call, len(c.nodes))
+	sendTo := 0
+	for i, nd := range c.nodes {
+		var mine []*tally
+		for _, t := range losers {
+			if i < 64 && t.refused&(1<<i) != 0 {
+				continue
+			}
+			mine = append(mine, t)
+		}
+		if len(mine) > 0 {
+			perNode[i] = releaseCalls(nd, mine)
+			sendTo++
+		}
+	}
+	end := time.Now()
+	cl := newCleanup(sendTo, c.batchTimeout(len(losers)))
+	for i, nd := range c.nodes {
+		if len(perNode[i]) == 0 {
+			continue
+		}
+		ok := nd.submit(&op{calls: perNode[i], reply: func([]*redis.Cmd, error) { cl.answered() }})
+		if !ok {
+			cl.answered()
+		}
+	}
+	keys := make([]string, len(losers))
+	for k, t := range losers {
+		keys[k] = t.req.Key
+	}
+	c.lost.remember(keys, cl, end, end.Sub(start), c.opts.timeout)
+}
+
+// countAcquire folds node nd's answer for tally k into t. notVoting, when
+// not nil, is why a grant of the node does not count (ErrRestarted,
+// ErrDataYounger); votesIn is how long until the node votes again after a
+// restart.
+func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting error, votesIn time.Duration) {
+	t.answers++
+	ka, err := c.keyAnswer(a, k)
+	if err != nil {
+		t.bad++
+		t.errs = append(t.errs, &NodeError{Node: nd.name, Err: err})
+		if k == 0 {
+			c.vote(nd, "acquire", VoteFailed, a.at)
+		}
+		return
+	}
+	status := ka.status
+	t.done = max(t.done, ka.done)
+	fence := ka.fence
+	v := VoteRefused
+	switch status {
+	case 1:
+		// The key is free on this node for this request: now if the node
+		// votes, once its restart guard passed if it restarted, never if
+		// its data is younger than the epoch. A holder's refusal must not
+		// say "free in 0s" because nodes that lost its lock do not vote.
+		switch {
+		case notVoting == nil:
+			t.freeIn = append(t.freeIn, 0)
+		case errors.Is(notVoting, ErrRestarted):
+			t.freeIn = append(t.freeIn, max(votesIn, 0))
+		}
+		if notVoting == nil {
+			t.granted++
+			if t.granted == 1 {
+				t.fmin, t.fmax = fence, fence
+			} else {
+				t.fmin, t.fmax = min(t.fmin, fence), max(t.fmax, fence)
+			}
+			v = VoteGranted
+		} else {
+			t.seen = max(t.seen, fence)
+			t.bad++
+			t.errs = append(t.errs, &NodeError{Node: nd.name, Err: notVoting})
+			if errors.Is(notVoting, ErrDataYounger) {
+				t.young++
+			}
+			v = VoteNotVoting
+		}
+	case 2:
+		t.seen = max(t.seen, fence)
+		t.bad++
+		t.epochHit = true
+		t.markRefused(a.node)
+	default:
+		t.seen = max(t.seen, fence)
+		t.bad++
+		t.markRefused(a.node)
+		holder := ka.holder
+		if _, owner, ok := cutValue(holder); ok {
+			holder = owner
+		}
+		found := false
+		for j := range t.holders {
+			if t.holders[j].owner == holder {
+				t.holders[j].n++
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.holders = append(t.holders, holderCount{owner: holder, n: 1})
+		}
+		t.freeIn = append(t.freeIn, time.Duration(max(ka.pttl, 0))*time.Millisecond)
+	}
+	if k == 0 {
+		c.vote(nd, "acquire", v, a.at)
+	}
+}
+
+func (t *tally) markRefused(node int) {
+	if node < 64 {
+		t.refused |= 1 << node
+	}
+}
+
+// cutValue splits a stored value into token and owner.
+func cutValue(v string) (token, owner string, ok bool) {
+	for i := 0; i < len(v); i++ {
+		if v[i] == ' ' {
+			return v[:i], v[i+1:], true
+		}
+	}
+	return v, "", false
+}
+
+// refusal builds the error of a lost attempt.
+func (c *Client) refusal(t *tally) *RefusedError {
+	e := &RefusedError{Key: t.req.Key, DoneEpoch: t.done, NodeErrs: errors.Join(t.errs...)}
+	switch {
+	case t.epochHit:
+		e.Reason = ErrEpochDone
+	case len(t.holders) > 0:
+		e.Reason = ErrHeld
+		for _, h := range t.holders {
+			if h.n > e.HolderNodes || (h.n == e.HolderNodes && h.owner < e.Holder) {
+				e.Holder, e.HolderNodes = h.owner, h.n
+			}
+		}
+		// Free on a quorum when the quorum-th smallest remaining TTL ends.
+		free := slices.Clone(t.freeIn)
+		slices.Sort(free)
+		if len(free) >= c.quorum {
+			e.HolderTTL = free[c.quorum-1]
+		} else if len(free) > 0 {
+			e.HolderTTL = free[len(free)-1]
+		}
+	default:
+		e.Reason = ErrNoQuorum
+	}
+	if t.young > 0 {
+		e.Detail = fmt.Sprintf("%d node(s) did not vote for the epoch: their data is younger than its EpochTime (a restart, failover or flush since); an old epoch is not taken over once a quorum lost its data after it", t.young)
+	}
+	return e
+}
+
+// fenceRound is the second round for winners whose nodes returned
+// different fence counters: the token is max(highest counter, highest
+// other counter + 1, unix µs), written to the nodes while the lease is held
+// there; a quorum must store it before the lease is handed out.
+func (c *Client) fenceRound(ctx context.Context, winners []*tally) {
+	floor := time.Now().UnixMicro()
+	for _, t := range winners {
+		t.fence = max(t.fmax, t.seen+1, floor)
+		t.fenceOK = 0
+	}
+	calls := c.fenceCalls(winners)
+	abandon := make(chan struct{})
+	defer close(abandon)
+	fstart := time.Now()
+	ch, total := c.fanout(ctx, fstart, func(i int) []call { return calls.forNode(c.nodes[i]) }, abandon, len(winners) == 1)
+	timeout := c.batchTimeout(len(winners))
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	q := c.quorum
+	pending := len(winners)
+	for got := 0; got < total && pending > 0; got++ {
+		select {
+		case a := <-ch:
+			nd := c.nodes[a.node]
+			voting := c.voting(nd, time.Now())
+			for k, t := range winners {
+				ok, err := c.fenceAnswer(a, k)
+				if err != nil {
+					t.errs = append(t.errs, &NodeError{Node: nd.name, Err: fmt.Errorf("fence: %w", err)})
+					continue
+				}
+				if voting && ok {
+					t.fenceOK++
+					if t.fenceOK == q {
+						pending--
+					}
+				}
+			}
+			if f := c.opts.observer.OnVote; f != nil {
+				v := VoteGranted
+				if a.err != nil {
+					v = VoteFailed
+				}
+				f(VoteEvent{Node: nd.name, Op: "fence", Vote: v, Latency: a.at})
+			}
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}

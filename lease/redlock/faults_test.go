@@ -1,0 +1,256 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease/redlock"
+)
+
+// TestSlowNodeNoKeyLeftBehind puts a proxy with extra latency in front of
+// one of three nodes. Acquire decides at quorum without waiting for the slow
+// node, whose late SET still lands; the release is ordered after it, so
+// after many acquire/release cycles (and refused attempts, which clean up
+// after themselves) no lock key remains on any node. The TTL is long so
+// that a leftover key cannot hide by expiring.
+func TestSlowNodeNoKeyLeftBehind(t *testing.T) {
+	t.Parallel()
+	for _, delay := range []time.Duration{50 * time.Millisecond, 5 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			t.Parallel()
+			cl := start(t, 3)
+			// Default per-node timeout (50 ms): at +50 ms (100 ms round
+			// trip) the slow node's answer always comes after the decision.
+			// Under load an acquire may miss its timeout: it is retried. A
+			// Release may miss it too: it is still applied, in order.
+			c := votingClient(t, cl.ProxiedURLs(), redlock.WithRetry(redlock.LinearBackoff(5*time.Millisecond)),
+				redlock.WithTimeout(redlock.DefaultTimeout))
+			slow := cl.Nodes[2]
+			slow.Proxy().SetDelay(delay)
+			const ttl = 60 * time.Second
+
+			// The slow node's SET arrives after Acquire returned. (Under
+			// heavy load the request may not have been sent before the
+			// outcome was decided, and is then dropped: try again.)
+			arrived := false
+			for i := 0; i < 20 && !arrived; i++ {
+				l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: ttl})
+				arrived = waitFor(2*time.Second, func() bool { return len(lockKeys(t, slow)) == 1 })
+				if err := l.Release(context.Background()); err != nil {
+					t.Logf("release (answered late, still applied): %v", err)
+				}
+			}
+			if !arrived {
+				t.Fatal("the slow node never got the lock in 20 tries")
+			}
+			time.Sleep(4 * delay)
+			assertNoLockKeys(t, cl)
+
+			// Many cycles: 4 keys, 2 competing goroutines per key.
+			ctx := ctxT(t, 60*time.Second)
+			var wg sync.WaitGroup
+			var lateReleases atomic.Int64
+			errs := make(chan error, 100)
+			for g := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					k := key(t, fmt.Sprint(g%4))
+					for range 25 {
+						l, err := c.Acquire(ctx, redlock.Request{Key: k, TTL: ttl, Owner: fmt.Sprint(g)})
+						if err != nil {
+							errs <- err
+							return
+						}
+						if err := l.Release(ctx); err != nil {
+							lateReleases.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if n := lateReleases.Load(); n > 0 {
+				t.Logf("%d releases answered after the timeout", n)
+			}
+			time.Sleep(4 * delay)
+			assertNoLockKeys(t, cl)
+		})
+	}
+}
+
+// assertNoLockKeys waits (bounded) for the nodes' queues to drain and fails
+// if any lock key remains on any node.
+func assertNoLockKeys(t *testing.T, cl *redistest.Cluster) {
+	t.Helper()
+	ok := waitFor(5*time.Second, func() bool {
+		for _, n := range cl.Nodes {
+			if len(lockKeys(t, n)) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		for i, n := range cl.Nodes {
+			if ks := lockKeys(t, n); len(ks) > 0 {
+				t.Errorf("node %d: %d lock keys left behind: %v", i, len(ks), ks)
+			}
+		}
+	}
+}
+
+// TestSlowQuorumValidity: when the quorum needs slow nodes the validity
+// reflects the time their answers took (validity counts from before the
+// first request).
+func TestSlowQuorumValidity(t *testing.T) {
+	t.Parallel()
+	cl := start(t, 3)
+	c := votingClient(t, cl.ProxiedURLs(), redlock.WithTimeout(2*time.Second))
+	fast := votingClient(t, cl.ProxiedURLs(), redlock.WithTimeout(redlock.DefaultTimeout))
+	const delay = 100 * time.Millisecond
+	cl.Nodes[1].Proxy().SetDelay(delay)
+	cl.Nodes[2].Proxy().SetDelay(delay)
+	ttl := 5 * time.Second
+	l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: ttl})
+	after := time.Now()
+	// validity = start + ttl - elapsed - drift, start <= after, and the
+	// quorum's answers took at least 2*delay (request and reply delayed).
+	maxValid := after.Add(ttl - 2*delay - time.Duration(float64(ttl)*redlock.DefaultDrift) - 2*time.Millisecond)
+	if l.ValidUntil().After(maxValid) {
+		t.Errorf("validity ends %s after the bound after+ttl-2*delay-drift", l.ValidUntil().Sub(maxValid))
+	}
+	_ = l.Release(context.Background())
+	// With the default 50 ms timeout two slow nodes mean no quorum.
+	_, err := fast.Acquire(context.Background(), redlock.Request{Key: key(t, "2"), TTL: ttl})
+	re := refused(t, err, redlock.ErrNoQuorum)
+	if !strings.Contains(re.Error(), "no answer within 50ms") {
+		t.Errorf("timeout refusal: %v", re)
+	}
+	time.Sleep(4 * delay)
+	assertNoLockKeys(t, cl)
+}
+
+// TestBlackholedNode: a node that swallows every packet costs nothing but
+// its vote.
+func TestBlackholedNode(t *testing.T) {
+	t.Parallel()
+	cl := start(t, 3)
+	c := votingClient(t, cl.ProxiedURLs())
+	cl.Nodes[2].Proxy().Blackhole(true)
+	k := key(t)
+	for i := range 5 {
+		l, err := c.Acquire(context.Background(), redlock.Request{Key: k, TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatalf("round %d with a blackholed node: %v", i, err)
+		}
+		if err := l.Extend(context.Background(), 0); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		h := l.Hold(redlock.RenewEvery(20 * time.Millisecond))
+		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-h.Done():
+			t.Fatalf("Hold lost: %v", h.Err())
+		default:
+		}
+		if err := h.Release(context.Background()); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	// Two blackholed: no quorum, both named.
+	cl.Nodes[1].Proxy().Blackhole(true)
+	_, err := c.Acquire(context.Background(), redlock.Request{Key: k, TTL: 5 * time.Second})
+	re := refused(t, err, redlock.ErrNoQuorum)
+	names := nodeErrorNames(re.NodeErrs)
+	if len(names) != 2 {
+		t.Errorf("node errors %v, want the two blackholed nodes", names)
+	}
+	cl.Nodes[1].Proxy().Heal()
+	cl.Nodes[2].Proxy().Heal()
+}
+
+// TestCloseWithBlackholedNode: Close sends what is queued, but a node that
+// swallows traffic does not hold it for the lanes' long read timeout.
+func TestCloseWithBlackholedNode(t *testing.T) {
+	t.Parallel()
+	cl := start(t, 3)
+	c, err := redlock.New(cl.ProxiedURLs(), redlock.WithRestartGuard(testGuard), redlock.WithTimeout(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitVoting(t, c, nil)
+	cl.Nodes[2].Proxy().Blackhole(true)
+	l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: 5 * time.Second})
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	t0 := time.Now()
+	go func() { done <- c.Close() }()
+	select {
+	case <-done:
+		t.Logf("Close took %s", time.Since(t0))
+	case <-time.After(8 * time.Second):
+		t.Errorf("Close still blocked after 8s")
+		cl.Nodes[2].Proxy().Heal()
+		<-done
+	}
+	// The released lease is gone from the live nodes.
+	for _, n := range cl.Nodes[:2] {
+		if ks := lockKeys(t, n); len(ks) != 0 {
+			t.Errorf("left behind: %v", ks)
+		}
+	}
+}
+
+// TestServerClosesIdleConnections: every server drops its client
+// connections while the client is idle, as Redis's idle `timeout` does (or
+// a proxy, or a restart). The client's next rounds must not fail on the
+// dead connections: a lane that has been idle checks its connection out of
+// the pool again, which notices a closed one and dials afresh.
+func TestServerClosesIdleConnections(t *testing.T) {
+	t.Parallel()
+	cl := start(t, 3)
+	var failed atomic.Int64
+	var failures sync.Map
+	obs := redlock.Observer{OnVote: func(e redlock.VoteEvent) {
+		if e.Vote == redlock.VoteFailed {
+			failed.Add(1)
+			failures.Store(e.Node+" "+e.Op, true)
+		}
+	}}
+	c := votingClient(t, cl.URLs(), redlock.WithObserver(obs))
+	k := key(t)
+	for round := range 3 {
+		l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 10 * time.Second})
+		if err := l.Extend(context.Background(), 0); err != nil {
+			t.Fatalf("round %d: Extend: %v", round, err)
+		}
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatalf("round %d: Release: %v", round, err)
+		}
+		time.Sleep(50 * time.Millisecond) // answers after the decisions
+		for _, n := range cl.Nodes {
+			// SKIPME yes (the default) keeps the test's own connection.
+			if err := n.Client().ClientKillByFilter(context.Background(), "TYPE", "normal").Err(); err != nil {
+				t.Fatalf("CLIENT KILL on %s: %v", n.Addr(), err)
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // idle
+	}
+	if n := failed.Load(); n > 0 {
+		var which []string
+		failures.Range(func(k, _ any) bool { which = append(which, k.(string)); return true })
+		t.Errorf("%d node answers failed after the servers closed idle connections: %v", n, which)
+	}
+}

@@ -1,0 +1,270 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease/redlock"
+)
+
+// testGuard is the restart guard used by tests that are not about restart
+// detection: fresh redis-server processes have an uptime of ~0 s, so with
+// the default guard (the longest TTL requested) they would not vote for a
+// whole TTL.
+const testGuard = 300 * time.Millisecond
+
+// newClient creates a client on urls that is closed when the test ends.
+func newClient(t testing.TB, urls []string, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	c, err := redlock.New(urls, opts...)
+	if err != nil {
+		t.Fatalf("lease.New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c
+}
+
+// testTimeout is the per-node timeout of clients in tests that are not
+// about timeouts: the default 50 ms is far too tight for a loaded 2-core
+// machine running the race detector and dozens of redis-servers.
+const testTimeout = time.Second
+
+// votingClient creates a client with a short restart guard and a generous
+// per-node timeout (both overridable by opts) and waits until every node
+// answers and votes.
+func votingClient(t testing.TB, urls []string, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	c := newClient(t, urls, append([]redlock.Option{redlock.WithRestartGuard(testGuard), redlock.WithTimeout(testTimeout)}, opts...)...)
+	waitVoting(t, c, nil)
+	return c
+}
+
+// waitVoting waits (bounded) until the nodes with the given indexes (all
+// when idx is nil) answer a round and PING and vote, and the client's request lanes to
+// them are connected: PING uses go-redis's main connection pool, the lanes
+// its pipeline pool, and a cold pipeline connection (dial, INFO, SCRIPT
+// LOAD) can take longer than a per-node timeout under load.
+func waitVoting(t testing.TB, c *redlock.Client, idx []int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		// A round first: a node's first round writes its data marker, and
+		// a node met with a new marker does not vote for the guard.
+		_, _ = c.Inspect(context.Background(), "warm-up")
+		st := c.Ping(context.Background())
+		var bad []string
+		for i, s := range st {
+			if idx != nil && !slices.Contains(idx, i) {
+				continue
+			}
+			if s.Err != nil || !s.Voting {
+				bad = append(bad, fmt.Sprintf("%s (err=%v, voting at %s)", s.Node, s.Err, s.VotingAt.Format(time.StampMilli)))
+			}
+		}
+		if len(bad) == 0 {
+			info, err := c.Inspect(context.Background(), "warm-up")
+			want := len(st)
+			if idx != nil {
+				want = len(idx)
+			}
+			if info.Answered >= want {
+				return
+			}
+			bad = append(bad, fmt.Sprintf("warm-up: %d answered: %v", info.Answered, err))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nodes not voting after 15s: %s", strings.Join(bad, ", "))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// start starts k redis-server nodes.
+func start(t *testing.T, k int, opts ...redistest.Option) *redistest.Cluster {
+	t.Helper()
+	return redistest.Start(t, k, opts...)
+}
+
+// key returns a key unique to the test (and suffix).
+func key(t testing.TB, suffix ...string) string {
+	k := strings.NewReplacer("/", ".", "{", "(", "}", ")", " ", "_").Replace(t.Name())
+	for _, s := range suffix {
+		k += "." + s
+	}
+	return k
+}
+
+// ctxT returns a context bounded well within the test's own deadline.
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// nodeErrors collects every *lease.NodeError in err's tree.
+func nodeErrors(err error) []*redlock.NodeError {
+	var out []*redlock.NodeError
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil {
+			return
+		}
+		if ne, ok := e.(*redlock.NodeError); ok {
+			out = append(out, ne)
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// nodeErrorNames returns the sorted node names of nodeErrors(err).
+func nodeErrorNames(err error) []string {
+	var names []string
+	for _, ne := range nodeErrors(err) {
+		if !slices.Contains(names, ne.Node) {
+			names = append(names, ne.Node)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// lockKeys returns the lock keys ("{...}:lock") present on node n.
+func lockKeys(t testing.TB, n *redistest.Node) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ks, err := n.Client().Keys(ctx, "*:lock").Result()
+	if err != nil {
+		t.Fatalf("KEYS on %s: %v", n.Addr(), err)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// waitFor polls cond every 10 ms until it is true or d passed; it reports
+// whether cond became true.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// interval is one holder's claim of exclusive ownership.
+type interval struct {
+	who        string
+	start, end time.Time // monotonic readings
+}
+
+// recorder collects holders' intervals and checks that none overlap.
+type recorder struct {
+	mu  sync.Mutex
+	ivs []interval
+}
+
+// add records that who held the lease from start (when Acquire returned)
+// until end (the earlier of ValidUntil and the moment Release was called).
+func (r *recorder) add(who string, start, end time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ivs = append(r.ivs, interval{who, start, end})
+}
+
+// overlaps returns a description of every pair of overlapping intervals.
+func (r *recorder) overlaps() []string {
+	r.mu.Lock()
+	ivs := slices.Clone(r.ivs)
+	r.mu.Unlock()
+	slices.SortFunc(ivs, func(a, b interval) int { return a.start.Compare(b.start) })
+	var out []string
+	for i := 1; i < len(ivs); i++ {
+		for j := 0; j < i; j++ {
+			if ivs[i].start.Before(ivs[j].end) {
+				out = append(out, fmt.Sprintf("%s [%d..%d] overlaps %s [%d..%d] by %s",
+					ivs[i].who, 0, ivs[i].end.Sub(ivs[i].start).Microseconds(),
+					ivs[j].who, ivs[j].start.Sub(ivs[i].start).Microseconds(), ivs[j].end.Sub(ivs[i].start).Microseconds(),
+					ivs[j].end.Sub(ivs[i].start)))
+			}
+		}
+	}
+	return out
+}
+
+func (r *recorder) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ivs)
+}
+
+// mustAcquire acquires req or fails the test.
+func mustAcquire(t testing.TB, c *redlock.Client, req redlock.Request) *redlock.Lease {
+	t.Helper()
+	l, err := c.Acquire(ctxT(t, 10*time.Second), req)
+	if err != nil {
+		t.Fatalf("Acquire(%s): %v", req.Key, err)
+	}
+	return l
+}
+
+// refused asserts that err is a *lease.RefusedError with the given reason.
+func refused(t testing.TB, err error, reason error) *redlock.RefusedError {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("acquire succeeded, want refusal (%v)", reason)
+	}
+	var re *redlock.RefusedError
+	if !errors.As(err, &re) {
+		t.Fatalf("error %v (%T) is not a *RefusedError", err, err)
+	}
+	if !errors.Is(err, redlock.ErrNotObtained) {
+		t.Errorf("errors.Is(%v, ErrNotObtained) = false", err)
+	}
+	if !errors.Is(err, reason) {
+		t.Fatalf("errors.Is(%v, %v) = false", err, reason)
+	}
+	for _, other := range []error{redlock.ErrHeld, redlock.ErrEpochDone, redlock.ErrNoQuorum} {
+		if other != reason && errors.Is(err, other) {
+			t.Errorf("refusal %v also matches %v", err, other)
+		}
+	}
+	return re
+}
+
+// checkHolders reports the errors the contenders sent on errs (closing it:
+// call it after they all returned) and fails if two holders overlapped.
+func checkHolders(t *testing.T, errs chan error, rec *recorder) {
+	t.Helper()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if ov := rec.overlaps(); len(ov) > 0 {
+		t.Fatalf("%d overlapping holders, e.g. %s", len(ov), ov[0])
+	}
+}

@@ -1,0 +1,245 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SetNote stores a note beside the lease key on every node, for example
+// the last run of a job. A node keeps the note with the highest version;
+// versions must be below 2^53 (unix milliseconds are a good choice). It
+// returns nil once a quorum answered.
+func (c *Client) SetNote(ctx context.Context, key string, version int64, note string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	k := keysOf(key)
+	good, _, errs := c.simpleRound(ctx, "note",
+		func(int) call {
+			return call{script: noteScript, keys: []string{k.note}, args: []any{strconv.FormatInt(version, 10), note}}
+		}, c.quorum, func(any) bool { return true }, false, false)
+	if good < c.quorum {
+		return fmt.Errorf("set note %s: %w%s", key, ErrNoQuorum, nodeSuffix(errs))
+	}
+	return nil
+}
+
+// Info is the state of a lease as read from the nodes by Inspect.
+type Info struct {
+	// Holder is the Owner of the current holder, "" when free. When nodes
+	// disagree it is the value held by the most nodes.
+	Holder string
+	// HolderNodes is how many of the answering nodes hold it for Holder.
+	HolderNodes int
+	// TTL is how long until the lease is free on a quorum of nodes.
+	TTL time.Duration
+	// DoneEpoch is the highest completed epoch.
+	DoneEpoch int64
+	// Fence is the highest fencing token stored (0 when the key's
+	// counters expired: see WithFenceExpiry).
+	Fence int64
+	// Note is the newest note (see SetNote).
+	Note string
+	// NoteVersion is its version (-1 if none).
+	NoteVersion int64
+	// Answered is how many nodes answered.
+	Answered int
+	// NodeErrs holds the errors of nodes that did not answer.
+	NodeErrs error
+}
+
+// Inspect reads the state of key from all nodes (waiting up to the per-node
+// timeout for each). It fails only when fewer than a quorum answered.
+func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
+	if err := checkKey(key); err != nil {
+		return Info{}, err
+	}
+	k := keysOf(key)
+	start := time.Now()
+	abandon := make(chan struct{})
+	defer close(abandon)
+	ch, total := c.fanout(ctx, start, func(int) []call {
+		return []call{{script: inspectScript, keys: []string{k.lock, k.fence, k.epoch, k.note}}}
+	}, abandon, true)
+	timer := time.NewTimer(c.opts.timeout)
+	defer timer.Stop()
+	info := Info{NoteVersion: -1}
+	holders := map[string]int{}
+	var free []time.Duration
+	answered := make([]bool, len(c.nodes))
+	var errs []error
+loop:
+	for got := 0; got < total; got++ {
+		select {
+		case a := <-ch:
+			answered[a.node] = true
+			if err := a.callErr(0); err != nil {
+				errs = append(errs, &NodeError{Node: c.nodes[a.node].name, Err: err})
+				continue
+			}
+			vals, _ := a.cmds[0].Val().([]any)
+			if len(vals) < 6 {
+				continue
+			}
+			info.Answered++
+			if v := toString(vals[0]); v != "" {
+				_, owner, _ := cutValue(v)
+				holders[owner]++
+				free = append(free, time.Duration(max(toInt64(vals[1]), 0))*time.Millisecond)
+			} else {
+				// Free here once the node votes: a node that restarted
+				// (and lost the holder's lock) does not before its guard.
+				free = append(free, c.votesIn(c.nodes[a.node]))
+			}
+			info.Fence = max(info.Fence, toInt64(vals[2]))
+			info.DoneEpoch = max(info.DoneEpoch, toInt64(vals[3]))
+			if v := toInt64(vals[4]); v > info.NoteVersion {
+				info.NoteVersion, info.Note = v, toString(vals[5])
+			}
+		case <-timer.C:
+			errs = append(errs, c.missing("inspect", answered, timeoutErr{d: c.opts.timeout})...)
+			break loop
+		case <-ctx.Done():
+			errs = append(errs, c.missing("inspect", answered, ctx.Err())...)
+			break loop
+		}
+	}
+	for h, n := range holders {
+		if n > info.HolderNodes || (n == info.HolderNodes && h < info.Holder) {
+			info.Holder, info.HolderNodes = h, n
+		}
+	}
+	slices.Sort(free)
+	if len(free) >= c.quorum {
+		info.TTL = free[c.quorum-1]
+	}
+	if len(errs) > 0 {
+		info.NodeErrs = errors.Join(errs...)
+	}
+	if info.Answered < c.quorum {
+		return info, fmt.Errorf("inspect %s: %w (%d answered)%s", key, ErrNoQuorum, info.Answered, nodeSuffix(info.NodeErrs))
+	}
+	return info, nil
+}
+
+// NodeStatus is one node's health as seen by Ping.
+type NodeStatus struct {
+	Node    string        // redacted URL
+	Err     error         // nil when the node ran the check round
+	Latency time.Duration // round trip of the check (through the node's lane)
+	// Voting is false while a restarted node is kept from voting.
+	Voting bool
+	// VotingAt is when it votes again (zero if it votes).
+	VotingAt time.Time
+	// RestartedAt is the last detected restart, failover or data loss
+	// (zero: none).
+	RestartedAt time.Time
+}
+
+// Warm opens every node's connection before the first round: the dial, a
+// TLS handshake, AUTH, the restart check and the script loading that a
+// new connection costs would otherwise count against the first round's
+// per-node timeout (a fresh process's first Acquire over TLS can miss it
+// on every node). Each node is warmed through the same ordered lane its
+// rounds use. Warm returns when every node answered or failed, or when ctx
+// ends, with the nodes' errors joined; they need no handling, since the next
+// round reports them again.
+func (c *Client) Warm(ctx context.Context) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	errs := make(chan error, len(c.nodes))
+	for _, n := range c.nodes {
+		o := &op{reply: func(_ []*redis.Cmd, err error) {
+			if err != nil {
+				err = &NodeError{Node: n.name, Err: err}
+			}
+			errs <- err
+		}}
+		if !n.submit(o) {
+			return ErrClosed
+		}
+	}
+	var all []error
+	for range c.nodes {
+		select {
+		case err := <-errs:
+			all = append(all, err)
+		case <-ctx.Done():
+			return fmt.Errorf("warm: %w", errors.Join(append(all, ctx.Err())...))
+		}
+	}
+	return errors.Join(all...)
+}
+
+// pingKey is the lease whose (absent) keys Ping reads.
+const pingKey = "lease.ping"
+
+// Ping checks every node in parallel, each bounded by the larger of the
+// per-node timeout and 1 s (a health check may wait for a cold connection).
+// The check is a round like the others, through the node's ordered lane: a
+// read-only script call on an unused key (on a Cluster, on that key's
+// shard), so a node that answers PING but cannot run the lease scripts is
+// reported with the error its rounds get, and one refused on connection
+// (a replica, a server that evicts keys, the same server as another node)
+// with the reason.
+func (c *Client) Ping(ctx context.Context) []NodeStatus {
+	out := make([]NodeStatus, len(c.nodes))
+	done := make(chan struct{}, len(c.nodes))
+	k := keysOf(pingKey)
+	probe := []call{{script: inspectScript, keys: []string{k.lock, k.fence, k.epoch, k.note}}}
+	for i, n := range c.nodes {
+		go func(i int, n *node) {
+			defer func() { done <- struct{}{} }()
+			wait := max(c.opts.timeout, time.Second)
+			timer := time.NewTimer(wait)
+			defer timer.Stop()
+			abandon := make(chan struct{})
+			defer close(abandon)
+			replies := make(chan error, 1)
+			t0 := time.Now()
+			var err error
+			if !n.submit(&op{calls: probe, abandoned: abandon, reply: func(res []*redis.Cmd, err error) {
+				if err == nil && len(res) > 0 {
+					err = res[0].Err()
+				}
+				replies <- err
+			}}) {
+				err = ErrClosed
+			} else {
+				select {
+				case err = <-replies:
+				case <-timer.C:
+					err = n.unanswered(timeoutErr{d: wait})
+				case <-ctx.Done():
+					err = ctx.Err()
+				}
+			}
+			st := NodeStatus{Node: n.name, Err: err, Latency: time.Since(t0)}
+			if err != nil {
+				n.mu.Lock()
+				if n.onConnectErr != nil {
+					st.Err = n.onConnectErr
+				}
+				n.mu.Unlock()
+			}
+			votingAt, restartedAt := n.status(c.guard())
+			st.RestartedAt = restartedAt
+			st.Voting = st.Err == nil && (!c.opts.detect || !time.Now().Before(votingAt))
+			if c.opts.detect && time.Now().Before(votingAt) {
+				st.VotingAt = votingAt
+			}
+			out[i] = st
+		}(i, n)
+	}
+	for range c.nodes {
+		<-done
+	}
+	return out
+}

@@ -1,0 +1,308 @@
+package redlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// submit queues o behind every earlier request to this node. It reports
+// false when the client is closed (o.reply is then not called).
+func (n *node) submit(o *op) bool {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return false
+	}
+	n.queue = append(n.queue, o)
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// runLane sends queued ops in order, one pipelined round at a time, so
+// requests to this node are applied in the order they were submitted (a
+// release never overtakes the acquire it cleans up after). It returns when
+// the node is closed, its queue is empty and no inline round (inline.go)
+// is running.
+//
+// One executor at a time: the lane takes a batch and sets executing in
+// the same critical section, and an inline caller runs only when the queue
+// is empty and nobody is executing; while an inline round runs, the lane
+// waits for the caller's wake. So every request to the node is sent after
+// every request submitted before it was sent (and answered, or its
+// connection killed before anything else is sent: see inlineLost).
+func (n *node) runLane() {
+	defer close(n.laneDone)
+	defer n.dropConns()
+	ctx := context.Background()
+	for {
+		n.mu.Lock()
+		if n.executing {
+			n.mu.Unlock()
+			<-n.wake
+			continue
+		}
+		batch := n.queue
+		n.queue = nil
+		closed := n.closed
+		if len(batch) > 0 {
+			n.executing = true
+		}
+		n.mu.Unlock()
+		if len(batch) == 0 {
+			if closed {
+				return
+			}
+			<-n.wake
+			continue
+		}
+		n.exec(ctx, batch, &n.lane)
+		n.mu.Lock()
+		n.executing = false
+		n.mu.Unlock()
+	}
+}
+
+// exec sends one round of ops on sc (the lane's connection, or the inline
+// path's) and replies to each op. Only the node's executor calls it.
+func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
+	live := batch[:0]
+	for _, o := range batch {
+		if o.abandoned != nil {
+			select {
+			case <-o.abandoned:
+				o.reply(nil, errAbandoned)
+				continue
+			default:
+			}
+		}
+		live = append(live, o)
+	}
+	if len(live) == 0 {
+		return
+	}
+	sc.failed = nil
+	pipe := n.pipeline(sc)
+	kill := n.queueKill(ctx, pipe, sc)
+	raise := n.queueRaise(ctx, pipe)
+	info := n.recheck(ctx, pipe)
+	// The last script call of the round also checks the data marker
+	// (birth.go); a round of PINGs, or one whose last script has no
+	// marker-checking variant, sends the check on its own after it.
+	last := pos{-1, -1}
+	if !n.perShard {
+		for i := len(live) - 1; i >= 0; i-- {
+			if k := len(live[i].calls); k > 0 {
+				if birthWrapped[live[i].calls[k-1].script] != nil {
+					last = pos{i, k - 1}
+				}
+				break
+			}
+		}
+	}
+	clock := !n.perShard && n.needClock()
+	cmds := make([][]*redis.Cmd, len(live))
+	for i, o := range live {
+		if len(o.calls) == 0 {
+			pipe.Ping(ctx)
+			continue
+		}
+		cmds[i] = make([]*redis.Cmd, len(o.calls))
+		for j, c := range o.calls {
+			c = n.roundCall(c, i == last.i && j == last.j, clock)
+			cmds[i][j] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
+		}
+	}
+	var birth *redis.Cmd
+	if !n.perShard && last.i < 0 {
+		bc := n.birthCall()
+		birth = pipe.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
+	}
+	res, err := sc.run(ctx, pipe)
+	sc.used = time.Now()
+	if kill != nil {
+		err = n.killed(kill, res)
+	}
+	n.raised(raise)
+	var wrapped []*redis.Cmd // marker-checking calls, in the order they ran
+	standaloneNewer := false // a resend ended with birth on its own
+	if last.i >= 0 {
+		wrapped = append(wrapped, cmds[last.i][last.j])
+	}
+	if err != nil && isReplyError(err) && !n.noReload.Load() &&
+		(anyNoScript(cmds) || birth != nil && isNoScript(birth.Err())) {
+		var again *redis.Cmd
+		before := birth
+		birth, again = n.reloadAndRetry(ctx, sc, live, cmds, birth, clock)
+		standaloneNewer = birth != nil && birth != before
+		if again != nil {
+			if len(wrapped) > 0 && isNoScript(wrapped[0].Err()) {
+				wrapped = wrapped[:0] // resent: again replaced it
+			}
+			wrapped = append(wrapped, again)
+		}
+		if !anyCmdErr(cmds) && (birth == nil || birth.Err() == nil) {
+			err = nil
+		}
+	}
+	// Whether some call failed as a whole (before the marker-checking
+	// calls' replies are split: the error of a body inside one is that
+	// call's own, not the round's).
+	cmdErr := anyCmdErr(cmds)
+	// Whether a marker check ran at all: a round whose connection could
+	// not be set up (AUTH failed) leaves every call without a reply.
+	birthRan := birth != nil && (birth.Err() != nil || birth.Val() != nil)
+	for _, w := range wrapped {
+		birthRan = birthRan || w.Err() != nil || w.Val() != nil
+	}
+	var birthVals []any
+	var birthErr error
+	checked := birth != nil || len(wrapped) > 0
+	for _, w := range wrapped {
+		birthVals, birthErr = unwrapBirth(w)
+	}
+	if birth != nil && (len(wrapped) == 0 || standaloneNewer) {
+		birthVals, _ = birth.Val().([]any)
+		birthErr = birth.Err()
+	}
+	if err != nil || sc.failed != nil {
+		// A failed round may leave the connection unusable (go-redis
+		// then refuses it for good): the next round dials afresh.
+		sc.drop()
+	}
+	if sc.failed != nil || err != nil && !isReplyError(err) {
+		// Its requests may still be in the network: the next round
+		// raises the generation first (gen.go).
+		n.connFailed()
+	}
+	var nodeErr error
+	if err != nil && (!isReplyError(err) || !cmdErr && !birthRan) {
+		// Connection-level failure: every call failed. An error reply
+		// that no command carries came from setting up the connection
+		// (AUTH with a wrong password: WRONGPASS).
+		nodeErr = err
+	}
+	if nodeErr == nil && checked {
+		// A round whose data marker could not be checked counts as failed.
+		nodeErr = n.noteBirth(birthVals, birthErr, sc.used)
+	}
+	n.mu.Lock()
+	if cerr := n.onConnectErr; cerr != nil && nodeErr != nil {
+		nodeErr = cerr
+	}
+	n.mu.Unlock()
+	if lerr := n.rechecked(info); lerr != nil {
+		// The server was found unsafe before the round's calls ran:
+		// none of its answers count.
+		nodeErr = lerr
+	}
+	n.mu.Lock()
+	timedOut := false
+	if sc.inline {
+		nodeErr, timedOut = n.inlineLost(sc, nodeErr)
+	}
+	if !timedOut {
+		n.lastFail = nodeErr
+	}
+	n.mu.Unlock()
+	for i, o := range live {
+		o.reply(cmds[i], nodeErr)
+	}
+}
+
+// stickyConn is a connection that one executor of a node's rounds (the
+// lane, or the inline path's callers: see inline.go) keeps checked out of a
+// go-redis pool between rounds. Only the node's executor uses it.
+type stickyConn struct {
+	conn   *redis.Conn // nil: none checked out
+	used   time.Time   // when its last round ended
+	failed error       // the current round's connection-level failure (nil: none)
+	inline bool        // the inline path's connection (set up by warmInline only)
+}
+
+// run sends pipe and records in failed a connection-level failure of any of
+// its commands (a Redis error reply is a command's own).
+func (sc *stickyConn) run(ctx context.Context, pipe redis.Pipeliner) ([]redis.Cmder, error) {
+	res, err := pipe.Exec(ctx)
+	if err != nil {
+		for _, c := range res {
+			if e := c.Err(); e != nil && !isReplyError(e) {
+				sc.failed = e
+				break
+			}
+		}
+	}
+	return res, err
+}
+
+// drop gives the connection back to its pool (which closes it if a round
+// failed on it), if there is one.
+func (sc *stickyConn) drop() {
+	if sc.conn != nil {
+		_ = sc.conn.Close()
+		sc.conn = nil
+	}
+}
+
+// pipeline returns a pipeline for the next round on sc. A lane sends one
+// round at a time, so a node that is one server (plain or Sentinel-managed)
+// keeps one connection checked out of the client's pool while rounds follow
+// each other closely: back-to-back rounds skip the pool's health check
+// of the connection (a system call and pool bookkeeping on every round,
+// about a sixth of the client's CPU per Acquire+Release). After
+// connIdleRecheck without a round the connection goes back to the pool and
+// is checked out again, health check included, so a connection the server
+// closed while idle (a restart, Redis's idle `timeout`) is replaced
+// before it is used instead of failing a round. A Cluster routes by key
+// and uses the client's pools as they are. New connections run onConnect
+// like any other.
+//
+// The inline path's connection is set up by warmInline and used inline
+// only while it is fresh (see tryInline).
+func (n *node) pipeline(sc *stickyConn) redis.Pipeliner {
+	if sc.inline {
+		return sc.conn.Pipeline()
+	}
+	c, ok := n.rdb.(*redis.Client)
+	if !ok {
+		return n.rdb.Pipeline()
+	}
+	if sc.conn != nil && time.Since(sc.used) > connIdleRecheck {
+		sc.drop()
+	}
+	if sc.conn == nil {
+		sc.conn = c.Conn()
+	}
+	return sc.conn.Pipeline()
+}
+
+// connIdleRecheck is how long a lane keeps its connection without a round
+// before handing it back to the pool (see pipeline), and how long the
+// inline path's connection may go unused and still be used inline.
+const connIdleRecheck = 100 * time.Millisecond
+
+// dropConns gives the lane's connection and the inline path's back to
+// their pools (lane goroutine, on exit: nothing executes any more).
+func (n *node) dropConns() {
+	n.lane.drop()
+	if n.inline != nil {
+		n.stopWarm()
+		n.inline.sc.drop()
+	}
+}
+
+// close stops accepting ops; the lane sends what is queued and exits.
+func (n *node) close() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
