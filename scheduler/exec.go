@@ -129,11 +129,38 @@ func (s *Scheduler) Exec(ctx context.Context, req ExecRequest) (RunRecord, error
 		tick = s.now()
 	}
 	log := s.log.With("job", j.Name, "tick", execTickAttr(req.Tick))
+	// No heartbeat loop runs in exec: read the pause flags as it would,
+	// so that a pause --stop stops the command as it stops a daemon's run.
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() { defer close(polled); s.pauseStopLoop(pollCtx, cfg.Heartbeat) }()
 	rec, _ := s.runLeased(ctx, cfg, j, tick, l, 1, log)
+	stopPoll()
+	<-polled
 	if rec.Result == "error" {
 		return rec, errors.New(rec.Error)
 	}
 	return rec, nil
+}
+
+// pauseStopLoop reads the pause flags every interval until ctx ends and
+// stops the runs of jobs paused with --stop, as the daemon's heartbeat
+// loop does. A read that fails keeps the last one.
+func (s *Scheduler) pauseStopLoop(ctx context.Context, interval time.Duration) {
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := s.readPauses(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("could not read the pause flags; a pause --stop of this job is seen at the next read", "err", err)
+		}
+		s.stopPausedRuns()
+		t.Reset(interval)
+	}
 }
 
 func execTickAttr(tick time.Time) string {

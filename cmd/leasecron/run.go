@@ -186,6 +186,11 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 			"while the daemon runs, and a lost supervisor's lease is left to run out until all is confirmed dead",
 			"reason", why)
 	}
+	for _, j := range cfg.Jobs {
+		if err := sched.CannotLimit(j); err != nil {
+			log.Error("a job's limits cannot be applied on this host; this daemon will not run it", "job", j.Name, "err", err)
+		}
+	}
 	// Parsing the config (yaml.v3's node tree) is the daemon's largest
 	// allocation; with 10,000 jobs it peaks near 100 MiB where the
 	// daemon then holds about a third of that. Return it to the OS now,
