@@ -12,7 +12,8 @@ import (
 
 // ExecJob returns the job `leasecron exec --name NAME` runs: a copy of the
 // file's job NAME when there is one (its timeout, kill_grace, env, dir,
-// history_limit, timezone; its command replaced by command or shell), else
+// history_limit, timezone, limits; its command replaced by command or
+// shell), else
 // a job with the documented defaults and the host's local time zone, as
 // cron reads a crontab. schedule, when not empty, is compiled in timezone
 // (when not empty, else the job's) and replaces the job's. The file's
@@ -104,9 +105,13 @@ var ErrNoLease = errors.New("the lease could not be taken")
 // job's history, and the slot completed when the command ran to its end.
 // It returns the run's record when the command ran; an *ExecSkipped when
 // it did not for a reason that is no failure; an error matching
-// ErrNoLease when the lease could not be taken.
+// ErrNoLease when the lease could not be taken; the error of CannotLimit,
+// before anything else, when the job's limits cannot be applied here.
 func (s *Scheduler) Exec(ctx context.Context, req ExecRequest) (RunRecord, error) {
 	cfg, j := s.cfg.Load(), req.Job
+	if err := s.CannotLimit(j); err != nil {
+		return RunRecord{}, err // never run unlimited; nothing taken or recorded
+	}
 	s.warm(ctx)
 	breq := lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host}
 	if !req.Tick.IsZero() {
