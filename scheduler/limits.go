@@ -73,6 +73,14 @@ func (s *Scheduler) CannotLimit(j *Job) error {
 	return nil
 }
 
+// LimitControllers lists the cgroup v2 controllers (among memory, cpu
+// and pids) this daemon has for its jobs' cgroups, and why the others are
+// missing ("" when none is): jobs whose limits need a missing one are not
+// run here.
+func (s *Scheduler) LimitControllers() (have []string, why string) {
+	return s.contain.Controllers(), s.contain.NoControllers()
+}
+
 // limitable drops from jobs those whose limits this host cannot apply:
 // it does not try their ticks, so that a host that can takes them.
 func (s *Scheduler) limitable(jobs []*Job) []*Job {

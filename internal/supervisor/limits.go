@@ -96,6 +96,15 @@ func (c Containment) CanLimit(l Limits) error {
 // cgroups among memory, cpu and pids (those limits need).
 func (c Containment) Controllers() []string { return slices.Clone(c.controllers) }
 
+// NoControllers says why the controllers among memory, cpu and pids that
+// Controllers does not list are not available ("" when all are).
+func (c Containment) NoControllers() string {
+	if c.mode != containCgroup {
+		return "no cgroup per job: " + c.why
+	}
+	return c.noControllers
+}
+
 // enableControllers enables the memory, cpu and pids controllers for the
 // job cgroups below jobs, a child of base (the daemon's cgroup), and
 // returns those that are enabled, with why the others are not. A non-root
