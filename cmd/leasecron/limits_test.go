@@ -163,3 +163,35 @@ func TestLimitsOOMRecorded(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckBadLimits: a limit below what a process needs and a size that
+// cannot be read make check exit 2, naming the file, the line and the
+// field of each.
+func TestCheckBadLimits(t *testing.T) {
+	path := writeConfig(t, `redis:
+  nodes: ["redis://127.0.0.1:1/0"]
+jobs:
+  - name: small
+    schedule: "@hourly"
+    shell: "true"
+    memory_max: 512K
+  - name: garbled
+    schedule: "@hourly"
+    shell: "true"
+    memory_max: 12XB
+    tasks_max: 1
+`)
+	code, _, errOut := cli(t, "check", "-c", path)
+	if code != exitUsage {
+		t.Errorf("check: exit %d, want %d", code, exitUsage)
+	}
+	for _, want := range []string{
+		path + ":7: jobs[0].memory_max: memory_max 512K is below 4M",
+		path + ":11: jobs[1].memory_max: bad size \"12XB\"",
+		path + ":12: jobs[1].tasks_max: tasks_max 1 is below 4",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("check's stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+}
