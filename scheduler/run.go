@@ -391,12 +391,16 @@ func (s *Scheduler) logLines(log *slog.Logger, stream string, r io.Reader) {
 }
 
 // Trigger runs job once now, under its lease, and waits for it. It does not
-// mark any tick completed. It fails at once if the lease is held.
+// mark any tick completed. It fails at once if the lease is held, or if
+// the job's limits cannot be applied on this host (CannotLimit).
 func (s *Scheduler) Trigger(ctx context.Context, name string) (RunRecord, error) {
 	cfg := s.cfg.Load()
 	j := cfg.Job(name)
 	if j == nil {
 		return RunRecord{}, fmt.Errorf("trigger: no job named %q in %s", name, cfg.File)
+	}
+	if err := s.CannotLimit(j); err != nil {
+		return RunRecord{}, fmt.Errorf("trigger: %w", err) // never run unlimited
 	}
 	// A fresh process: open the connections first, so that the node
 	// timeout measures the acquisition, not a dial and TLS handshake.

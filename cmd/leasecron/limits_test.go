@@ -54,8 +54,8 @@ func historyOf(t *testing.T, path, job string) []scheduler.RunRecord {
 // the process tree (forced through LEASECRON_TEST_CONTAINMENT, as on a
 // host without cgroup v2), a daemon never runs a job with limits — it
 // does not run it unlimited — and says so in its start-up log, and check
-// warns naming the file, the line and the field, and exec of the job
-// fails (exit 1) without running it; on every backend. The
+// warns naming the file, the line and the field, and exec and trigger of
+// the job fail (exit 1) without running it; on every backend. The
 // job beside it without limits runs (the negative control: the daemon
 // runs jobs, and the test would see the limited one run).
 func TestLimitsRefusedWithoutCgroups(t *testing.T) {
@@ -86,6 +86,9 @@ func TestLimitsRefusedWithoutCgroups(t *testing.T) {
 			waitVoting(t, path)
 			if code, _, e := cli(t, "exec", "-c", path, "--name", "limited", "--", "touch", limited); code != exitFailure || !strings.Contains(e, "limits cannot be applied") {
 				t.Errorf("exec of the job with limits: exit %d, stderr:\n%s\nwant %d and why", code, e, exitFailure)
+			}
+			if code, _, e := cli(t, "trigger", "limited", "-c", path); code != exitFailure || !strings.Contains(e, "limits cannot be applied") {
+				t.Errorf("trigger of the job with limits: exit %d, stderr:\n%s\nwant %d and why", code, e, exitFailure)
 			}
 			d := startDaemon(t, "-c", path, "--id", "host-a")
 			d.notes.await(t, "READY=1")
