@@ -29,7 +29,7 @@ func TestMarkerCheckedAfterUnwrappedScript(t *testing.T) {
 			return call{script: s}
 		}},
 		{"listed script", func(*redis.Client) call {
-			return call{script: releaseScript, keys: []string{keysOf("x").lock}, args: []any{"v"}}
+			return call{script: releaseScript, keys: []string{leaseKey("x")}, args: []any{"v"}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -66,7 +66,7 @@ func TestReleasedLeasesLeaveNoPermanentKeys(t *testing.T) {
 		if ks := permanentKeys(t, n); len(ks) > 0 {
 			t.Errorf("%s: %d keys without a TTL after every lease was released, e.g. %s", n.Addr(), len(ks), ks[0])
 		}
-		fences := n.Keys("*:fence")
+		fences := n.Keys("*:lease")
 		for _, k := range fences {
 			all[k] = true
 		}
@@ -91,7 +91,7 @@ func TestReleasedLeasesLeaveNoPermanentKeys(t *testing.T) {
 	}
 	for _, n := range cl.Nodes {
 		ks := permanentKeys(t, n)
-		if len(ks) != 1 || !strings.HasSuffix(ks[0], ":epoch") {
+		if len(ks) != 1 || !strings.HasSuffix(ks[0], ":lease") {
 			t.Errorf("%s: keys without a TTL %v, want the completion mark only", n.Addr(), ks)
 		}
 	}
@@ -121,7 +121,7 @@ func TestFenceAfterCounterExpired(t *testing.T) {
 		for _, n := range cl.Nodes {
 			// The guard (300 ms in tests) and the TTL are below the
 			// expiry: the counter lives for the expiry.
-			ttl := n.Client().PTTL(context.Background(), "{"+k+"}:fence").Val()
+			ttl := n.Client().PTTL(context.Background(), leaseHash(k)).Val()
 			if ttl == -2 && time.Since(t2) > expiry {
 				continue // expired already (a slow machine)
 			}
