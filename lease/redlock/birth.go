@@ -16,7 +16,8 @@ import (
 // process, run_id and connections stay: FLUSHALL or FLUSHDB, or a master
 // that was made a replica of another server (the dataset is replaced by
 // the other's) and promoted again. INFO on a new connection does not see
-// that, so every round to a plain or Sentinel node ends with the marker
+// that, so every round to a plain or Sentinel node (but a round of
+// releases only: releasesOnly) ends with the marker
 // check of birth.lua (run inside the round's last script call, see
 // withBirth), which reads (and, in an empty dataset, writes once) a marker
 // key holding

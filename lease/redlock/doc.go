@@ -151,7 +151,8 @@
 // now; a promoted master met for the first time counts as promoted now)
 // and, for plain and Sentinel nodes, from a data marker read after every
 // round in the same pipeline (by the round's last script call, in the same
-// atomic step): the key leasecron:lease:birth, written once
+// atomic step; a round of releases only, which counts for no grant, mark
+// or read, skips it): the key leasecron:lease:birth, written once
 // into an empty dataset with the server's time (Redis TIME) and a random
 // nonce. A missing or changed marker is a data loss now; a marker seen for
 // the first time gives the age of the dataset, also to a client that meets
