@@ -237,7 +237,7 @@
 // expires with the longest of its lock and, with fencing, E after the last
 // raise of its counter, so a lease released without an epoch leaves only
 // its counter, which expires, and a key used with epochs or notes keeps one
-// hash (about 150 bytes plus the note, with its counter) however many
+// hash (about 140 bytes with its counter, plus the note) however many
 // epochs pass (leasecron's daemon: one per job, under 1 KB per node with
 // its run record). Locking many distinct keys costs one hash per key
 // acquired within the last E. Besides, each node holds the data marker
