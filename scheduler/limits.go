@@ -61,10 +61,10 @@ func limitResult(result string, exit supervisor.Exit) string {
 }
 
 // CannotLimit returns why this host cannot apply j's limits (nil when it
-// can, or j has none): the daemon then does not run j. The start-up log
-// names each such job.
+// can, or j has none, or in a dry run, which starts no job): the daemon
+// then does not run j. The start-up log names each such job.
 func (s *Scheduler) CannotLimit(j *Job) error {
-	if !j.HasLimits() {
+	if !j.HasLimits() || s.opts.DryRun {
 		return nil
 	}
 	if err := s.contain.CanLimit(jobLimits(j)); err != nil {
