@@ -78,6 +78,9 @@ func (s *Scheduler) CannotLimit(j *Job) error {
 // missing ("" when none is): jobs whose limits need a missing one are not
 // run here.
 func (s *Scheduler) LimitControllers() (have []string, why string) {
+	if s.opts.DryRun {
+		return nil, "" // starts no job: nothing to limit
+	}
 	return s.contain.Controllers(), s.contain.NoControllers()
 }
 
