@@ -68,15 +68,25 @@ type Containment struct {
 	// cgroups; noControllers says why the others are not.
 	controllers   []string
 	noControllers string
+	// v1 are the cgroup v1 hierarchies that apply the limits of the
+	// controllers not available on cgroup v2 (the hybrid layout); noV1
+	// says why the remaining ones cannot.
+	v1   []v1Hier
+	noV1 string
 }
 
-// String says which containment is in force: "cgroup PATH" or "process
-// tree".
+// String says which containment is in force, "cgroup PATH" or "process
+// tree", followed by where each limit applies when a controller is on
+// cgroup v1 ("cgroup PATH; limits memory:v1 cpu:v1 pids:v1").
 func (c Containment) String() string {
+	s := "process tree"
 	if c.mode == containCgroup {
-		return "cgroup " + c.dir
+		s = "cgroup " + c.dir
 	}
-	return "process tree"
+	if len(c.v1) > 0 {
+		s += "; limits " + strings.Join(c.Controllers(), " ")
+	}
+	return s
 }
 
 // Reason says why the process-tree containment is used ("" for cgroups).
@@ -93,7 +103,9 @@ func (c Containment) Cgroup() bool { return c.mode == containCgroup }
 // unit's Delegate=yes), controllers enabled below the daemon's cgroup (a
 // cgroup with processes could not then have job cgroups), or a kernel
 // without cgroup.kill (before 5.14) — it returns the process-tree
-// containment with the reason.
+// containment with the reason. The limits of a controller not available
+// for the jobs' cgroups v2 are applied on its cgroup v1 hierarchy when
+// that is writable (see limitsv1.go).
 func DetectContainment() Containment {
 	switch os.Getenv(ContainmentEnv) {
 	case "process-tree":
@@ -103,12 +115,22 @@ func DetectContainment() Containment {
 	case "group":
 		return Containment{mode: containGroup, why: ContainmentEnv + " is set"}
 	}
-	dir, base, err := jobsCgroupDir()
-	if err != nil {
-		return Containment{mode: containTree, why: err.Error()}
+	var c Containment
+	if dir, base, err := jobsCgroupDir(); err != nil {
+		c = Containment{mode: containTree, why: err.Error()}
+	} else {
+		c = Containment{mode: containCgroup, dir: dir}
+		c.controllers, c.noControllers = enableControllers(base, dir, isRootCgroup(base))
 	}
-	c := Containment{mode: containCgroup, dir: dir}
-	c.controllers, c.noControllers = enableControllers(base, dir, isRootCgroup(base))
+	var rest []string
+	for _, n := range limitControllers {
+		if c.hierarchy(n) == "" {
+			rest = append(rest, n)
+		}
+	}
+	var why []string
+	c.v1, why = detectV1(rest)
+	c.noV1 = strings.Join(why, "; ")
 	return c
 }
 
@@ -283,6 +305,16 @@ func ownCgroup() (string, error) {
 // (characters other than letters, digits, '-', '_' and '.' become '_'),
 // the daemon's pid and a random suffix, and returns its path.
 func newJobCgroup(dir, name string) (string, error) {
+	path := filepath.Join(dir, jobCgroupName(name))
+	if err := os.Mkdir(path, 0o755); err != nil {
+		return "", fmt.Errorf("create job cgroup: %w", err)
+	}
+	return path, nil
+}
+
+// jobCgroupName is the name of a new job cgroup for name: see
+// newJobCgroup.
+func jobCgroupName(name string) string {
 	clean := strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
@@ -295,9 +327,5 @@ func newJobCgroup(dir, name string) (string, error) {
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	path := filepath.Join(dir, fmt.Sprintf("%s-%d-%s", clean, os.Getpid(), hex.EncodeToString(b[:])))
-	if err := os.Mkdir(path, 0o755); err != nil {
-		return "", fmt.Errorf("create job cgroup: %w", err)
-	}
-	return path, nil
+	return fmt.Sprintf("%s-%d-%s", clean, os.Getpid(), hex.EncodeToString(b[:]))
 }

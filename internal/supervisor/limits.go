@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits are the resource limits of one job, applied to its cgroup v2
@@ -67,42 +69,90 @@ func (l Limits) controllers() []string {
 var limitControllers = []string{"memory", "cpu", "pids"}
 
 // CanLimit returns nil when jobs started with this containment can be held
-// to l, else an error saying why not: no cgroup containment (the process
-// tree cannot limit anything), or a controller l needs not enabled for the
-// jobs' cgroups (bound to a cgroup v1 hierarchy, or not delegated to the
-// daemon). A job whose limits cannot be applied must not run.
+// to l, else an error saying why not: a controller l needs is available
+// neither for the jobs' cgroup v2 (no cgroup containment, bound to a
+// cgroup v1 hierarchy, or not delegated to the daemon) nor on a writable
+// cgroup v1 hierarchy. A job whose limits cannot be applied must not run.
 func (c Containment) CanLimit(l Limits) error {
-	need := l.controllers()
-	if len(need) == 0 {
-		return nil
-	}
-	if c.mode != containCgroup {
-		return fmt.Errorf("limits need a cgroup v2 per job, and jobs are contained by the process tree (%s)", c.why)
-	}
 	var missing []string
-	for _, n := range need {
-		if !slices.Contains(c.controllers, n) {
+	for _, n := range l.controllers() {
+		if c.hierarchy(n) == "" {
 			missing = append(missing, n)
 		}
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("the cgroup v2 controller(s) %s are not available for the jobs' cgroups in %s: %s",
-			strings.Join(missing, ", "), c.dir, c.noControllers)
+	if len(missing) == 0 {
+		return nil
 	}
-	return nil
+	v2 := c.noControllers
+	if c.mode != containCgroup {
+		v2 = fmt.Sprintf("limits need a cgroup v2 per job, and jobs are contained by the process tree (%s)", c.why)
+	}
+	return fmt.Errorf("the controller(s) %s are available neither for the jobs' cgroups v2 in %s (%s) nor on a writable cgroup v1 hierarchy (%s)",
+		strings.Join(missing, ", "), c.dirOrNone(), v2, c.noV1)
 }
 
-// Controllers lists the cgroup v2 controllers enabled for the jobs'
-// cgroups among memory, cpu and pids (those limits need).
-func (c Containment) Controllers() []string { return slices.Clone(c.controllers) }
+// dirOrNone is the jobs' cgroup v2, or "no cgroup".
+func (c Containment) dirOrNone() string {
+	if c.mode != containCgroup {
+		return "no cgroup"
+	}
+	return c.dir
+}
+
+// hierarchy says where controller n applies a job's limit: "v2" (the
+// job's cgroup v2), "v1" (a cgroup of its own in n's v1 hierarchy) or ""
+// (nowhere: a limit that needs n cannot be applied).
+func (c Containment) hierarchy(n string) string {
+	if c.mode == containCgroup && slices.Contains(c.controllers, n) {
+		return "v2"
+	}
+	if slices.ContainsFunc(c.v1, func(h v1Hier) bool { return h.ctrl == n }) {
+		return "v1"
+	}
+	return ""
+}
+
+// v1For returns the v1 hierarchies that apply l's limits (those of its
+// controllers not available on cgroup v2).
+func (c Containment) v1For(l Limits) []v1Hier {
+	var hs []v1Hier
+	for _, n := range l.controllers() {
+		if c.hierarchy(n) == "v1" {
+			i := slices.IndexFunc(c.v1, func(h v1Hier) bool { return h.ctrl == n })
+			hs = append(hs, c.v1[i])
+		}
+	}
+	return hs
+}
+
+// Controllers lists the controllers among memory, cpu and pids that can
+// apply the jobs' limits, each with its hierarchy: "memory:v2" (the jobs'
+// cgroups v2) or "memory:v1" (a cgroup v1 per job in the memory
+// hierarchy, on a host with the hybrid layout).
+func (c Containment) Controllers() []string {
+	var out []string
+	for _, n := range limitControllers {
+		if h := c.hierarchy(n); h != "" {
+			out = append(out, n+":"+h)
+		}
+	}
+	return out
+}
 
 // NoControllers says why the controllers among memory, cpu and pids that
-// Controllers does not list are not available ("" when all are).
+// Controllers does not list are available on neither hierarchy ("" when
+// all are).
 func (c Containment) NoControllers() string {
-	if c.mode != containCgroup {
-		return "no cgroup per job: " + c.why
+	var missing []string
+	for _, n := range limitControllers {
+		if c.hierarchy(n) == "" {
+			missing = append(missing, n)
+		}
 	}
-	return c.noControllers
+	if len(missing) == 0 {
+		return ""
+	}
+	return c.CanLimit(Limits{MemoryMax: 1, CPUMax: 1, TasksMax: 1}).Error()
 }
 
 // enableControllers enables the memory, cpu and pids controllers for the
@@ -196,8 +246,19 @@ func readFile(path string) string {
 	return string(b)
 }
 
-// applyLimits writes l into the job cgroup at path.
-func applyLimits(path string, l Limits) error {
+// applyLimits writes l into the job cgroup v2 at path, leaving out the
+// limits of the controllers in skip (applied on cgroup v1).
+func applyLimits(path string, l Limits, skip []v1Hier) error {
+	for _, h := range skip {
+		switch h.ctrl {
+		case "memory":
+			l.MemoryMax = 0
+		case "cpu":
+			l.CPUMax = 0
+		case "pids":
+			l.TasksMax = 0
+		}
+	}
 	var files [][2]string
 	if l.MemoryMax > 0 {
 		files = append(files, [2]string{"memory.max", strconv.FormatInt(l.MemoryMax, 10)})
@@ -220,16 +281,25 @@ func applyLimits(path string, l Limits) error {
 	return nil
 }
 
-// limitHit returns which limit of l the job in the cgroup at path ran
+// limitHit returns which limit of l the job in the cgroup v2 at path ran
 // into, from its event counters (the cgroup is the job's alone and new):
-// LimitMemory, LimitTasks, LimitCPU or "".
-func limitHit(path string, l Limits) string {
+// LimitMemory, LimitTasks, LimitCPU or "". A limit applied in a cgroup
+// v1 of the job's (one of v1) is read there instead; killed says the job
+// died of SIGKILL (an OOM kill, for a kernel without v1's oom_kill
+// counter).
+func limitHit(path string, l Limits, v1 []v1Cgroup, killed bool) string {
+	hit := func(ctrl, file, key string) bool {
+		if i := slices.IndexFunc(v1, func(cg v1Cgroup) bool { return cg.Ctrl == ctrl }); i >= 0 {
+			return v1LimitHit(v1[i].Dir, ctrl, killed)
+		}
+		return path != "" && counter(filepath.Join(path, file), key) > 0
+	}
 	switch {
-	case l.MemoryMax > 0 && counter(filepath.Join(path, "memory.events"), "oom_kill") > 0:
+	case l.MemoryMax > 0 && hit("memory", "memory.events", "oom_kill"):
 		return LimitMemory
-	case l.TasksMax > 0 && counter(filepath.Join(path, "pids.events"), "max") > 0:
+	case l.TasksMax > 0 && hit("pids", "pids.events", "max"):
 		return LimitTasks
-	case l.CPUMax > 0 && counter(filepath.Join(path, "cpu.stat"), "nr_throttled") > 0:
+	case l.CPUMax > 0 && hit("cpu", "cpu.stat", "nr_throttled"):
 		return LimitCPU
 	}
 	return ""
@@ -243,10 +313,11 @@ func counter(file, key string) int64 {
 }
 
 // ProbeLimits says, without changing anything, whether a daemon running
-// where the calling process runs (its cgroup) could hold jobs to l: nil,
-// or why not (no cgroup v2, or a controller l needs not available in the
-// cgroup). It is what `leasecron check` reports; the daemon's own answer,
-// once it has created the jobs' cgroup, is [Containment.CanLimit].
+// where the calling process runs (its cgroups) could hold jobs to l: nil,
+// or why not (a controller l needs available neither in its cgroup v2 nor
+// on a writable cgroup v1 hierarchy). It is what `leasecron check`
+// reports; the daemon's own answer, once it has created the jobs'
+// cgroups, is [Containment.CanLimit].
 func ProbeLimits(l Limits) error {
 	need := l.controllers()
 	if len(need) == 0 {
@@ -254,29 +325,45 @@ func ProbeLimits(l Limits) error {
 	}
 	switch v := os.Getenv(ContainmentEnv); v {
 	case "process-tree", "process-tree-unconfirmed", "group":
-		return fmt.Errorf("limits need a cgroup v2 per job, and %s=%s forces the process-tree containment", ContainmentEnv, v)
+		return fmt.Errorf("limits need a cgroup per job, and %s=%s forces the process-tree containment", ContainmentEnv, v)
 	}
+	v2, v2why := probeV2()
+	var why []string
+	for _, c := range need {
+		if v2 != "" && slices.Contains(strings.Fields(readFile(filepath.Join(v2, "cgroup.controllers"))), c) {
+			continue
+		}
+		_, dir, err := findV1(c, "self")
+		if err == nil {
+			if err = unix.Access(dir, unix.W_OK); err == nil {
+				continue
+			}
+			err = fmt.Errorf("%s on cgroup v1: %s is not writable: %w", c, dir, err)
+		}
+		if v2 != "" {
+			v2why = c + unavailableWhy(c, v2)
+		}
+		why = append(why, fmt.Sprintf("%s not on cgroup v2 (%s) nor on cgroup v1 (%v)", c, v2why, err))
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("the controller(s) needed are not available: %s", strings.Join(why, "; "))
+	}
+	return nil
+}
+
+// probeV2 returns the daemon's cgroup v2 directory, or "" and why there
+// is none.
+func probeV2() (string, string) {
 	mount, err := cgroup2Mount()
 	if err != nil {
-		return fmt.Errorf("limits need a cgroup v2 per job: %w", err)
+		return "", err.Error()
 	}
 	own, err := ownCgroup()
 	if err != nil {
-		return fmt.Errorf("limits need a cgroup v2 per job: %w", err)
+		return "", err.Error()
 	}
 	if filepath.Base(own) == daemonCgroup {
 		own = filepath.Dir(own)
 	}
-	base := filepath.Join(mount, own)
-	avail := strings.Fields(readFile(filepath.Join(base, "cgroup.controllers")))
-	var why []string
-	for _, c := range need {
-		if !slices.Contains(avail, c) {
-			why = append(why, c+unavailableWhy(c, base))
-		}
-	}
-	if len(why) > 0 {
-		return fmt.Errorf("the cgroup v2 controller(s) needed are not available: %s", strings.Join(why, "; "))
-	}
-	return nil
+	return filepath.Join(mount, own), ""
 }

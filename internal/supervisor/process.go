@@ -98,6 +98,7 @@ type Process struct {
 	contain Containment
 	cgroup  string
 	limits  Limits
+	v1      []v1Cgroup // the job's cgroups v1, for limits not on v2
 
 	mu     sync.Mutex
 	ctrl   *os.File // nil once closed
@@ -299,6 +300,7 @@ func (p *Process) wait() (Exit, error) {
 			exit.DeadTime = p.killLost(pid, ConfirmTimeout)
 		}
 		p.removeCgroup(exit.DeadTime != 0)
+		removeV1(p.v1)
 		if p.errorEv != nil {
 			return exit, fmt.Errorf("%w: %s", ErrSupervisorLost, p.errorEv.Error)
 		}
@@ -324,10 +326,9 @@ func (p *Process) wait() (Exit, error) {
 			}
 		}
 	}
-	if p.cgroup != "" {
-		exit.Limit = limitHit(p.cgroup, p.limits)
-	}
+	exit.Limit = limitHit(p.cgroup, p.limits, p.v1, exit.Signal == "SIGKILL")
 	p.removeCgroup(exit.DeadTime != 0)
+	removeV1(p.v1)
 	if exit.DeadTime == 0 {
 		return exit, fmt.Errorf("%w: %s", ErrNotConfirmedDead, ev.Error)
 	}

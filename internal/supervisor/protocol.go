@@ -23,6 +23,12 @@ const Arg = "__supervise"
 // production.
 const NoDeadlineKillEnv = "LEASECRON_TEST_NO_SUPERVISOR_KILL"
 
+// NoLimitsEnv, set to "1" in the daemon's environment, makes it create
+// the jobs' cgroups without writing their limits into them: a job then
+// runs unlimited. It exists only so tests can show that they catch a limit
+// not applied (a negative control); never set it in production.
+const NoLimitsEnv = "LEASECRON_TEST_NO_LIMITS"
+
 // KillSlack is how long after a deadline the job may still exist on a
 // healthy host: the time from the supervisor's SIGKILL to every process of
 // the job being gone and reaped. It is a documented bound that the tests
@@ -103,6 +109,8 @@ type wireSpec struct {
 	KillGrace int64    `json:"kill_grace_ns"`
 	Deadline  int64    `json:"deadline_mono"`
 	Cgroup    string   `json:"cgroup,omitempty"` // the job's cgroup, "" for none
+	// V1 are the job's cgroups v1 (limits of controllers not on v2).
+	V1 []v1Cgroup `json:"v1,omitempty"`
 }
 
 // Status events, one JSON object per line.

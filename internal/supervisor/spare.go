@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 )
 
@@ -124,30 +125,13 @@ func (sp *Spare) Start(ctx context.Context, spec Spec) (*Process, error) {
 	p, specW, self := sp.p, sp.specW, sp.self
 	sp.specW = nil
 	p.contain = spec.Contain
-	if spec.Contain.Cgroup() {
-		name := spec.Name
-		if name == "" {
-			name = "job"
-		}
-		cg, err := newJobCgroup(spec.Contain.dir, name)
-		if err != nil {
-			_ = specW.Close() // the supervisor exits; Close/Wait reap it
-			_ = p.Close()
-			_, _ = p.Wait()
-			_ = p.stdout.Close()
-			_ = p.stderr.Close()
-			return nil, fmt.Errorf("%w: %w", ErrStart, err)
-		}
-		p.cgroup, p.limits = cg, spec.Limits
-		if err := applyLimits(cg, spec.Limits); err != nil {
-			removeCgroup(cg)
-			_ = specW.Close()
-			_ = p.Close()
-			_, _ = p.Wait()
-			_ = p.stdout.Close()
-			_ = p.stderr.Close()
-			return nil, fmt.Errorf("%w: %w", ErrLimits, err)
-		}
+	if err := p.makeCgroups(spec); err != nil {
+		_ = specW.Close() // the supervisor exits; Close/Wait reap it
+		_ = p.Close()
+		_, _ = p.Wait()
+		_ = p.stdout.Close()
+		_ = p.stderr.Close()
+		return nil, err
 	}
 	data, _ := json.Marshal(wireSpec{
 		Path:      spec.Path,
@@ -157,6 +141,7 @@ func (sp *Spare) Start(ctx context.Context, spec Spec) (*Process, error) {
 		KillGrace: int64(spec.KillGrace),
 		Deadline:  spec.Deadline,
 		Cgroup:    p.cgroup,
+		V1:        p.v1,
 	})
 	_, werr := specW.Write(data) // a dead supervisor shows up as statusDone
 	_ = specW.Close()
@@ -192,4 +177,43 @@ func (sp *Spare) Start(ctx context.Context, spec Spec) (*Process, error) {
 		return nil, fmt.Errorf("supervisor: start: %w", err)
 	}
 	return nil, fmt.Errorf("supervisor: %s did not start the job: %w", self, errors.Join(waitErr, werr))
+}
+
+// makeCgroups creates the job's cgroup v2 (with a cgroup containment) and
+// its cgroups v1 (for the limits of controllers not on v2), and writes
+// spec's limits into them. On error it removes them again: ErrStart when
+// a cgroup cannot be created, ErrLimits when a limit cannot be written.
+func (p *Process) makeCgroups(spec Spec) error {
+	name := spec.Name
+	if name == "" {
+		name = "job"
+	}
+	name = jobCgroupName(name)
+	p.limits = spec.Limits
+	apply := os.Getenv(NoLimitsEnv) != "1"
+	v1 := spec.Contain.v1For(spec.Limits)
+	if spec.Contain.Cgroup() {
+		cg := filepath.Join(spec.Contain.dir, name)
+		if err := os.Mkdir(cg, 0o755); err != nil {
+			return fmt.Errorf("%w: create job cgroup: %w", ErrStart, err)
+		}
+		p.cgroup = cg
+		if apply {
+			if err := applyLimits(cg, spec.Limits, v1); err != nil {
+				removeCgroup(cg)
+				p.cgroup = ""
+				return fmt.Errorf("%w: %w", ErrLimits, err)
+			}
+		}
+	}
+	cgs, err := newV1Cgroups(v1, name, p.cmd.Process.Pid, spec.Limits, apply)
+	if err != nil {
+		if p.cgroup != "" {
+			removeCgroup(p.cgroup)
+			p.cgroup = ""
+		}
+		return fmt.Errorf("%w: %w", ErrLimits, err)
+	}
+	p.v1 = cgs
+	return nil
 }

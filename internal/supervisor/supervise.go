@@ -163,7 +163,8 @@ func supervise(spec wireSpec, st *statusWriter, opts superviseOpts) int {
 }
 
 // startJob starts the job in its own process group, with SIGKILL as its
-// parent-death signal, and in the cgroup spec.Cgroup if set: clone3 puts
+// parent-death signal, in the cgroups v1 spec.V1, and in the cgroup
+// spec.Cgroup if set: clone3 puts
 // the child there before it runs a single instruction of its own, so that
 // nothing it forks can be outside. Pdeathsig fires when the thread that forked the job
 // exits (golang/go#27505), so the fork happens on a locked thread; Go ends a
@@ -190,7 +191,19 @@ func startJob(spec wireSpec) (int, error) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cmd.Start(); err != nil {
+	// The job's cgroups v1: this thread enters them, forks the job there
+	// and returns home (see limitsv1.go). New threads of the runtime are
+	// not cloned from a locked one, so none of them lands there.
+	err := enterV1(spec.V1)
+	if err == nil {
+		err = cmd.Start()
+	}
+	if leave := leaveV1(spec.V1); leave != nil && err == nil {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+		return 0, fmt.Errorf("%w: %w", ErrStart, leave)
+	}
+	if err != nil {
 		if spec.Dir != "" { // a bad Dir is reported as the program's error
 			return 0, fmt.Errorf("%w: %w (working directory %q)", ErrStart, err, spec.Dir)
 		}
