@@ -73,10 +73,11 @@ func (s *Scheduler) CannotLimit(j *Job) error {
 	return nil
 }
 
-// LimitControllers lists the cgroup v2 controllers (among memory, cpu
-// and pids) this daemon has for its jobs' cgroups, and why the others are
-// missing ("" when none is): jobs whose limits need a missing one are not
-// run here.
+// LimitControllers lists the controllers (among memory, cpu and pids)
+// this daemon can limit its jobs with, each with the cgroup hierarchy that
+// applies it ("memory:v2", "pids:v1"), and why the others are missing
+// ("" when none is): jobs whose limits need a missing one are not run
+// here.
 func (s *Scheduler) LimitControllers() (have []string, why string) {
 	if s.opts.DryRun {
 		return nil, "" // starts no job: nothing to limit

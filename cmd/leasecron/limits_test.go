@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -114,12 +115,12 @@ func TestLimitsRefusedWithoutCgroups(t *testing.T) {
 
 // TestLimitsOOMRecorded: a job allocating beyond its memory_max is killed
 // by the OOM killer and recorded as oom, retried once (retries: 1) and
-// then not run again for that tick; on every backend. It needs the
-// memory controller for the jobs' cgroups and says why it skips without.
+// then not run again for that tick; on every backend. The start-up log
+// names the hierarchy (cgroup v2 or v1) that applies the limit. It needs
+// the memory controller on cgroup v2 or v1 (see requireHostLimits);
+// TestLimitsNotAppliedRecorded is its negative control.
 func TestLimitsOOMRecorded(t *testing.T) {
-	if err := scheduler.ProbeLimits(&scheduler.Job{MemoryMax: 16 << 20}); err != nil {
-		t.Skipf("limits cannot be applied on this host: %v", err)
-	}
+	requireHostLimits(t, &scheduler.Job{MemoryMax: 16 << 20})
 	backends := everyBackend()
 	for name, section := range backends {
 		t.Run(name, func(t *testing.T) {
@@ -136,6 +137,9 @@ func TestLimitsOOMRecorded(t *testing.T) {
 			waitVoting(t, path)
 			d := startDaemon(t, "-c", path, "--id", "host-a")
 			d.notes.await(t, "READY=1")
+			if log := d.stderr.String(); !regexp.MustCompile(`per-job limits.*controllers=\S*memory:v[12]`).MatchString(log) {
+				t.Errorf("the start-up log does not say which hierarchy applies memory_max:\n%s", log)
+			}
 			recs, out := waitHistory(t, path, "hog", 2, d)
 			first := recs[len(recs)-1]
 			var same []scheduler.RunRecord

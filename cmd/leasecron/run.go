@@ -190,6 +190,9 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	if have, why := sched.LimitControllers(); why != "" {
 		log.Info("per-job limits: not every cgroup controller is available for the jobs; jobs whose limits need a missing one are not run here",
 			"controllers", strings.Join(have, ","), "why", why)
+	} else if len(have) > 0 {
+		log.Info("per-job limits: each applied by its controller on the cgroup hierarchy named (v2: the job's cgroup; v1: a cgroup of the job's in that controller's v1 hierarchy)",
+			"controllers", strings.Join(have, ","))
 	}
 	for _, j := range cfg.Jobs {
 		if err := sched.CannotLimit(j); err != nil {

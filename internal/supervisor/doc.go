@@ -67,6 +67,18 @@
 // once cgroup.events says "populated 0"; the daemon checks that again
 // after the supervisor's report and removes the cgroup.
 //
+// # Limits
+//
+// A job's [Limits] are written into its cgroup v2 when the jobs' cgroups
+// have the controller; on a hybrid-layout host, a controller that cgroup
+// v2 lacks applies its limit in a cgroup v1 of the job's own in that
+// controller's hierarchy (leasecron-jobs/NAME-PID-RANDOM below the
+// daemon's v1 cgroup), when it is writable. The supervisor moves the one
+// thread that forks the job into those v1 cgroups for the fork and back
+// after it, so the job is inside before its first instruction. The v1
+// cgroups only limit — the kill and its confirmation stay with the cgroup
+// v2 or the process tree — and are removed after the job.
+//
 // If the supervisor is SIGKILLed, the job leader gets SIGKILL through
 // PR_SET_PDEATHSIG and the rest of the job comes to the daemon, a child
 // subreaper from [Prepare] on: [Process.Wait] returns as soon as the

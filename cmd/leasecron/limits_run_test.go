@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/leasecron/leasecron/internal/supervisor"
+	"github.com/leasecron/leasecron/scheduler"
+)
+
+// requireHostLimits fails the test in CI when this host cannot apply j's
+// limits (CI runs as root with the controllers on cgroup v2 or on
+// writable cgroup v1 hierarchies), and skips it elsewhere, saying why.
+func requireHostLimits(t *testing.T, j *scheduler.Job) {
+	t.Helper()
+	if err := scheduler.ProbeLimits(j); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("limits cannot be applied in CI: %v", err)
+		}
+		t.Skipf("limits cannot be applied on this host: %v", err)
+	}
+}
+
+// runOnce runs the job text (a YAML list item) under a daemon on Redis
+// until it has a run on record, and returns that run and the daemon's log.
+func runOnce(t *testing.T, job string) (scheduler.RunRecord, string) {
+	t.Helper()
+	path := writeConfig(t, limitsConfig(execBackends["redis"](t), job))
+	if code, _, errOut := cli(t, "check", "-c", path); code != 0 || strings.Contains(errOut, "cannot be applied") {
+		t.Errorf("check: exit %d, stderr:\n%s", code, errOut)
+	}
+	waitVoting(t, path)
+	d := startDaemon(t, "-c", path, "--id", "host-a")
+	d.notes.await(t, "READY=1")
+	recs, _ := waitHistory(t, path, "job", 1, d)
+	if code := d.stop(t); code != 0 {
+		t.Errorf("daemon: exit %d", code)
+	}
+	return recs[len(recs)-1], d.stderr.String()
+}
+
+// TestLimitsTasksRecorded: a fork bomb under tasks_max is bounded — its
+// forks beyond the limit fail, the run fails and is recorded as limit —
+// and what it started is gone once the run is over.
+func TestLimitsTasksRecorded(t *testing.T) {
+	requireHostLimits(t, &scheduler.Job{TasksMax: 16})
+	pids := filepath.Join(t.TempDir(), "pids")
+	r, log := runOnce(t, fmt.Sprintf(`  - name: job
+    schedule: "@every 30s"
+    deadline: 25s
+    tasks_max: 16
+    shell: 'for i in $(seq 64); do sleep 300 & echo $! >> %s; done; wait'
+`, pids))
+	if r.Result != scheduler.ResultLimit {
+		t.Errorf("fork bomb: result %s, want limit; run %+v\n%s", r.Result, r, log)
+	}
+	b, _ := os.ReadFile(pids)
+	if n := len(strings.Fields(string(b))); n == 0 || n >= 16 {
+		t.Errorf("the fork bomb started %d processes; want some, fewer than its tasks_max 16", n)
+	}
+}
+
+// TestLimitsNotAppliedRecorded is the negative control of
+// TestLimitsOOMRecorded: with the limits not written into the cgroups
+// (supervisor.NoLimitsEnv) the same allocating job completes, recorded
+// ok — the oom the test asserts comes from the limit.
+func TestLimitsNotAppliedRecorded(t *testing.T) {
+	requireHostLimits(t, &scheduler.Job{MemoryMax: 16 << 20})
+	t.Setenv(supervisor.NoLimitsEnv, "1")
+	r, log := runOnce(t, `  - name: job
+    schedule: "@every 30s"
+    deadline: 25s
+    memory_max: 16M
+    shell: 'head -c 256M /dev/zero | tail >/dev/null'
+`)
+	if r.Result != "ok" {
+		t.Errorf("unlimited hog: result %s, want ok; run %+v\n%s", r.Result, r, log)
+	}
+}
