@@ -108,3 +108,8 @@ func ProbeLimits(j *Job) error {
 	}
 	return supervisor.ProbeLimits(jobLimits(j))
 }
+
+// ProbeControllers lists the controllers a daemon running where the
+// calling process runs could limit jobs with, each with its cgroup
+// hierarchy (see supervisor.ProbeControllers).
+func ProbeControllers() []string { return supervisor.ProbeControllers() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/leasecron/leasecron/lease/etcd"
@@ -70,6 +71,13 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 			plural(len(cfg.Jobs), "job"), strings.Join(cfg.ZooKeeper.Servers, ","), auth, cfg.Lease.TTL)
 	default:
 		fmt.Fprintf(c.stdout, "ok: %s, %s\n", plural(len(cfg.Jobs), "job"), plural(len(cfg.Redis.Nodes), "node"))
+	}
+	if slices.ContainsFunc(cfg.Jobs, (*scheduler.Job).HasLimits) {
+		have := strings.Join(scheduler.ProbeControllers(), ", ")
+		if have == "" {
+			have = "none"
+		}
+		fmt.Fprintf(c.stdout, "limits here: %s (the cgroup hierarchy applying each controller's limits, in this shell's cgroups)\n", have)
 	}
 	for _, p := range cfg.LimitProblems(scheduler.ProbeLimits) {
 		fmt.Fprintf(c.stderr, "warning: %s\n", p)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -29,8 +30,9 @@ func requireHostLimits(t *testing.T, j *scheduler.Job) {
 func runOnce(t *testing.T, job string) (scheduler.RunRecord, string) {
 	t.Helper()
 	path := writeConfig(t, limitsConfig(execBackends["redis"](t), job))
-	if code, _, errOut := cli(t, "check", "-c", path); code != 0 || strings.Contains(errOut, "cannot be applied") {
-		t.Errorf("check: exit %d, stderr:\n%s", code, errOut)
+	code, out, errOut := cli(t, "check", "-c", path)
+	if code != 0 || strings.Contains(errOut, "cannot be applied") || !regexp.MustCompile(`limits here: .*(memory|pids):v[12]`).MatchString(out) {
+		t.Errorf("check: exit %d, stdout:\n%s\nstderr:\n%s\nwant 0, the hierarchy of each limit, no warning", code, out, errOut)
 	}
 	waitVoting(t, path)
 	d := startDaemon(t, "-c", path, "--id", "host-a")

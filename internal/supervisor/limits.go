@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // Limits are the resource limits of one job, applied to its cgroup v2
@@ -310,60 +308,4 @@ func limitHit(path string, l Limits, v1 []v1Cgroup, killed bool) string {
 func counter(file, key string) int64 {
 	n, _ := strconv.ParseInt(eventValue([]byte(readFile(file)), key), 10, 64)
 	return n
-}
-
-// ProbeLimits says, without changing anything, whether a daemon running
-// where the calling process runs (its cgroups) could hold jobs to l: nil,
-// or why not (a controller l needs available neither in its cgroup v2 nor
-// on a writable cgroup v1 hierarchy). It is what `leasecron check`
-// reports; the daemon's own answer, once it has created the jobs'
-// cgroups, is [Containment.CanLimit].
-func ProbeLimits(l Limits) error {
-	need := l.controllers()
-	if len(need) == 0 {
-		return nil
-	}
-	switch v := os.Getenv(ContainmentEnv); v {
-	case "process-tree", "process-tree-unconfirmed", "group":
-		return fmt.Errorf("limits need a cgroup per job, and %s=%s forces the process-tree containment", ContainmentEnv, v)
-	}
-	v2, v2why := probeV2()
-	var why []string
-	for _, c := range need {
-		if v2 != "" && slices.Contains(strings.Fields(readFile(filepath.Join(v2, "cgroup.controllers"))), c) {
-			continue
-		}
-		_, dir, err := findV1(c, "self")
-		if err == nil {
-			if err = unix.Access(dir, unix.W_OK); err == nil {
-				continue
-			}
-			err = fmt.Errorf("%s on cgroup v1: %s is not writable: %w", c, dir, err)
-		}
-		if v2 != "" {
-			v2why = c + unavailableWhy(c, v2)
-		}
-		why = append(why, fmt.Sprintf("%s not on cgroup v2 (%s) nor on cgroup v1 (%v)", c, v2why, err))
-	}
-	if len(why) > 0 {
-		return fmt.Errorf("the controller(s) needed are not available: %s", strings.Join(why, "; "))
-	}
-	return nil
-}
-
-// probeV2 returns the daemon's cgroup v2 directory, or "" and why there
-// is none.
-func probeV2() (string, string) {
-	mount, err := cgroup2Mount()
-	if err != nil {
-		return "", err.Error()
-	}
-	own, err := ownCgroup()
-	if err != nil {
-		return "", err.Error()
-	}
-	if filepath.Base(own) == daemonCgroup {
-		own = filepath.Dir(own)
-	}
-	return filepath.Join(mount, own), ""
 }

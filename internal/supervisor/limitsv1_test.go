@@ -116,6 +116,11 @@ func TestLimitsV1Placement(t *testing.T) {
 			t.Fatalf("job output %q: %v", out.String(), err)
 		}
 	}
+	for _, h := range c.v1 { // what the start-up log, status and /healthz show
+		if !strings.Contains(c.String(), "; limits ") || !strings.Contains(c.String(), h.ctrl+":v1") {
+			t.Errorf("containment %q does not say that %s applies on cgroup v1", c, h.ctrl)
+		}
+	}
 	if len(p.v1) != len(c.v1) {
 		t.Errorf("job cgroups v1 %+v; want one per hierarchy of %s", p.v1, c)
 	}
