@@ -47,6 +47,8 @@ type rawDefaults struct {
 	Env          map[string]text `yaml:"env"`
 	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
+	// rawOutputKeys: config_output.go
+	rawOutputKeys `yaml:",inline"`
 }
 
 // rawFleetKeys are the job keys of "Operating a fleet" (retries, history,
@@ -91,6 +93,8 @@ type rawJob struct {
 	Env          map[string]text `yaml:"env"`
 	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
+	// rawOutputKeys: config_output.go
+	rawOutputKeys `yaml:",inline"`
 }
 
 // field returns the leaf (or list, or map) of key in r, a *rawJob or a
@@ -101,6 +105,9 @@ func field(r any, key string) any {
 		if v := fleetField(&r.rawFleetKeys, key); v != nil {
 			return v
 		}
+		if v := outputField(&r.rawOutputKeys, key); v != nil {
+			return v
+		}
 		return map[string]any{
 			"name": &r.Name, "schedule": &r.Schedule, "command": &r.Command, "shell": &r.Shell,
 			"timeout": &r.Timeout, "overlap": &r.Overlap, "deadline": &r.Deadline, "kill_grace": &r.KillGrace,
@@ -108,6 +115,9 @@ func field(r any, key string) any {
 		}[key]
 	case *rawDefaults:
 		if v := fleetField(&r.rawFleetKeys, key); v != nil {
+			return v
+		}
+		if v := outputField(&r.rawOutputKeys, key); v != nil {
 			return v
 		}
 		return map[string]any{

@@ -1,0 +1,196 @@
+package scheduler
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/leasecron/leasecron/lease"
+)
+
+// TestOutputTailKeepsTheLastBytes: a tail of limit bytes keeps the newest
+// whole lines within limit, numbers them from where the cut ends, and
+// counts what it dropped.
+func TestOutputTailKeepsTheLastBytes(t *testing.T) {
+	const limit = 1000
+	o := newOutputTail(limit, nil)
+	var total int64
+	for i := 1; i <= 5000; i++ {
+		line := "a line of output, number " + strconv.Itoa(i)
+		total += int64(len(line)) + 1
+		o.add([]string{"out", "err"}[i%2], []byte(line))
+	}
+	out := o.snapshot(0)
+	if out.Bytes != total {
+		t.Errorf("Bytes = %d, want %d", out.Bytes, total)
+	}
+	kept := out.Bytes - out.CutBytes
+	if kept > limit || kept < limit-20 {
+		t.Errorf("kept %d bytes, want the last whole lines within %d", kept, limit)
+	}
+	last := out.Lines[len(out.Lines)-1]
+	if last.Text != "a line of output, number 5000" || last.Stream != "out" {
+		t.Errorf("last line %+v, want line 5000 on out", last)
+	}
+	if want := "a line of output, number " + strconv.FormatInt(out.First, 10); out.Lines[0].Text != want || out.CutLines != out.First-1 {
+		t.Errorf("first kept %q (First %d, CutLines %d), want %q", out.Lines[0].Text, out.First, out.CutLines, want)
+	}
+	if !strings.Contains(out.CutNote(), strconv.FormatInt(out.CutLines, 10)+" lines") {
+		t.Errorf("CutNote %q does not say the cut", out.CutNote())
+	}
+	if cap(o.lines) > 4*len(out.Lines)+256 {
+		t.Errorf("the queue holds %d slots for %d lines: it grows with the output", cap(o.lines), len(out.Lines))
+	}
+}
+
+// TestOutputTailEmptyLineFlood: a flood of empty lines is bounded by the
+// line count (limit/16), so its framing cannot outgrow the record.
+func TestOutputTailEmptyLineFlood(t *testing.T) {
+	o := newOutputTail(defaultOutputLimit, nil)
+	for range 200_000 {
+		o.add("out", nil)
+	}
+	out := o.snapshot(0)
+	if len(out.Lines) > defaultOutputLimit/minLineShare {
+		t.Errorf("%d empty lines kept, want at most %d", len(out.Lines), defaultOutputLimit/minLineShare)
+	}
+	data, err := encodeRecord(RunRecord{Job: "j", Output: &out})
+	if err != nil || len(data) > lease.MaxRecordSize {
+		t.Errorf("record: %d bytes, %v; want within %d", len(data), err, lease.MaxRecordSize)
+	}
+}
+
+// TestEncodeRecordFitsTheStore: output that escapes to more than
+// lease.MaxRecordSize in JSON is cut further, oldest lines first, and the
+// cut is counted.
+func TestEncodeRecordFitsTheStore(t *testing.T) {
+	o := newOutputTail(maxOutputLimit, nil)
+	ctl := strings.Repeat("\x01", 1000) // 6 bytes each in JSON
+	for range 2000 {
+		o.add("err", []byte(ctl))
+	}
+	out := o.snapshot(0)
+	data, err := encodeRecord(RunRecord{Job: "j", Output: &out})
+	if err != nil || len(data) > lease.MaxRecordSize {
+		t.Fatalf("record: %d bytes, %v; want within %d", len(data), err, lease.MaxRecordSize)
+	}
+	var back RunRecord
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Output.CutLines <= out.CutLines || back.Output.First != back.Output.CutLines+1 || len(back.Output.Lines) == 0 {
+		t.Errorf("cut to fit: CutLines %d (was %d), First %d, %d lines", back.Output.CutLines, out.CutLines, back.Output.First, len(back.Output.Lines))
+	}
+}
+
+// TestReadLinesSplitsLongLines: lines come without their newline, a line
+// longer than maxLineBytes in pieces, the last line without a newline
+// too, and the raw copy is byte for byte.
+func TestReadLinesSplitsLongLines(t *testing.T) {
+	long := strings.Repeat("x", 2*maxLineBytes+5)
+	in := "a\n\nb\n" + long + "\nend"
+	var got []string
+	var raw bytes.Buffer
+	readLines(strings.NewReader(in), &raw, func(b []byte) { got = append(got, string(b)) })
+	if raw.String() != in {
+		t.Errorf("raw copy differs")
+	}
+	if strings.Join(got, "") != strings.ReplaceAll(in, "\n", "") || got[0] != "a" || got[1] != "" || got[len(got)-1] != "end" {
+		t.Errorf("lines %q...", got[:3])
+	}
+	for _, l := range got {
+		if len(l) > maxLineBytes {
+			t.Errorf("a piece of %d bytes, want at most %d", len(l), maxLineBytes)
+		}
+	}
+}
+
+// TestRedactor: redact patterns and secret env values (from the job's
+// env or the daemon's) become [REDACTED]; without either nothing changes.
+func TestRedactor(t *testing.T) {
+	t.Setenv("LEASECRON_TEST_DAEMON_SECRET", "d43m0n")
+	j := &Job{Redact: []string{`token=\S+`}, SecretEnv: []string{"DB_PASSWORD", "LEASECRON_TEST_DAEMON_SECRET", "UNSET_ONE"},
+		Env: map[string]string{"DB_PASSWORD": "hunter2"}}
+	r := newRedactor(j)
+	got := r.apply("login hunter2 token=abc123 d43m0n ok")
+	if want := "login [REDACTED] [REDACTED] [REDACTED] ok"; got != want {
+		t.Errorf("apply = %q, want %q", got, want)
+	}
+	if newRedactor(&Job{}) != nil || (*redactor)(nil).apply("x") != "x" {
+		t.Errorf("a job without redact or secret_env must not change its output")
+	}
+}
+
+// TestWriteOutputTail: the file holds the cut note and the lines as
+// printed, mode 0600.
+func TestWriteOutputTail(t *testing.T) {
+	o := newOutputTail(32, nil) // 2 lines at most
+	for _, l := range []string{"first line", "two", "three"} {
+		o.add("out", []byte(l))
+	}
+	out := o.snapshot(0)
+	path := filepath.Join(t.TempDir(), "tail")
+	if err := WriteOutputTail(path, RunRecord{Job: "j", Output: &out}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := out.CutNote() + "\ntwo\nthree\n"; string(b) != want {
+		t.Errorf("file:\n%q\nwant\n%q", b, want)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
+	}
+}
+
+// TestOutputConfigKeys: output_limit (with units), redact and secret_env
+// in defaults and jobs; a bad regexp is named with its file and line.
+func TestOutputConfigKeys(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "jobs.yaml")
+	good := `redis:
+  nodes: ["redis://127.0.0.1:6379/0"]
+defaults:
+  redact: ['password=\S+']
+jobs:
+  - name: a
+    schedule: "@hourly"
+    shell: "true"
+    output_limit: 128KiB
+    secret_env: [DB_PASSWORD]
+  - name: b
+    schedule: "@hourly"
+    shell: "true"
+`
+	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := c.Job("a"), c.Job("b")
+	if a.OutputLimit != 128<<10 || len(a.SecretEnv) != 1 || len(a.Redact) != 1 || len(b.Redact) != 1 || b.OutputLimit != 0 {
+		t.Errorf("a: %d %q %q; b: %d %q", a.OutputLimit, a.SecretEnv, a.Redact, b.OutputLimit, b.Redact)
+	}
+	bad := strings.Replace(good, "    secret_env: [DB_PASSWORD]\n", "    redact:\n      - 'ok'\n      - 'bad(['\n", 1)
+	bad = strings.Replace(bad, "output_limit: 128KiB", "output_limit: 2MiB", 1)
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(path)
+	if err == nil {
+		t.Fatal("bad redact pattern and output_limit accepted")
+	}
+	for _, want := range []string{path + ":12:", "bad redact pattern", path + ":9:", "output_limit"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
