@@ -9,8 +9,8 @@ import (
 
 // CutNote is the line that says what was cut from the start of an output
 // tail ("" when nothing was).
-func (o *Output) CutNote() string {
-	if o == nil || o.CutLines == 0 {
+func (o Output) CutNote() string {
+	if o.CutLines == 0 {
 		return ""
 	}
 	return fmt.Sprintf("[... %d lines (%d bytes) cut: the last %d bytes are kept]", o.CutLines, o.CutBytes, o.Limit)
@@ -69,4 +69,3 @@ func WriteOutputTail(path string, rec RunRecord) (err error) {
 	}
 	return nil
 }
-
