@@ -87,14 +87,15 @@ func newOutputTail(limit int, r *redactor) *outputTail {
 	return &outputTail{limit: limit, maxLines: max(limit/minLineShare, 1), redact: r, now: time.Now}
 }
 
-// add appends one line of stream (without its newline) and drops the
-// oldest lines beyond the limit. It returns the line as kept (redacted).
-func (o *outputTail) add(stream string, line []byte) string {
-	text := o.redact.apply(string(line))
+// add appends one line of stream, as readLines gives it (with its
+// newline, if it had one), and drops the oldest lines beyond the limit. It
+// returns the line as kept (redacted, without the newline).
+func (o *outputTail) add(stream string, raw []byte) string {
+	text := o.redact.apply(string(bytes.TrimSuffix(raw, []byte("\n"))))
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.total++
-	o.bytes += int64(len(line)) + lineCost
+	o.bytes += int64(len(raw))
 	o.lines = append(o.lines, OutputLine{At: o.now().Truncate(time.Millisecond), Stream: stream, Text: text})
 	o.size += len(text) + lineCost
 	for o.size > o.limit || len(o.lines)-o.head > o.maxLines {
@@ -148,8 +149,8 @@ func (o *outputTail) lineCount() int64 {
 	return o.total
 }
 
-// readLines reads r to EOF, calling line for each line (without its
-// newline; a line longer than maxLineBytes comes in pieces) and copying
+// readLines reads r to EOF, calling line for each line (with its newline;
+// a line longer than maxLineBytes comes in pieces without one) and copying
 // the raw bytes to raw when it is not nil. Memory: one buffer of
 // maxLineBytes.
 func readLines(r io.Reader, raw io.Writer, line func([]byte)) {
@@ -161,7 +162,7 @@ func readLines(r io.Reader, raw io.Writer, line func([]byte)) {
 		}
 		switch {
 		case err == nil:
-			line(b[:len(b)-1])
+			line(b)
 		case errors.Is(err, bufio.ErrBufferFull):
 			// A long line: this piece now, the rest as the next ones (a
 			// multi-byte character may be split between pieces).

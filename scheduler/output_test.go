@@ -3,11 +3,14 @@ package scheduler
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasecron/leasecron/lease"
 )
@@ -22,7 +25,7 @@ func TestOutputTailKeepsTheLastBytes(t *testing.T) {
 	for i := 1; i <= 5000; i++ {
 		line := "a line of output, number " + strconv.Itoa(i)
 		total += int64(len(line)) + 1
-		o.add([]string{"out", "err"}[i%2], []byte(line))
+		o.add([]string{"out", "err"}[i%2], []byte(line+"\n"))
 	}
 	out := o.snapshot(0)
 	if out.Bytes != total {
@@ -95,7 +98,7 @@ func TestReadLinesSplitsLongLines(t *testing.T) {
 	in := "a\n\nb\n" + long + "\nend"
 	var got []string
 	var raw bytes.Buffer
-	readLines(strings.NewReader(in), &raw, func(b []byte) { got = append(got, string(b)) })
+	readLines(strings.NewReader(in), &raw, func(b []byte) { got = append(got, strings.TrimSuffix(string(b), "\n")) })
 	if raw.String() != in {
 		t.Errorf("raw copy differs")
 	}
@@ -193,4 +196,84 @@ jobs:
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
+}
+
+// TestOutputTailMemoryBound: 256 MiB of output read through readLines
+// into a tail of the default limit leaves the heap about where it was;
+// negative control: the same with the bound lifted (a limit above what is
+// printed) grows the heap by at least what was printed, which the same
+// measurement sees.
+func TestOutputTailMemoryBound(t *testing.T) {
+	const printed = 256 << 20
+	line := strings.Repeat("y", 999) + "\n"
+	feed := func(limit int) uint64 {
+		var o *outputTail
+		growth := heapGrowth(func() {
+			o = newOutputTail(limit, nil)
+			readLines(&repeatReader{line: line, left: printed}, nil, func(b []byte) { o.add("out", b) })
+		})
+		if got := o.snapshot(0).Bytes; got != printed {
+			t.Fatalf("read %d bytes, want %d", got, printed)
+		}
+		return growth
+	}
+	const bound = 32 << 20
+	if g := feed(defaultOutputLimit); g > bound {
+		t.Errorf("bounded tail: the heap grew by %d MiB for 256 MiB of output; want at most %d MiB", g>>20, bound>>20)
+	}
+	if g := feed(1 << 30); g <= bound {
+		t.Errorf("negative control: with the bound lifted the heap grew by only %d MiB: the measurement cannot see growth", g>>20)
+	}
+}
+
+// repeatReader reads line over and over, left bytes in all.
+type repeatReader struct {
+	line string
+	left int
+	off  int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	if r.left == 0 {
+		return 0, io.EOF
+	}
+	n := 0
+	for n < len(p) && r.left > 0 {
+		c := copy(p[n:min(len(p), n+r.left)], r.line[r.off:])
+		n, r.left, r.off = n+c, r.left-c, (r.off+c)%len(r.line)
+	}
+	return n, nil
+}
+
+// heapGrowth is the peak of the heap in use while run runs (sampled
+// after each of its steps by a ticker) over the heap in use before.
+func heapGrowth(run func()) uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	peak := base
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tk := time.NewTicker(20 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			var s runtime.MemStats
+			runtime.ReadMemStats(&s)
+			peak = max(peak, s.HeapInuse)
+			select {
+			case <-done:
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	run()
+	var s runtime.MemStats
+	runtime.ReadMemStats(&s)
+	close(done)
+	<-sampled
+	return max(peak, s.HeapInuse) - base
 }
