@@ -46,6 +46,13 @@ func (d *decoder) outputJobField(j *Job, key string, v any, field string) (ok, h
 		} else {
 			j.SecretEnv = items
 		}
+		// Each item at its own line (Validate then finds them failed).
+		for i, item := range items {
+			if msg := checkOutputItem(key, item); msg != "" {
+				f := fmt.Sprintf("%s[%d]", field, i)
+				d.fail(d.src.lines[f], f, msg)
+			}
+		}
 	default:
 		return false, false
 	}
@@ -104,12 +111,8 @@ func checkOutputField(j *Job, key string) (msgs []string, ok bool) {
 				j.OutputLimit, maxOutputLimit, formatSize(maxOutputLimit), formatSize(defaultOutputLimit)))
 		}
 	case "redact", "secret_env":
-		items := map[string][]string{"redact": j.Redact, "secret_env": j.SecretEnv}[key]
-		for i, item := range items {
-			if msg := checkOutputItem(key, item); msg != "" {
-				msgs = append(msgs, fmt.Sprintf("%s[%d]: %s", key, i, msg))
-			}
-		}
+		// Item by item where they are read (outputJobField) and in
+		// Validate (outputChecks), each at its own line.
 	default:
 		return nil, false
 	}
