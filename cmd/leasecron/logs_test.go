@@ -27,6 +27,10 @@ jobs:
     env: {DB_PASSWORD: hunter2}
     secret_env: [DB_PASSWORD]
     shell: "true"
+  - name: plain
+    schedule: "@yearly"
+    env: {DB_PASSWORD: hunter2}
+    shell: "true"
 `)
 			waitVoting(t, path)
 			cmd := execProc(path, "--name", "noisy", "--", "sh", "-c", `echo out1; echo err1 >&2; echo out2; echo "pw $DB_PASSWORD"; echo err2 >&2`)
@@ -60,6 +64,14 @@ jobs:
 			}
 			if code, text, _ := cli(t, "logs", "-c", path, "noisy"); code != 0 || !strings.Contains(text, " err err1\n") || !strings.Contains(text, "== ok (exit 0)") {
 				t.Errorf("logs: exit %d\n%s", code, text)
+			}
+			// Negative control: the same secret in a job without secret_env
+			// is stored as printed, and this check sees it.
+			if err := execProc(path, "--name", "plain", "--", "sh", "-c", `echo "pw $DB_PASSWORD"`).Run(); err != nil {
+				t.Fatalf("exec plain: %v", err)
+			}
+			if code, text, _ := cli(t, "logs", "-c", path, "plain"); code != 0 || !strings.Contains(text, " out pw hunter2\n") {
+				t.Errorf("negative control: without secret_env the stored output lacks the secret: exit %d\n%s", code, text)
 			}
 		})
 	}
