@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"image/png"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func TestJobPage(t *testing.T) {
 		"<code>@every 1s</code>", "<dt>next ticks</dt>",
 		"<th>host</th><th>tick</th><th>attempt</th><th>result</th><th>duration</th><th>fence</th>",
 		"<td>host-a</td>", `<span class="badge good">ok</span> exit 0`,
-		"out hello from host-a &lt;b&gt;", `<span class="err">err warn on stderr</span>`,
+		"out hello from host-a &lt;b&gt;", `<span class="e">err warn on stderr</span>`,
 		"the last 65536 bytes of each run",
 	}
 	for _, w := range want {
@@ -101,5 +102,10 @@ func TestJobPage(t *testing.T) {
 	}
 	if len(colours) < 30 {
 		t.Errorf("the job page's screenshot has %d colours: blank or nearly so", len(colours))
+	}
+	if keep := os.Getenv("LEASECRON_JOB_SCREENSHOT"); keep != "" {
+		if err := os.WriteFile(keep, shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
