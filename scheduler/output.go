@@ -39,8 +39,19 @@ type OutputLine struct {
 	At time.Time `json:"t"`
 	// Stream is "out" (stdout) or "err" (stderr).
 	Stream string `json:"s"`
-	// Text is the line without its newline, redacted (see Job.Output).
+	// Text is the line without its newline, redacted (see Job.Redact).
 	Text string `json:"l"`
+
+	raw int // bytes the job printed for it, newline included
+}
+
+// printed is what the job printed for l (its text and newline when the
+// raw size is not known).
+func (l OutputLine) printed() int64 {
+	if l.raw > 0 {
+		return int64(l.raw)
+	}
+	return int64(len(l.Text)) + lineCost
 }
 
 // Output limits.
@@ -75,7 +86,6 @@ type outputTail struct {
 	size     int   // cost of lines[head:]
 	total    int64 // lines seen
 	bytes    int64 // bytes seen
-	cutBytes int64
 	redact   *redactor
 	now      func() time.Time
 }
@@ -96,14 +106,13 @@ func (o *outputTail) add(stream string, raw []byte) string {
 	defer o.mu.Unlock()
 	o.total++
 	o.bytes += int64(len(raw))
-	o.lines = append(o.lines, OutputLine{At: o.now().Truncate(time.Millisecond), Stream: stream, Text: text})
+	o.lines = append(o.lines, OutputLine{At: o.now().Truncate(time.Millisecond), Stream: stream, Text: text, raw: len(raw)})
 	o.size += len(text) + lineCost
 	for o.size > o.limit || len(o.lines)-o.head > o.maxLines {
 		dropped := o.lines[o.head]
 		o.lines[o.head] = OutputLine{}
 		o.head++
 		o.size -= len(dropped.Text) + lineCost
-		o.cutBytes += int64(len(dropped.Text)) + lineCost
 	}
 	if o.head > len(o.lines)/2 && o.head > 64 {
 		n := copy(o.lines, o.lines[o.head:])
@@ -134,10 +143,11 @@ func (o *outputTail) snapshot(maxBytes int) Output {
 	}
 }
 
+// sizeOf is what the job printed for lines.
 func (o *outputTail) sizeOf(lines []OutputLine) int64 {
 	var n int64
 	for _, l := range lines {
-		n += int64(len(l.Text)) + lineCost
+		n += l.printed()
 	}
 	return n
 }
@@ -194,7 +204,7 @@ func encodeRecord(rec RunRecord) ([]byte, error) {
 		out := *rec.Output
 		drop := max(len(out.Lines)/4, 1)
 		for _, l := range out.Lines[:drop] {
-			out.CutBytes += int64(len(l.Text)) + lineCost
+			out.CutBytes += l.printed()
 		}
 		out.Lines = out.Lines[drop:]
 		out.First += int64(drop)

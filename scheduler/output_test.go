@@ -277,3 +277,19 @@ func heapGrowth(run func()) uint64 {
 	<-sampled
 	return max(peak, s.HeapInuse) - base
 }
+
+// TestOutputCountsPrintedBytes: Bytes and CutBytes count what the job
+// printed, not the redacted text (which may be longer).
+func TestOutputCountsPrintedBytes(t *testing.T) {
+	o := newOutputTail(64, newRedactor(&Job{Redact: []string{"x"}}))
+	o.add("out", []byte("x\n"))
+	if out := o.snapshot(0); out.Bytes != 2 || out.CutBytes != 0 || out.Lines[0].Text != redacted {
+		t.Errorf("one redacted line: %+v; want 2 bytes printed, none cut", out)
+	}
+	for range 20 {
+		o.add("out", []byte("x\n"))
+	}
+	if out := o.snapshot(0); out.Bytes != 42 || out.CutBytes != 2*out.CutLines || out.CutLines == 0 {
+		t.Errorf("after the cut: %d printed, %d lines and %d bytes cut; want 2 bytes per cut line", out.Bytes, out.CutLines, out.CutBytes)
+	}
+}
