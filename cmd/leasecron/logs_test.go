@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/scheduler"
 )
 
@@ -102,5 +106,36 @@ func TestLogsBadInput(t *testing.T) {
 	code, out, errOut := cli(t, "check", "-c", bad)
 	if code != exitUsage || !strings.Contains(out+errOut, bad+":18:") || !strings.Contains(out+errOut, "bad redact pattern") {
 		t.Errorf("check of a bad redact pattern: exit %d\n%s%s\nwant it named with %s:18", code, out, errOut, bad)
+	}
+}
+
+// TestLogsFollowVanishedHost: `logs -f` follows a tail whose host stops
+// publishing (it died: the entry expires) and leaves no record: it prints
+// the lines it saw and exits 1 saying so, instead of waiting forever.
+func TestLogsFollowVanishedHost(t *testing.T) {
+	cl := redistest.Start(t, 1)
+	path := writeConfig(t, fleetConfig(cl.URLs(), "  - {name: ghost, schedule: \"@yearly\", shell: \"true\"}\n"))
+	waitVoting(t, path)
+	cfg, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	be, err := openBackend(ctx, cfg, backendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	lt := scheduler.LiveTail{Host: "host-gone", Attempt: 1, Fence: 7, Start: time.Now().UTC().Truncate(time.Millisecond),
+		Output: scheduler.Output{First: 1, Bytes: 12, Lines: []scheduler.OutputLine{{At: time.Now(), Stream: "out", Text: "last words"}}}}
+	data, _ := json.Marshal(lt)
+	if err := be.Put(ctx, scheduler.SpaceOutput, lease.Entry{Name: "ghost", Version: 1, Data: data, TTL: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, "logs", "-c", path, "-f", "ghost")
+	if code != exitFailure || !strings.Contains(out, "== host-gone · tick manual · attempt 1 · fence 7") ||
+		!strings.Contains(out, " out last words\n") || !strings.Contains(errOut, "stopped publishing") {
+		t.Errorf("logs -f of a vanished host: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
