@@ -20,8 +20,6 @@ import (
 // attempt's tail as its host publishes it.
 type LogsCommand struct {
 	stdout, stderr io.Writer
-	// poll is how often -f reads the published tail (followPoll).
-	poll time.Duration
 }
 
 // followPoll is how often `logs -f` reads the running attempt's tail. With

@@ -42,10 +42,6 @@ func sameAttempt(a, b scheduler.LiveTail) bool {
 // its lines as its host publishes them, and when it ends prints the rest
 // from its record and its result. timeout bounds each read.
 func (c *LogsCommand) follow(ctx context.Context, be lease.Backend, job string, timeout time.Duration) error {
-	poll := c.poll
-	if poll <= 0 {
-		poll = followPoll
-	}
 	read := func() (scheduler.LiveTail, bool, error) {
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
@@ -83,7 +79,7 @@ func (c *LogsCommand) follow(ctx context.Context, be lease.Backend, job string, 
 			}
 			return c.finishFollow(ctx, be, job, *cur, f, timeout)
 		}
-		t := time.NewTimer(poll)
+		t := time.NewTimer(followPoll)
 		select {
 		case <-ctx.Done():
 			t.Stop()
