@@ -3,19 +3,16 @@ package scheduler
 import (
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 )
 
 // rawOutputKeys are the job keys of a run's output kept in the history
 // (output_limit, redact, secret_env), which the defaults section may set
 // too.
 type rawOutputKeys struct {
-	OutputLimit byteSize `yaml:"output_limit"`
-	Redact      []*text  `yaml:"redact" want:"must be a list of regular expressions, such as [\"token=\\\\S+\"], not %s"`
-	SecretEnv   []*text  `yaml:"secret_env" want:"must be a list of environment variable names, such as [DB_PASSWORD], not %s"`
+	OutputLimit size    `yaml:"output_limit"` // config_limits.go
+	Redact      []*text `yaml:"redact" want:"must be a list of regular expressions, such as [\"token=\\\\S+\"], not %s"`
+	SecretEnv   []*text `yaml:"secret_env" want:"must be a list of environment variable names, such as [DB_PASSWORD], not %s"`
 }
 
 // outputKeys are the job keys checkOutputField knows.
@@ -31,11 +28,11 @@ func outputField(r *rawOutputKeys, key string) any {
 func (d *decoder) outputJobField(j *Job, key string, v any, field string) (ok, handled bool) {
 	switch key {
 	case "output_limit":
-		s := v.(*byteSize)
+		s := v.(*size)
 		if !d.take(field, s.leaf) {
 			return false, true
 		}
-		j.OutputLimit = s.v
+		j.OutputLimit = int(min(s.v, 1<<40)) // checkOutputField reports a limit too large
 	case "redact", "secret_env":
 		items := d.texts(field, *v.(*[]*text), "empty item")
 		if items == nil {
@@ -117,57 +114,4 @@ func checkOutputField(j *Job, key string) (msgs []string, ok bool) {
 		return nil, false
 	}
 	return msgs, true
-}
-
-// byteSize is a number of bytes: 65536, 64KiB, 64K, 1MiB, 1M (K and M are
-// binary: 1024 and 1048576).
-type byteSize struct {
-	leaf
-	v int
-}
-
-// UnmarshalYAML reads a size; it records a bad one, never fails.
-func (b *byteSize) UnmarshalYAML(n *yaml.Node) error {
-	s, ok := b.scalar(n)
-	if !ok {
-		return nil
-	}
-	v, err := parseSize(s)
-	if err != nil {
-		b.bad = err.Error()
-		return nil
-	}
-	b.v, b.set = v, true
-	return nil
-}
-
-// parseSize reads a byteSize.
-func parseSize(s string) (int, error) {
-	t := strings.TrimSpace(s)
-	mult := 1
-	for _, u := range []struct {
-		suffix string
-		mult   int
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"K", 1 << 10}, {"M", 1 << 20}, {"B", 1}} {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseInt(t, 10, 32)
-	if err != nil || v < 0 || v*int64(mult) > 1<<30 {
-		return 0, fmt.Errorf("bad size %q: want bytes such as 65536, 64KiB or 1MiB", s)
-	}
-	return int(v) * mult, nil
-}
-
-// formatSize is n bytes as KiB or MiB when whole.
-func formatSize(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return strconv.Itoa(n>>20) + "MiB"
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return strconv.Itoa(n>>10) + "KiB"
-	}
-	return strconv.Itoa(n) + "B"
 }

@@ -47,6 +47,7 @@ type rawDefaults struct {
 	Env          map[string]text `yaml:"env"`
 	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
+	rawLimitKeys `yaml:",inline"`
 	// rawOutputKeys: config_output.go
 	rawOutputKeys `yaml:",inline"`
 }
@@ -93,6 +94,7 @@ type rawJob struct {
 	Env          map[string]text `yaml:"env"`
 	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
+	rawLimitKeys `yaml:",inline"`
 	// rawOutputKeys: config_output.go
 	rawOutputKeys `yaml:",inline"`
 }
@@ -105,6 +107,9 @@ func field(r any, key string) any {
 		if v := fleetField(&r.rawFleetKeys, key); v != nil {
 			return v
 		}
+		if v := limitField(&r.rawLimitKeys, key); v != nil {
+			return v
+		}
 		if v := outputField(&r.rawOutputKeys, key); v != nil {
 			return v
 		}
@@ -115,6 +120,9 @@ func field(r any, key string) any {
 		}[key]
 	case *rawDefaults:
 		if v := fleetField(&r.rawFleetKeys, key); v != nil {
+			return v
+		}
+		if v := limitField(&r.rawLimitKeys, key); v != nil {
 			return v
 		}
 		if v := outputField(&r.rawOutputKeys, key); v != nil {
