@@ -179,6 +179,9 @@ type Job struct {
 	// in [0, Jitter) that is the same on every host (a hash of the job
 	// and T). The tick (epoch, LEASECRON_TICK) stays T.
 	Jitter time.Duration
+	// Hooks run on the job's events (on_start, on_success, on_failure,
+	// on_missed), each on one host once per event (see hooks.go).
+	Hooks Hooks
 
 	sched *schedule // compiled by Validate
 	path  string    // "jobs[i]" as in the file, for messages

@@ -101,8 +101,9 @@ var ErrNoLease = errors.New("the lease could not be taken")
 // Exec runs req.Job once under its lease, as the daemon runs a tick: the
 // pause flag honoured, the lease renewed while the command runs and the
 // command killed before the lease could be lost, the run recorded in the
-// job's history, and the slot completed when the command ran to its end.
-// It returns the run's record when the command ran; an *ExecSkipped when
+// job's history, the slot completed when the command ran to its end, and
+// the job's hooks fired (the file's job of that name: on_start, on_success,
+// on_failure). It returns the run's record when the command ran; an *ExecSkipped when
 // it did not for a reason that is no failure; an error matching
 // ErrNoLease when the lease could not be taken.
 func (s *Scheduler) Exec(ctx context.Context, req ExecRequest) (RunRecord, error) {
@@ -129,6 +130,9 @@ func (s *Scheduler) Exec(ctx context.Context, req ExecRequest) (RunRecord, error
 		tick = s.now()
 	}
 	log := s.log.With("job", j.Name, "tick", execTickAttr(req.Tick))
+	// The job's hooks, as the daemon fires them; waited for (within
+	// hookDrain) before Exec returns.
+	defer s.startHooks()()
 	rec, _ := s.runLeased(ctx, cfg, j, tick, l, 1, log)
 	if rec.Result == "error" {
 		return rec, errors.New(rec.Error)

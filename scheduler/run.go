@@ -36,9 +36,13 @@ type RunRecord struct {
 	// Result is ok, failed (non-zero exit), timeout, aborted (lease lost),
 	// shutdown (stopped by the daemon's shutdown), stopped (its job was
 	// paused with --stop), error (could not start) or dry_run (won with
-	// Options.DryRun: not started, the tick completed).
+	// Options.DryRun: not started, the tick completed); for a tick that
+	// did not run, missed or skipped (see Reason).
 	Result string `json:"result"`
 	Error  string `json:"error,omitempty"`
+	// Reason says why a tick was missed or skipped (result missed or
+	// skipped: see MissNoQuorum and the other Miss constants).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Duration is how long the run took.
@@ -69,7 +73,13 @@ func killMarginFor(timeout time.Duration) time.Duration {
 // the job's history, and completes the tick (or releases the lease when
 // the run was cut short by a lost lease, shutdown or pause --stop, or
 // when it failed and is to be retried: then retryAt is when the retry is
-// due).
+// due). It fires the job's hooks: on_start once the job started, then
+// on_success or on_failure (see endEvent).
+//
+// Its phases: start the job (startRun), keep its lease (holdRun), wait
+// for its end or a reason to cut it short (watchRun), name the result
+// (result), decide how the tick ends (settle), record and complete it
+// (finish).
 func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick time.Time, l lease.Lease, attempt int, log *slog.Logger) (rec RunRecord, retryAt time.Time) {
 	manual := l.Epoch() == 0
 	rec = RunRecord{Job: j.Name, Host: s.host, Fence: l.Fence(), Start: time.Now(), Attempt: attempt}
@@ -90,28 +100,82 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 		return rec, time.Time{}
 	}
 
-	log.Debug("starting the job")
-	proc, err := s.startJob(j, tick, l, manual, attempt)
+	r, err := s.startRun(j, tick, l, manual, attempt, rec.Start, log)
 	if err != nil {
 		log.Error("job could not be started", "err", err)
 		rec.End, rec.Result, rec.Exit, rec.Error = time.Now(), "error", -1, err.Error()
 		// It did not run: release so another host (or a retry) can try.
 		s.finish(j, l, nil, rec, false, false, log)
+		s.runEnded(j, rec, manual, false, nil)
 		return rec, time.Time{}
 	}
-	stop := make(chan PauseInfo, 1)
+	defer r.done()
+	s.fireHook(j, runEvent(EventStart, rec, manual, nil))
+	hold := s.holdRun(cfg, j, l, r.proc, log)
+	w, cut := s.watchRun(hard, j, r, hold, log)
+	s.drainOutput(r.proc, &r.outWG, log)
+	rec.End = time.Now()
+	rec.Exit, rec.Signal = w.exit.Code, w.exit.Signal
+	rec.Result, rec.Error = s.result(j, r, w, cut, log)
+	complete, lapse, retryAt := s.settle(j, tick, l, rec, w, manual, log)
+	s.finish(j, l, hold, rec, complete && !manual, lapse, log)
+	s.runEnded(j, rec, manual, !retryAt.IsZero(), &r.tail)
+	return rec, retryAt
+}
+
+// activeRun is a job started by runLeased: its supervised process, the
+// readers of its output, its end and its pause --stop channel.
+type activeRun struct {
+	proc   *supervisor.Process
+	outWG  sync.WaitGroup
+	exited chan runExit
+	stop   chan PauseInfo
+	tail   tailBuffer // the end of its output, for its hooks
+	done   func()     // forgets the run (status, metrics)
+}
+
+// runExit is how a job's supervised process ended.
+type runExit struct {
+	exit supervisor.Exit
+	err  error
+}
+
+// startRun starts the job, registers it as running and starts the
+// readers of its output and of its end.
+func (s *Scheduler) startRun(j *Job, tick time.Time, l lease.Lease, manual bool, attempt int, started time.Time, log *slog.Logger) (*activeRun, error) {
+	log.Debug("starting the job")
+	proc, err := s.startJob(j, tick, l, manual, attempt)
+	if err != nil {
+		return nil, err
+	}
+	r := &activeRun{proc: proc, exited: make(chan runExit, 1), stop: make(chan PauseInfo, 1)}
 	s.mu.Lock()
-	s.running[j.Name] = &runState{tick: tick, proc: proc, started: rec.Start, stop: stop}
+	s.running[j.Name] = &runState{tick: tick, proc: proc, started: started, stop: r.stop}
 	s.mu.Unlock()
 	s.opts.Metrics.Running(j.Name, 1)
-	defer func() {
+	r.done = func() {
 		s.mu.Lock()
 		delete(s.running, j.Name)
 		s.mu.Unlock()
 		s.opts.Metrics.Running(j.Name, -1)
-	}()
+	}
 	log.Info("job started", "pid", proc.JobPID(), "valid_until", l.ValidUntil())
+	r.outWG.Add(2)
+	go func() { defer r.outWG.Done(); s.logLines(log, "stdout", io.TeeReader(proc.Stdout(), &r.tail)) }()
+	go func() { defer r.outWG.Done(); s.logLines(log, "stderr", io.TeeReader(proc.Stderr(), &r.tail)) }()
+	go func() {
+		// Not after the output's EOF: a process outside the job's group
+		// (or one left by a dead supervisor) may hold the pipes open, and
+		// Wait is what kills the group when the supervisor is lost.
+		e, err := proc.Wait()
+		r.exited <- runExit{e, err}
+	}()
+	return r, nil
+}
 
+// holdRun keeps l renewed while the job runs, extending the supervisor's
+// deadline with each renewal.
+func (s *Scheduler) holdRun(cfg *Config, j *Job, l lease.Lease, proc *supervisor.Process, log *slog.Logger) *lease.Hold {
 	margin := s.killMargin()
 	holdOpts := []lease.HoldOption{
 		lease.RenewEvery(cfg.Lease.Renew),
@@ -137,34 +201,28 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 		// out even if the job refuses to die (the supervisor kills it).
 		holdOpts = append(holdOpts, lease.MaxLifetime(j.Timeout+j.KillGrace+time.Second))
 	}
-	hold := lease.NewHold(l, s.be.Timeout(), holdOpts...)
+	return lease.NewHold(l, s.be.Timeout(), holdOpts...)
+}
 
-	var outWG sync.WaitGroup
-	outWG.Add(2)
-	go func() { defer outWG.Done(); s.logLines(log, "stdout", proc.Stdout()) }()
-	go func() { defer outWG.Done(); s.logLines(log, "stderr", proc.Stderr()) }()
-	type waited struct {
-		exit supervisor.Exit
-		err  error
-	}
-	exited := make(chan waited, 1)
-	go func() {
-		// Not after the output's EOF: a process outside the job's group
-		// (or one left by a dead supervisor) may hold the pipes open, and
-		// Wait is what kills the group when the supervisor is lost.
-		e, err := proc.Wait()
-		exited <- waited{e, err}
-	}()
-
+// watchRun waits for the job's end; a lost lease, the job's timeout, the
+// daemon's shutdown (hard) or a pause --stop stop it first. cut says
+// which of those did ("" when none).
+func (s *Scheduler) watchRun(hard context.Context, j *Job, r *activeRun, hold *lease.Hold, log *slog.Logger) (w runExit, cut string) {
 	var timeout <-chan time.Time
 	if j.Timeout > 0 {
 		t := time.NewTimer(j.Timeout)
 		defer t.Stop()
 		timeout = t.C
 	}
-	cut := "" // why the run was stopped early
-	terminate := func() {
-		switch err := proc.Terminate(j.KillGrace); {
+	// stopFor stops the run for why (the first reason only).
+	stopFor := func(why, metric string, logf func(string, ...any), msg string, args ...any) {
+		if cut != "" {
+			return
+		}
+		cut = why
+		logf(msg, args...)
+		s.opts.Metrics.Abort(j.Name, metric)
+		switch err := r.proc.Terminate(j.KillGrace); {
 		case err == nil:
 		case errors.Is(err, syscall.EPIPE) || errors.Is(err, supervisor.ErrClosed):
 			// The supervisor is gone: the job just ended, or the
@@ -176,88 +234,72 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	}
 	// Each case fires once: a closed channel left in the select would make
 	// it spin for as long as the job lingers.
-	holdDone, hardDone, stopC := hold.Done(), hard.Done(), (<-chan PauseInfo)(stop)
-	var w waited
-wait:
+	holdDone, hardDone, stopC := hold.Done(), hard.Done(), (<-chan PauseInfo)(r.stop)
 	for {
 		select {
-		case w = <-exited:
-			break wait
+		case w = <-r.exited:
+			return w, cut
 		case <-holdDone:
 			holdDone = nil
-			if cut == "" {
-				cut = "aborted"
-				log.Error("lease lost; stopping the job before its validity ends", "err", hold.Err())
-				s.opts.Metrics.Abort(j.Name, "lease_lost")
-				terminate()
-			}
+			stopFor("aborted", "lease_lost", log.Error, "lease lost; stopping the job before its validity ends", "err", hold.Err())
 		case <-timeout:
 			timeout = nil
-			if cut == "" {
-				cut = "timeout"
-				log.Warn("job timed out; stopping it", "timeout", j.Timeout)
-				s.opts.Metrics.Abort(j.Name, "timeout")
-				terminate()
-			}
+			stopFor("timeout", "timeout", log.Warn, "job timed out; stopping it", "timeout", j.Timeout)
 		case <-hardDone:
 			hardDone = nil
-			if cut == "" {
-				cut = "shutdown"
-				log.Warn("shutting down; stopping the job", "kill_grace", j.KillGrace)
-				s.opts.Metrics.Abort(j.Name, "shutdown")
-				terminate()
-			}
+			stopFor("shutdown", "shutdown", log.Warn, "shutting down; stopping the job", "kill_grace", j.KillGrace)
 		case pi := <-stopC:
 			stopC = nil
-			if cut == "" {
-				cut = "stopped"
-				log.Warn("job paused with --stop; stopping the run (the tick is released, not completed)",
-					"paused_by", pi.By, "reason", pi.Reason, "kill_grace", j.KillGrace)
-				s.opts.Metrics.Abort(j.Name, "paused")
-				terminate()
-			}
+			stopFor("stopped", "paused", log.Warn, "job paused with --stop; stopping the run (the tick is released, not completed)",
+				"paused_by", pi.By, "reason", pi.Reason, "kill_grace", j.KillGrace)
 		}
 	}
-	s.drainOutput(proc, &outWG, log)
-	rec.End = time.Now()
-	rec.Exit, rec.Signal = w.exit.Code, w.exit.Signal
+}
+
+// result names the result of a run that ended as w (cut: why it was
+// stopped early) and the error to record.
+func (s *Scheduler) result(j *Job, r *activeRun, w runExit, cut string, log *slog.Logger) (result, errText string) {
 	switch {
 	case errors.Is(w.err, supervisor.ErrSupervisorLost):
 		// Never completed: the job did not run to its end under watch.
-		rec.Result, rec.Error = "aborted", w.err.Error()
 		s.opts.Metrics.Abort(j.Name, "supervisor_lost")
 		log.Error("the job's supervisor died without a report; killed what the job started",
-			"pgid", proc.JobPID(), "containment", s.contain.String(), "job_dead", w.exit.DeadTime > 0, "err", w.err)
+			"pgid", r.proc.JobPID(), "containment", s.contain.String(), "job_dead", w.exit.DeadTime > 0, "err", w.err)
+		return "aborted", w.err.Error()
 	case w.err != nil:
-		rec.Result, rec.Error = "error", w.err.Error()
+		return "error", w.err.Error()
 	case cut != "":
-		rec.Result = cut
+		return cut, ""
 	case w.exit.Reason == supervisor.ReasonSuspended:
 		// The host was suspended: the lease may have expired on the
 		// servers while no timer ran here. The job is dead; its tick
 		// goes to whoever wins it next.
-		rec.Result = "aborted"
 		s.opts.Metrics.Abort(j.Name, "suspended")
 		log.Error("the host was suspended while the job ran; its supervisor killed it, as its lease may have expired meanwhile")
+		return "aborted", ""
 	case w.exit.Reason == "deadline" || w.exit.Reason == "daemon-gone":
-		rec.Result = "aborted"
+		return "aborted", ""
 	case w.exit.Code == 0 && w.exit.Signal == "":
-		rec.Result = "ok"
-	default:
-		rec.Result = "failed"
+		return "ok", ""
 	}
-	// A tick is completed when the job ran to its end (whatever its exit
-	// status) or hit its timeout. A run cut short by a lost lease or by
-	// shutdown is released without completion so another host takes over.
-	complete := rec.Result == "ok" || rec.Result == "failed" || rec.Result == "timeout"
+	return "failed", ""
+}
+
+// settle decides how a finished run's tick ends: complete (the job ran
+// to its end, whatever its exit status, or hit its timeout, and no retry
+// is due), lapse (processes of the job may live on: the lease is left to
+// run out), or released (a run cut short by a lost lease or by shutdown,
+// so another host takes over; or a failure with a retry due at retryAt).
+func (s *Scheduler) settle(j *Job, tick time.Time, l lease.Lease, rec RunRecord, w runExit, manual bool, log *slog.Logger) (complete, lapse bool, retryAt time.Time) {
+	complete = rec.Result == "ok" || rec.Result == "failed" || rec.Result == "timeout"
 	// Processes of the job that could not be confirmed dead may still be
 	// working: leave the lease to run out instead of handing it on now.
-	lapse := errors.Is(w.err, supervisor.ErrNotConfirmedDead) ||
+	lapse = errors.Is(w.err, supervisor.ErrNotConfirmedDead) ||
 		errors.Is(w.err, supervisor.ErrSupervisorLost) && w.exit.DeadTime == 0
 	if lapse {
-		complete = false
 		log.Error("the job's processes could not be confirmed dead; leaving its lease to run out instead of releasing it",
 			"valid_until", l.ValidUntil())
+		return false, true, time.Time{}
 	}
 	if complete && !manual {
 		// A failed run with retries left is released for the retry
@@ -267,8 +309,42 @@ wait:
 			complete = false
 		}
 	}
-	s.finish(j, l, hold, rec, complete && !manual, lapse, log)
-	return rec, retryAt
+	return complete, false, retryAt
+}
+
+// endEvent is the hook event of a finished run: success for ok; failure
+// for a run that failed, timed out or could not start with no retry
+// due, and for a manual run that ended any other way; "" for a dry run,
+// a retried failure or a run cut short (aborted, shutdown, stopped),
+// whose tick goes on (another host takes it over, or it is missed).
+func endEvent(rec RunRecord, manual, retrying bool) string {
+	switch {
+	case rec.Result == "ok":
+		return EventSuccess
+	case rec.Result == "dry_run" || retrying:
+		return ""
+	case manual, rec.Result == "failed", rec.Result == "timeout", rec.Result == "error":
+		return EventFailure
+	}
+	return ""
+}
+
+// runEnded fires the hook of rec's end, if any.
+func (s *Scheduler) runEnded(j *Job, rec RunRecord, manual, retrying bool, tail *tailBuffer) {
+	if ev := endEvent(rec, manual, retrying); ev != "" {
+		s.fireHook(j, runEvent(ev, rec, manual, tail))
+	}
+}
+
+// runEvent is the hook event of run rec.
+func runEvent(event string, rec RunRecord, manual bool, tail *tailBuffer) HookEvent {
+	ev := HookEvent{Event: event, Job: rec.Job, Tick: rec.Tick, Manual: manual, Attempt: rec.Attempt, Fence: rec.Fence}
+	if event != EventStart {
+		ev.Result, ev.Exit, ev.Signal = rec.Result, rec.Exit, rec.Signal
+		ev.Duration = rec.Duration().Seconds()
+		ev.OutputTail = tail.String()
+	}
+	return ev
 }
 
 // outputDrain bounds how long a run waits, once its job is dead, for the
@@ -400,6 +476,7 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (RunRecord, error)
 		return RunRecord{}, fmt.Errorf("trigger %s: %w", name, err)
 	}
 	log := s.log.With("job", j.Name, "tick", "manual")
+	defer s.startHooks()()
 	rec, _ := s.runLeased(ctx, cfg, j, s.now(), l, 1, log)
 	if rec.Result == "error" {
 		return rec, errors.New(rec.Error)
