@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -220,11 +221,13 @@ var errGuardTaken = errors.New("taken by another host")
 // guardTries bounds the attempts at a guard's lease that find no quorum.
 const guardTries = 8
 
-// guard takes the lease of req (a hook's or a missed tick's) with up to
-// guardTries attempts that find no quorum, backing off from 1s. It fails
-// with errGuardTaken when the epoch is completed or held elsewhere.
+// guard takes the lease of req (a hook's) with up to guardTries attempts,
+// backing off from 1s after one that found no quorum. It fails with
+// errGuardTaken when the epoch is completed, or held by another host
+// (which fires the hook). A hold by this host is an earlier attempt of
+// its own that timed out here but was granted: it is waited out.
 func (s *Scheduler) guard(ctx context.Context, req lease.Request, log *slog.Logger) (lease.Lease, error) {
-	wait := time.Second
+	backoff := time.Second
 	var err error
 	for range guardTries {
 		res := s.be.TryAcquireBatch(ctx, []lease.Request{req})[0]
@@ -232,20 +235,34 @@ func (s *Scheduler) guard(ctx context.Context, req lease.Request, log *slog.Logg
 			return res.Lease, nil
 		}
 		err = res.Err
-		if errors.Is(err, lease.ErrEpochDone) || errors.Is(err, lease.ErrHeld) {
+		wait, own := s.heldBy(err)
+		switch {
+		case errors.Is(err, lease.ErrEpochDone), wait > 0 && !own:
 			log.Debug("guard taken elsewhere", "key", req.Key, "err", err)
 			return nil, errGuardTaken
+		case wait == 0:
+			wait, backoff = lease.Jitter(backoff), min(2*backoff, 30*time.Second)
 		}
-		t := time.NewTimer(lease.Jitter(wait))
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil, errors.Join(err, ctx.Err())
 		case <-t.C:
 		}
-		wait = min(2*wait, 30*time.Second)
 	}
 	return nil, err
+}
+
+// heldBy reports, for a refusal err because the lease is held, how long
+// until it is free (at least 50ms; 0 for any other error) and whether
+// this host holds it (its Owner ends with " host=" and this host's id).
+func (s *Scheduler) heldBy(err error) (wait time.Duration, own bool) {
+	var rerr *lease.RefusedError
+	if !errors.As(err, &rerr) || !errors.Is(rerr.Reason, lease.ErrHeld) {
+		return 0, false
+	}
+	return max(rerr.HolderTTL, 0) + 50*time.Millisecond, strings.HasSuffix(rerr.Holder, " host="+s.host)
 }
 
 // deliverCounted delivers t's hook with its retries and counts the

@@ -81,25 +81,31 @@ func (s *Scheduler) recordMiss(ctx context.Context, j *Job, tick time.Time, reas
 	}
 	log := s.log.With("job", j.Name, "tick", tick.UTC().Format(time.RFC3339), "reason", reason)
 	giveUp := time.Now().Add(missedRecordFor)
-	wait := time.Second
+	backoff := time.Second
 	for {
 		done, err := s.tryRecordMiss(ctx, j, tick, reason, log)
 		if done {
 			return
+		}
+		// Held: by a host checking the tick now (it may die), or by an
+		// attempt of this host's that timed out here but was granted;
+		// else no quorum: back off.
+		wait, _ := s.heldBy(err)
+		if wait == 0 {
+			wait, backoff = lease.Jitter(backoff), min(2*backoff, 10*time.Second)
 		}
 		if !time.Now().Add(wait).Before(giveUp) {
 			log.Error("could not record the missed tick", "err", err, "tried_for", missedRecordFor)
 			return
 		}
 		log.Debug("could not record the missed tick yet; retrying", "err", err, "retry_in", wait)
-		t := time.NewTimer(lease.Jitter(wait))
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		wait = min(2*wait, 30*time.Second)
 	}
 }
 

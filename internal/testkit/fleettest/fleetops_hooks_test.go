@@ -164,3 +164,79 @@ func hooksOncePerEvent(t *testing.T, backend string) {
 		t.Errorf("%d webhook requests with a bad signature or body", sink.bad)
 	}
 }
+
+// TestMissedTickNoQuorum: 3 daemons, every backend. Every daemon's links
+// to every server are cut from just before a tick of job quiet until
+// after its deadline, then healed: that tick has exactly one history
+// record, missed with the reason no_quorum, written once the servers are
+// reachable again; the ticks before and after it ran.
+func TestMissedTickNoQuorum(t *testing.T) {
+	t.Parallel()
+	for _, b := range Backends {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			missedTickNoQuorum(t, b)
+		})
+	}
+}
+
+func missedTickNoQuorum(t *testing.T, backend string) {
+	cfg := opsConfig(backend)
+	const every = 8 * time.Second
+	cfg.Jobs = []Job{{Name: "quiet", Every: every, Sleep: 100 * time.Millisecond, Deadline: 2 * time.Second}}
+	f := startVoting(t, cfg)
+	from := f.ScheduleFrom()
+	// The first tick at least 3s ahead: cut 1s before it, heal 1s after
+	// its deadline.
+	tick := Ticks(every, from.Add(3*time.Second), from.Add(3*time.Second+every))[0]
+	if d := time.Until(tick.Add(-time.Second)); d > 0 {
+		time.Sleep(d)
+	}
+	for d := range f.Daemons {
+		for n := range f.Store.Servers {
+			f.Proxy(d, n).Cut()
+		}
+	}
+	time.Sleep(time.Until(tick.Add(3 * time.Second)))
+	for d := range f.Daemons {
+		for n := range f.Store.Servers {
+			f.Proxy(d, n).Heal()
+		}
+	}
+	var recs []scheduler.RunRecord
+	f.WaitFor("the missed record of the cut tick", 60*time.Second, func(*History) bool {
+		recs = history(t, f, "quiet", 50)
+		for _, r := range recs {
+			if r.Tick.Equal(tick) {
+				return true
+			}
+		}
+		return false
+	})
+	// Another tick later, so that a second record would have had time.
+	f.WaitFor("the next tick to end", 3*every, func(h *History) bool {
+		for _, r := range h.Tick("quiet", tick.Add(every).Unix()) {
+			if r.Ended() {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(2 * time.Second)
+	recs = history(t, f, "quiet", 50)
+	n := 0
+	for _, r := range recs {
+		if r.Tick.Equal(tick) {
+			n++
+			if r.Result != "missed" || r.Reason != scheduler.MissNoQuorum {
+				t.Errorf("record of the cut tick %s: %+v; want missed, no_quorum", fmtT(tick), r)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("the cut tick %s has %d records, want 1:\n%+v", fmtT(tick), n, recs)
+	}
+	if runs := f.History().Tick("quiet", tick.Unix()); len(runs) > 0 {
+		t.Errorf("the cut tick ran:\n%s", (&History{Runs: runs}).String())
+	}
+}
