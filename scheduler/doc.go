@@ -24,4 +24,14 @@
 // 1970-01-01T00:00:00Z, unlike robfig/cron's Every, which counts from when
 // the process started; D is a whole number of seconds, at least 1s. See
 // Job.Next, Job.Prev and Job.DeadlineFor.
+//
+// # Missed ticks and hooks
+//
+// A tick whose deadline passes without a run is recorded once across the
+// fleet in the job's history (result missed, or skipped, with a reason:
+// see missed.go), and a job's hooks (on_start, on_success, on_failure,
+// on_missed: a command or a signed webhook) fire once per event on one
+// host, queued so that they never hold the scheduler up (see hooks.go).
+// Both are guarded by leases on keys derived from the job's, with the
+// tick as their epoch, like the tick itself.
 package scheduler

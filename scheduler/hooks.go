@@ -73,7 +73,7 @@ const (
 	hookWorkers   = 4
 	// hookDrain bounds how long Run, Exec and Trigger wait, at their end,
 	// for queued hooks.
-	hookDrain = 30 * time.Second
+	hookDrain = 10 * time.Second
 )
 
 // hookQueue is the bounded queue of events and its workers.
