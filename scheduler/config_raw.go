@@ -47,6 +47,7 @@ type rawDefaults struct {
 	Env          map[string]text `yaml:"env"`
 	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
+	rawLimitKeys `yaml:",inline"`
 	rawHookKeys  `yaml:",inline"`
 }
 
@@ -92,6 +93,7 @@ type rawJob struct {
 	Env          map[string]text `yaml:"env"`
 	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
+	rawLimitKeys `yaml:",inline"`
 	rawHookKeys  `yaml:",inline"`
 }
 
@@ -101,6 +103,9 @@ func field(r any, key string) any {
 	switch r := r.(type) {
 	case *rawJob:
 		if v := fleetField(&r.rawFleetKeys, key); v != nil {
+			return v
+		}
+		if v := limitField(&r.rawLimitKeys, key); v != nil {
 			return v
 		}
 		if v := hookField(&r.rawHookKeys, key); v != nil {
@@ -113,6 +118,9 @@ func field(r any, key string) any {
 		}[key]
 	case *rawDefaults:
 		if v := fleetField(&r.rawFleetKeys, key); v != nil {
+			return v
+		}
+		if v := limitField(&r.rawLimitKeys, key); v != nil {
 			return v
 		}
 		if v := hookField(&r.rawHookKeys, key); v != nil {

@@ -29,7 +29,7 @@ func (s *Scheduler) rankStagger() time.Duration {
 // by are followed by one standby loop (see standby).
 func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick time.Time, jobs []*Job) {
 	cfg := s.cfg.Load()
-	pausesNow, live := s.unpaused(ctx, wg, tick, jobs)
+	pausesNow, live := s.unpaused(ctx, wg, tick, s.limitable(jobs))
 	hosts := s.liveHosts(cfg)
 	rk := s.rankFor(cfg, live, hosts)
 	groups := map[time.Duration][]*Job{}

@@ -13,8 +13,21 @@ import (
 // fires.
 
 // result names the result of a run that ended as w (cut: why it was
-// stopped early) and the error to record.
+// stopped early) and the error to record, its job's limits counted: a
+// failed run the OOM killer or tasks_max hit is oom or limit (see
+// limitResult).
 func (s *Scheduler) result(j *Job, r *activeRun, w runExit, cut string, log *slog.Logger) (result, errText string) {
+	result, errText = s.exitResult(j, r, w, cut, log)
+	if lr := limitResult(result, w.exit); lr != result {
+		log.Warn("the job ran into its limit", "limit", w.exit.Limit, "memory_max", j.MemoryMax, "tasks_max", j.TasksMax, "cpu_max", j.CPUMax)
+		s.opts.Metrics.Abort(j.Name, "limit_"+w.exit.Limit)
+		result = lr
+	}
+	return result, errText
+}
+
+// exitResult is result before the limits are counted.
+func (s *Scheduler) exitResult(j *Job, r *activeRun, w runExit, cut string, log *slog.Logger) (result, errText string) {
 	switch {
 	case errors.Is(w.err, supervisor.ErrSupervisorLost):
 		// Never completed: the job did not run to its end under watch.
@@ -42,12 +55,12 @@ func (s *Scheduler) result(j *Job, r *activeRun, w runExit, cut string, log *slo
 }
 
 // settle decides how a finished run's tick ends: complete (the job ran
-// to its end, whatever its exit status, or hit its timeout, and no retry
+// to its end, whatever its exit status, or hit its timeout or limit, and no retry
 // is due), lapse (processes of the job may live on: the lease is left to
 // run out), or released (a run cut short by a lost lease or by shutdown,
 // so another host takes over; or a failure with a retry due at retryAt).
 func (s *Scheduler) settle(j *Job, tick time.Time, l lease.Lease, rec RunRecord, w runExit, manual bool, log *slog.Logger) (complete, lapse bool, retryAt time.Time) {
-	complete = rec.Result == "ok" || rec.Result == "failed" || rec.Result == "timeout"
+	complete = ranToEnd(rec.Result)
 	// Processes of the job that could not be confirmed dead may still be
 	// working: leave the lease to run out instead of handing it on now.
 	lapse = errors.Is(w.err, supervisor.ErrNotConfirmedDead) ||
@@ -69,17 +82,18 @@ func (s *Scheduler) settle(j *Job, tick time.Time, l lease.Lease, rec RunRecord,
 }
 
 // endEvent is the hook event of a finished run: success for ok; failure
-// for a run that failed, timed out or could not start with no retry
-// due, and for a manual run that ended any other way; "" for a dry run,
-// a retried failure or a run cut short (aborted, shutdown, stopped),
-// whose tick goes on (another host takes it over, or it is missed).
+// for a run that failed, timed out, hit its limit (oom, limit) or could
+// not start (FailedResult) with no retry due, and for a manual run that
+// ended any other way; "" for a dry run, a retried failure or a run cut
+// short (aborted, shutdown, stopped), whose tick goes on (another host
+// takes it over, or it is missed).
 func endEvent(rec RunRecord, manual, retrying bool) string {
 	switch {
 	case rec.Result == "ok":
 		return EventSuccess
 	case rec.Result == "dry_run" || retrying:
 		return ""
-	case manual, rec.Result == "failed", rec.Result == "timeout", rec.Result == "error":
+	case manual, FailedResult(rec.Result):
 		return EventFailure
 	}
 	return ""
