@@ -48,7 +48,9 @@ type rawDefaults struct {
 	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
 	rawLimitKeys `yaml:",inline"`
-	rawHookKeys  `yaml:",inline"`
+	// rawOutputKeys: config_output.go
+	rawOutputKeys `yaml:",inline"`
+	rawHookKeys   `yaml:",inline"`
 }
 
 // rawFleetKeys are the job keys of "Operating a fleet" (retries, history,
@@ -94,7 +96,9 @@ type rawJob struct {
 	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
 	rawLimitKeys `yaml:",inline"`
-	rawHookKeys  `yaml:",inline"`
+	// rawOutputKeys: config_output.go
+	rawOutputKeys `yaml:",inline"`
+	rawHookKeys   `yaml:",inline"`
 }
 
 // field returns the leaf (or list, or map) of key in r, a *rawJob or a
@@ -106,6 +110,9 @@ func field(r any, key string) any {
 			return v
 		}
 		if v := limitField(&r.rawLimitKeys, key); v != nil {
+			return v
+		}
+		if v := outputField(&r.rawOutputKeys, key); v != nil {
 			return v
 		}
 		if v := hookField(&r.rawHookKeys, key); v != nil {
@@ -121,6 +128,9 @@ func field(r any, key string) any {
 			return v
 		}
 		if v := limitField(&r.rawLimitKeys, key); v != nil {
+			return v
+		}
+		if v := outputField(&r.rawOutputKeys, key); v != nil {
 			return v
 		}
 		if v := hookField(&r.rawHookKeys, key); v != nil {

@@ -105,12 +105,17 @@ func (s *Scheduler) post(ctx context.Context, t hookTask) error {
 // environment and the file of the output's tail, killing its process
 // group at the hook's timeout.
 func (s *Scheduler) runHookCommand(ctx context.Context, t hookTask) error {
-	tail, err := os.CreateTemp("", "leasecron-hook-*.out")
+	tail, err := os.CreateTemp("", "leasecron-hook-*.out") // mode 0600
 	if err != nil {
 		return fmt.Errorf("output tail file: %w", err)
 	}
 	defer os.Remove(tail.Name())
-	_, werr := tail.WriteString(t.ev.OutputTail)
+	var werr error
+	if t.ev.output != nil {
+		werr = t.ev.output.WriteText(tail, false)
+	} else {
+		_, werr = tail.WriteString(t.ev.OutputTail)
+	}
 	if cerr := tail.Close(); werr != nil || cerr != nil {
 		return fmt.Errorf("output tail file: %w", errors.Join(werr, cerr))
 	}

@@ -53,8 +53,9 @@ type HookEvent struct {
 	// Reason says why a tick was missed (see MissReasons).
 	Reason string `json:"reason,omitempty"`
 	// OutputTail is the end of the run's output (stdout and stderr as
-	// they came), at most hookTailSize bytes.
-	OutputTail string `json:"output_tail,omitempty"`
+	// they came, redacted), at most hookTailSize bytes.
+	OutputTail string  `json:"output_tail,omitempty"`
+	output     *Output // all of the run's tail, for a command's file
 	// Text is a one-line summary, so that a Slack-style incoming webhook
 	// (which shows "text") takes the body as it is.
 	Text string `json:"text"`

@@ -67,10 +67,9 @@ func TestWebhookDelivered(t *testing.T) {
 	key := "hook-key"
 	j := &Job{Name: "backup", Hooks: Hooks{OnFailure: &Hook{URL: srv.URL + "/token/path", Timeout: 5 * time.Second, Retries: 2, key: &secret{key}}}}
 	stop := s.startHooks()
-	tail := &tailBuffer{}
-	_, _ = tail.Write([]byte("line 1\nboom\n"))
-	rec := RunRecord{Job: "backup", Host: "h1", Fence: 7, Attempt: 1, Start: time.Unix(100, 0), End: time.Unix(102, 500e6), Exit: 3, Result: "failed"}
-	s.runEnded(j, rec, true, false, tail)
+	rec := RunRecord{Job: "backup", Host: "h1", Fence: 7, Attempt: 1, Start: time.Unix(100, 0), End: time.Unix(102, 500e6), Exit: 3, Result: "failed",
+		Output: &Output{Lines: []OutputLine{{Stream: "out", Text: "line 1"}, {Stream: "err", Text: "boom"}}}}
+	s.runEnded(j, rec, true, false)
 	stop()
 
 	if got.n() != 2 {
@@ -120,7 +119,7 @@ func TestWebhookFailureCounted(t *testing.T) {
 	s, m := hookScheduler(t)
 	j := &Job{Name: "slow", Hooks: Hooks{OnSuccess: &Hook{URL: srv.URL, Timeout: 100 * time.Millisecond, Retries: 1}}}
 	stop := s.startHooks()
-	s.runEnded(j, RunRecord{Job: "slow", Result: "ok"}, true, false, nil)
+	s.runEnded(j, RunRecord{Job: "slow", Result: "ok"}, true, false)
 	stop()
 	if got.n() != 2 {
 		t.Errorf("%d requests; want 2 (one try and one retry)", got.n())
@@ -141,10 +140,9 @@ func TestHookCommandEnv(t *testing.T) {
 	j.Env["OUT"] = out
 	s.noHookGuard = true // a tick's event takes a lease; this test has no backend
 	stop := s.startHooks()
-	tail := &tailBuffer{}
-	_, _ = tail.Write([]byte("it broke\n"))
 	tick := time.Unix(1700000000, 0).UTC()
-	s.runEnded(j, RunRecord{Job: "report", Tick: tick, Attempt: 2, Fence: 9, Start: tick, End: tick.Add(time.Second), Signal: "SIGKILL", Exit: -1, Result: "timeout"}, false, false, tail)
+	s.runEnded(j, RunRecord{Job: "report", Tick: tick, Attempt: 2, Fence: 9, Start: tick, End: tick.Add(time.Second), Signal: "SIGKILL", Exit: -1, Result: "timeout",
+		Output: &Output{Lines: []OutputLine{{Stream: "out", Text: "it broke"}}}}, false, false)
 	stop()
 	data, err := os.ReadFile(out)
 	if err != nil {

@@ -1,12 +1,10 @@
 package scheduler
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -45,6 +43,9 @@ type RunRecord struct {
 	// Reason says why a tick was missed or skipped (result missed or
 	// skipped: see MissNoQuorum and the other Miss constants).
 	Reason string `json:"reason,omitempty"`
+	// Output is the tail of the run's output (output_limit bytes), in
+	// the job's history only (see Output).
+	Output *Output `json:"output,omitempty"`
 }
 
 // Duration is how long the run took.
@@ -102,26 +103,27 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 		return rec, time.Time{}
 	}
 
-	r, err := s.startRun(j, tick, l, manual, attempt, rec.Start, log)
+	r, err := s.startRun(j, tick, l, manual, rec, log)
 	if err != nil {
 		log.Error("job could not be started", "err", err)
 		rec.End, rec.Result, rec.Exit, rec.Error = time.Now(), "error", -1, err.Error()
 		// It did not run: release so another host (or a retry) can try.
 		s.finish(j, l, nil, rec, false, false, log)
-		s.runEnded(j, rec, manual, false, nil)
+		s.runEnded(j, rec, manual, false)
 		return rec, time.Time{}
 	}
 	defer r.done()
-	s.fireHook(j, runEvent(EventStart, rec, manual, nil))
+	s.fireHook(j, runEvent(EventStart, rec, manual))
 	hold := s.holdRun(cfg, j, l, r.proc, log)
 	w, cut := s.watchRun(hard, j, r, hold, log)
-	s.drainOutput(r.proc, &r.outWG, log)
-	rec.End = time.Now()
+	s.drainOutput(r.proc, &r.out.wg, log)
+	rec.End, rec.Output = time.Now(), r.out.result()
 	rec.Exit, rec.Signal = w.exit.Code, w.exit.Signal
 	rec.Result, rec.Error = s.result(j, r, w, cut, log)
 	complete, lapse, retryAt := s.settle(j, tick, l, rec, w, manual, log)
 	s.finish(j, l, hold, rec, complete && !manual, lapse, log)
-	s.runEnded(j, rec, manual, !retryAt.IsZero(), &r.tail)
+	r.out.done(rec)
+	s.runEnded(j, rec, manual, !retryAt.IsZero())
 	return rec, retryAt
 }
 
@@ -129,11 +131,10 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 // readers of its output, its end and its pause --stop channel.
 type activeRun struct {
 	proc   *supervisor.Process
-	outWG  sync.WaitGroup
+	out    *runOutput // its output's readers and tail (output_run.go)
 	exited chan runExit
 	stop   chan PauseInfo
-	tail   tailBuffer // the end of its output, for its hooks
-	done   func()     // forgets the run (status, metrics)
+	done   func() // forgets the run (status, metrics)
 }
 
 // runExit is how a job's supervised process ended.
@@ -142,17 +143,17 @@ type runExit struct {
 	err  error
 }
 
-// startRun starts the job, registers it as running and starts the
-// readers of its output and of its end.
-func (s *Scheduler) startRun(j *Job, tick time.Time, l lease.Lease, manual bool, attempt int, started time.Time, log *slog.Logger) (*activeRun, error) {
+// startRun starts run rec of the job, registers it as running and starts
+// the readers of its output and of its end.
+func (s *Scheduler) startRun(j *Job, tick time.Time, l lease.Lease, manual bool, rec RunRecord, log *slog.Logger) (*activeRun, error) {
 	log.Debug("starting the job")
-	proc, err := s.startJob(j, tick, l, manual, attempt)
+	proc, err := s.startJob(j, tick, l, manual, rec.Attempt)
 	if err != nil {
 		return nil, err
 	}
 	r := &activeRun{proc: proc, exited: make(chan runExit, 1), stop: make(chan PauseInfo, 1)}
 	s.mu.Lock()
-	s.running[j.Name] = &runState{tick: tick, proc: proc, started: started, stop: r.stop}
+	s.running[j.Name] = &runState{tick: tick, proc: proc, started: rec.Start, stop: r.stop}
 	s.mu.Unlock()
 	s.opts.Metrics.Running(j.Name, 1)
 	r.done = func() {
@@ -162,9 +163,7 @@ func (s *Scheduler) startRun(j *Job, tick time.Time, l lease.Lease, manual bool,
 		s.opts.Metrics.Running(j.Name, -1)
 	}
 	log.Info("job started", "pid", proc.JobPID(), "valid_until", l.ValidUntil())
-	r.outWG.Add(2)
-	go func() { defer r.outWG.Done(); s.logLines(log, "stdout", io.TeeReader(proc.Stdout(), &r.tail)) }()
-	go func() { defer r.outWG.Done(); s.logLines(log, "stderr", io.TeeReader(proc.Stderr(), &r.tail)) }()
+	r.out = s.captureOutput(j, rec, proc, log) // output.go, output_run.go
 	go func() {
 		// Not after the output's EOF: a process outside the job's group
 		// (or one left by a dead supervisor) may hold the pipes open, and
@@ -312,7 +311,9 @@ func (s *Scheduler) finish(j *Job, l lease.Lease, hold *lease.Hold, rec RunRecor
 		log.Error("could not complete/release the lease", "complete", complete, "err", err)
 	}
 	s.opts.Metrics.RunFinished(rec.Job, rec.Result, rec.Duration())
-	if b, jerr := json.Marshal(rec); jerr == nil {
+	note := rec
+	note.Output = nil // in the history only: a note stays small
+	if b, jerr := json.Marshal(note); jerr == nil {
 		if err := s.be.SetNote(ctx, l.Key(), rec.End.UnixMilli(), string(b)); err != nil {
 			log.Warn("could not record the run", "err", err)
 		}
@@ -350,23 +351,6 @@ func (s *Scheduler) startJob(j *Job, tick time.Time, l lease.Lease, manual bool,
 		return nil, fmt.Errorf("start %s: %w", j.Name, err)
 	}
 	return proc, nil
-}
-
-// logLines logs r line by line with the job's name until EOF, or copies
-// it to Options.JobStdout or JobStderr when set.
-func (s *Scheduler) logLines(log *slog.Logger, stream string, r io.Reader) {
-	if r == nil {
-		return
-	}
-	if w := map[string]io.Writer{"stdout": s.opts.JobStdout, "stderr": s.opts.JobStderr}[stream]; w != nil {
-		_, _ = io.Copy(w, r)
-		return
-	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		log.Info(sc.Text(), "stream", stream)
-	}
 }
 
 // Trigger runs job once now, under its lease, and waits for it. It does not

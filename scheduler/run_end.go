@@ -100,19 +100,19 @@ func endEvent(rec RunRecord, manual, retrying bool) string {
 }
 
 // runEnded fires the hook of rec's end, if any.
-func (s *Scheduler) runEnded(j *Job, rec RunRecord, manual, retrying bool, tail *tailBuffer) {
+func (s *Scheduler) runEnded(j *Job, rec RunRecord, manual, retrying bool) {
 	if ev := endEvent(rec, manual, retrying); ev != "" {
-		s.fireHook(j, runEvent(ev, rec, manual, tail))
+		s.fireHook(j, runEvent(ev, rec, manual))
 	}
 }
 
 // runEvent is the hook event of run rec.
-func runEvent(event string, rec RunRecord, manual bool, tail *tailBuffer) HookEvent {
+func runEvent(event string, rec RunRecord, manual bool) HookEvent {
 	ev := HookEvent{Event: event, Job: rec.Job, Tick: rec.Tick, Manual: manual, Attempt: rec.Attempt, Fence: rec.Fence}
 	if event != EventStart {
 		ev.Result, ev.Exit, ev.Signal = rec.Result, rec.Exit, rec.Signal
 		ev.Duration = rec.Duration().Seconds()
-		ev.OutputTail = tail.String()
+		ev.OutputTail, ev.output = hookTail(rec.Output, hookTailSize), rec.Output
 	}
 	return ev
 }
