@@ -18,6 +18,7 @@ import (
 // ZooKeeper under load: its read of the flags timed out and the daemon
 // used its last read.)
 func TestUnreadablePauseFlagsDoNotStartRun(t *testing.T) {
+	t.Parallel()
 	j := &Job{Name: "paused", Schedule: "@every 2s", Shell: "true", Deadline: 30 * time.Second}
 	s, cfg := tickScheduler(t, j)
 	ctx := context.Background()
