@@ -92,6 +92,7 @@ func badNodes(t *testing.T) []struct {
 }
 
 func TestBadNodesTriggerAndStatus(t *testing.T) {
+	t.Parallel()
 	for _, tc := range badNodes(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			time.Sleep(time.Until(tc.ready))
@@ -140,6 +141,7 @@ func TestBadNodesTriggerAndStatus(t *testing.T) {
 // keeps running (a node may be fixed without restarting the fleet) but
 // runs no job, says why in its log, and stops cleanly.
 func TestBadNodesRunRunsNothing(t *testing.T) {
+	t.Parallel()
 	for _, tc := range badNodes(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			time.Sleep(time.Until(tc.ready))

@@ -66,6 +66,7 @@ func pausedOf(t *testing.T, st *scheduler.Status, job string) *scheduler.PauseIn
 // when and why; of a job's flag and --all's, the newest decides; resume
 // --all clears every pause; a pause naming an unknown job writes nothing.
 func TestPauseResumeStatus(t *testing.T) {
+	t.Parallel()
 	cl := redistest.Start(t, 3)
 	path := writeConfig(t, fleetConfig(cl.URLs(), `  - name: inventory-sync
     schedule: "@hourly"
@@ -193,6 +194,7 @@ func first[T, U any](t T, _ U) T { return t }
 // the jobs had; --json round-trips; -n bounds the output; the table shows
 // the same runs.
 func TestHistoryOfDaemonRuns(t *testing.T) {
+	t.Parallel()
 	cl := redistest.Start(t, 3)
 	path := writeConfig(t, fleetConfig(cl.URLs(), `  - name: flaky
     schedule: "@every 3s"
