@@ -19,8 +19,8 @@ deps:
 # Test binaries run 3 at a time, and up to 4 parallel tests inside each
 # (the fleets): most tests wait on timers and real servers, not on the CPU.
 # go test starts the packages in the order named, so the longest are named
-# first (the fleets, then the store packages, the CLI's, ...; each under
-# backend/ or lease/, whichever exists) and the short ones fill the gaps;
+# first (the fleets, then the store packages, the CLI's, ...)
+# and the short ones fill the gaps;
 # ./... adds the rest, each package once. With ./... alone the fleets
 # started after the others, ~6 minutes in, and ended the run.
 TEST_PARALLEL ?= 3
