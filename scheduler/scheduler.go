@@ -447,7 +447,8 @@ func (s *Scheduler) healthLoop(ctx context.Context) {
 }
 
 // loop computes every job's next tick and hands each batch of jobs that
-// share a tick to fire. It returns when ctx is done.
+// share a tick to fire. It returns when ctx is done. The pending ticks
+// wait in a heap (tickQueue): a wake looks at the earliest one only.
 //
 // A tick is never fired after its deadline. When the loop wakes late for a
 // pending tick (the daemon was paused, the host suspended, or the clock
@@ -459,45 +460,20 @@ func (s *Scheduler) healthLoop(ctx context.Context) {
 // pending tick stays pending until the clock reaches it again.
 func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*Job)) {
 	cfg := s.cfg.Load()
-	next := map[string]time.Time{}
-	schedule := func(cfg *Config, catchUp bool) {
-		now := s.now()
-		fresh := map[string]time.Time{}
-		for _, j := range cfg.Jobs {
-			if t, ok := next[j.Name]; ok && !catchUp {
-				// keep the pending tick if it is still what the schedule says
-				if n := j.Next(t.Add(-time.Second)); n.Equal(t) {
-					fresh[j.Name] = t
-					continue
-				}
-			}
-			if catchUp {
-				// On start, a tick that is still within its deadline is
-				// attempted too: it may have lost its host (completed
-				// ticks are refused by epoch).
-				fresh[j.Name] = current(j, now)
-			} else {
-				fresh[j.Name] = j.Next(now)
-			}
-		}
-		next = fresh
-	}
-	schedule(cfg, true)
+	q := newTickQueue(cfg, s.pendingTicks(cfg, nil, true))
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var dueFor time.Time // the tick due was computed for
+	var due []*Job
 	for {
-		// Earliest tick.
-		var at time.Time
-		for _, t := range next {
-			if !t.IsZero() && (at.IsZero() || t.Before(at)) {
-				at = t
-			}
-		}
+		at := q.earliest()
 		recheck := cmp.Or(s.recheck, clockRecheck)
 		wait := recheck
 		var offset time.Duration
 		if !at.IsZero() {
-			due := dueAt(cfg, next, at)
+			if !dueFor.Equal(at) || due == nil {
+				dueFor, due = at, q.due(at)
+			}
 			if s.until(at) > warmAhead {
 				// Before the wait is computed: a ranking not yet
 				// computed takes time (10 ms for 10,000 jobs × 100 hosts).
@@ -512,7 +488,8 @@ func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*
 			return
 		case <-s.reload:
 			cfg = s.cfg.Load()
-			schedule(cfg, false)
+			q = newTickQueue(cfg, s.pendingTicks(cfg, q.at, false))
+			due = nil
 			s.log.Info("schedule reloaded", "jobs", len(cfg.Jobs))
 			continue
 		case <-timer.C:
@@ -521,27 +498,60 @@ func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*
 		if at.IsZero() || now.Before(at.Add(offset)) {
 			continue
 		}
-		var batch []*Job
-		for _, j := range dueAt(cfg, next, at) {
-			if !startable(j, at, now) {
-				// Woken too late for at: its deadline passed or a later
-				// tick overtook it. c is the latest tick if it may still
-				// start, else the next one.
-				c := current(j, now)
-				s.log.Warn("tick missed: the daemon was paused or the clock jumped; skipping to the current tick",
-					"job", j.Name, "missed", at.UTC().Format(time.RFC3339),
-					"deadline", j.DeadlineFor(at).UTC().Format(time.RFC3339),
-					"now", now.UTC().Format(time.RFC3339Nano), "resume_with", c.UTC().Format(time.RFC3339))
-				next[j.Name] = c
-				continue
-			}
-			batch = append(batch, j)
-			next[j.Name] = j.Next(at)
-		}
-		if len(batch) > 0 {
+		due = nil
+		if batch := s.advance(q, at, now); len(batch) > 0 {
 			fire(at, batch)
 		}
 	}
+}
+
+// pendingTicks maps each job of cfg to its pending tick: on start
+// (catchUp) the current one (a tick still within its deadline is
+// attempted: it may have lost its host; completed ticks are refused by
+// epoch), after a reload the one in prev if the schedule still says so,
+// else the next one.
+func (s *Scheduler) pendingTicks(cfg *Config, prev map[string]time.Time, catchUp bool) map[string]time.Time {
+	now := s.now()
+	fresh := make(map[string]time.Time, len(cfg.Jobs))
+	for _, j := range cfg.Jobs {
+		if t, ok := prev[j.Name]; ok && !catchUp {
+			// keep the pending tick if it is still what the schedule says
+			if n := j.Next(t.Add(-time.Second)); n.Equal(t) {
+				fresh[j.Name] = t
+				continue
+			}
+		}
+		if catchUp {
+			fresh[j.Name] = current(j, now)
+		} else {
+			fresh[j.Name] = j.Next(now)
+		}
+	}
+	return fresh
+}
+
+// advance takes the jobs due at at off q, sets each one's next pending
+// tick, and returns those that may start now, in the config's order.
+func (s *Scheduler) advance(q *tickQueue, at, now time.Time) []*Job {
+	var batch []*Job
+	for _, p := range q.take(at) {
+		j := p.job
+		if !startable(j, at, now) {
+			// Woken too late for at: its deadline passed or a later
+			// tick overtook it. c is the latest tick if it may still
+			// start, else the next one.
+			c := current(j, now)
+			s.log.Warn("tick missed: the daemon was paused or the clock jumped; skipping to the current tick",
+				"job", j.Name, "missed", at.UTC().Format(time.RFC3339),
+				"deadline", j.DeadlineFor(at).UTC().Format(time.RFC3339),
+				"now", now.UTC().Format(time.RFC3339Nano), "resume_with", c.UTC().Format(time.RFC3339))
+			q.set(p, c)
+			continue
+		}
+		batch = append(batch, j)
+		q.set(p, j.Next(at))
+	}
+	return batch
 }
 
 // startable reports whether tick of j may be attempted at now: no later
@@ -560,18 +570,6 @@ func current(j *Job, now time.Time) time.Time {
 		return p
 	}
 	return j.Next(now)
-}
-
-// dueAt returns the jobs of cfg whose next tick (next maps each job to
-// it) is at, in the config's order.
-func dueAt(cfg *Config, next map[string]time.Time, at time.Time) []*Job {
-	var due []*Job
-	for _, j := range cfg.Jobs {
-		if t, ok := next[j.Name]; ok && t.Equal(at) {
-			due = append(due, j)
-		}
-	}
-	return due
 }
 
 // tickOffset is how long after at this host fires due, the jobs due at
