@@ -143,7 +143,8 @@ type Scheduler struct {
 	mu      sync.Mutex
 	running map[string]*runState // by job name
 	slots   int                  // run slots taken (max_parallel)
-	health  healthState
+	// healthNow is the servers' health as last seen (health).
+	healthNow healthState
 }
 
 type healthState struct {
@@ -301,9 +302,15 @@ func sameBackend(a, b *Config) bool {
 		a.Postgres == b.Postgres && a.MySQL == b.MySQL && a.Etcd.equal(&b.Etcd) && a.ZooKeeper.equal(&b.ZooKeeper)
 }
 
-// Healthy returns nil when a quorum of nodes answers and votes.
+// Healthy returns nil when a quorum of nodes answers and votes (it asks
+// them: Backend.Health).
 func (s *Scheduler) Healthy(ctx context.Context) error {
-	st := s.be.Health(ctx)
+	return s.health(s.be.Health(ctx))
+}
+
+// health notes the servers' statuses st (metrics, the STATUS= line) and
+// returns nil when a quorum of them answers and votes.
+func (s *Scheduler) health(st []lease.ServerStatus) error {
 	ok, waiting := 0, 0
 	var errs []error
 	for _, n := range st {
@@ -327,9 +334,23 @@ func (s *Scheduler) Healthy(ctx context.Context) error {
 	}
 	s.opts.Metrics.QuorumHealthy(err == nil)
 	s.mu.Lock()
-	s.health = healthState{checked: time.Now(), ok: ok, nodes: len(st), err: err}
+	s.healthNow = healthState{checked: time.Now(), ok: ok, nodes: len(st), err: err}
 	s.mu.Unlock()
 	return err
+}
+
+// noteHealth notes the servers' statuses st as seen by a round of this
+// host (the heartbeat's) and logs an unhealthy quorum.
+func (s *Scheduler) noteHealth(ctx context.Context, st []lease.ServerStatus) {
+	switch err := s.health(st); {
+	case err == nil || ctx.Err() != nil:
+	case errors.Is(err, errNotVotingYet):
+		// Expected after servers start or restart: one info line
+		// (quorumVotingAt) says when they vote.
+		s.quorumVotingAt(ctx)
+	default:
+		s.log.Warn("quorum unhealthy", "err", err)
+	}
 }
 
 // StatusLine summarises the scheduler in one line for systemd's STATUS=.
@@ -343,12 +364,12 @@ func (s *Scheduler) StatusLine() string {
 	}
 	sort.Strings(names)
 	q := "quorum unknown"
-	if !s.health.checked.IsZero() {
+	if !s.healthNow.checked.IsZero() {
 		state := "ok"
-		if s.health.err != nil {
+		if s.healthNow.err != nil {
 			state = "LOST"
 		}
-		q = fmt.Sprintf("quorum %s (%d/%d nodes)", state, s.health.ok, s.health.nodes)
+		q = fmt.Sprintf("quorum %s (%d/%d nodes)", state, s.healthNow.ok, s.healthNow.nodes)
 	}
 	run := "idle"
 	if len(names) > 0 {
@@ -427,24 +448,29 @@ func (s *Scheduler) healthLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := s.Healthy(pctx)
-		cancel()
-		switch {
-		case err == nil || ctx.Err() != nil:
-		case errors.Is(err, errNotVotingYet):
-			// Expected after servers start or restart: one info line
-			// (quorumVotingAt) says when they vote.
-			s.quorumVotingAt(ctx)
-		default:
-			s.log.Warn("redis quorum unhealthy", "err", err)
+		// The heartbeat's round notes the servers' health: ask them
+		// only when it has not for longer than healthEvery (a long
+		// heartbeat, or a round that has not ended; the margin is for a
+		// heartbeat of healthEvery, whose rounds drift against this
+		// loop).
+		s.mu.Lock()
+		stale := time.Since(s.healthNow.checked) >= healthEvery*3/2
+		s.mu.Unlock()
+		if stale {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			s.noteHealth(ctx, s.be.Health(pctx))
+			cancel()
 		}
 		if s.opts.Notify != nil {
 			s.opts.Notify("STATUS=" + s.StatusLine())
 		}
-		t.Reset(5 * time.Second)
+		t.Reset(healthEvery)
 	}
 }
+
+// healthEvery is how often the STATUS= line is sent, and the longest the
+// servers' health goes without a fresh look.
+const healthEvery = 5 * time.Second
 
 // loop computes every job's next tick and hands each batch of jobs that
 // share a tick to fire. It returns when ctx is done. The pending ticks
