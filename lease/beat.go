@@ -31,7 +31,9 @@ type BeatResult struct {
 	// ReadErr is the reads' error, as List would return it.
 	ReadErr error
 	// Health is each server's status as Backend.Health would report it,
-	// from this round's answers.
+	// from this round's answers; nil when the backend did not look this
+	// round (etcd and ZooKeeper, whose heartbeat reaches one server, ask
+	// every server at most every 10 s).
 	Health []ServerStatus
 }
 

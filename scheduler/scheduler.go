@@ -448,13 +448,12 @@ func (s *Scheduler) healthLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		// The heartbeat's round notes the servers' health: ask them
-		// only when it has not for longer than healthEvery (a long
-		// heartbeat, or a round that has not ended; the margin is for a
-		// heartbeat of healthEvery, whose rounds drift against this
-		// loop).
+		// The heartbeat's round notes the servers' health (on etcd
+		// and ZooKeeper every other round or so): ask them only when
+		// none did for healthStale (a long heartbeat, or a round that
+		// has not ended).
 		s.mu.Lock()
-		stale := time.Since(s.healthNow.checked) >= healthEvery*3/2
+		stale := time.Since(s.healthNow.checked) >= healthStale
 		s.mu.Unlock()
 		if stale {
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -468,9 +467,12 @@ func (s *Scheduler) healthLoop(ctx context.Context) {
 	}
 }
 
-// healthEvery is how often the STATUS= line is sent, and the longest the
-// servers' health goes without a fresh look.
-const healthEvery = 5 * time.Second
+// healthEvery is how often the STATUS= line is sent; healthStale the
+// longest the servers' health goes without a fresh look.
+const (
+	healthEvery = 5 * time.Second
+	healthStale = 4 * healthEvery
+)
 
 // loop computes every job's next tick and hands each batch of jobs that
 // share a tick to fire. It returns when ctx is done. The pending ticks
