@@ -32,8 +32,8 @@ import (
 var (
 	idleJobs   = flag.Int("idle.jobs", 1000, "BenchmarkIdle: jobs per daemon (none fires in the window)")
 	idleHosts  = flag.Int("idle.hosts", 8, "BenchmarkIdle: daemons of the fleet case")
-	idleWarm   = flag.Duration("idle.warm", 30*time.Second, "BenchmarkIdle: steady-state wait before the window")
-	idleWindow = flag.Duration("idle.window", 30*time.Second, "BenchmarkIdle: the measured window")
+	idleWarm   = flag.Duration("idle.warm", 20*time.Second, "BenchmarkIdle: steady-state wait before the window")
+	idleWindow = flag.Duration("idle.window", 20*time.Second, "BenchmarkIdle: the measured window")
 	idleStores = flag.String("idle.stores", "redis,postgres,mysql,etcd,zookeeper", "BenchmarkIdle: stores to measure")
 )
 
@@ -140,11 +140,12 @@ func idleRun(b *testing.B, bin string, st idleStore, space string, hosts int) {
 }
 
 // idleConfig is a daemon's config: -idle.jobs jobs, each once a day at
-// a time at least two hours away (none fires in the window).
+// a time at least two hours away, with a deadline of a minute (so that
+// no earlier tick is caught up at start: none fires in the window).
 func idleConfig(st idleStore, id string) []byte {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "id: %s\n%s", id, st.section)
-	sb.WriteString("defaults:\n  timezone: UTC\n  candidates: 3\njobs:\n")
+	sb.WriteString("defaults:\n  timezone: UTC\n  candidates: 3\n  deadline: 1m\njobs:\n")
 	h0 := time.Now().UTC().Hour()
 	for i := range *idleJobs {
 		spec := fmt.Sprintf("%d %d * * *", i%60, (h0+2+i%20)%24)
