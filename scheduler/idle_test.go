@@ -93,7 +93,9 @@ func idleCallsPerBeat(t *testing.T, noBeat bool) float64 {
 		}
 	}
 	c1, b1 := counts()
-	return float64(c1-c0) / float64(b1-b0)
+	got := float64(c1-c0) / float64(b1-b0)
+	t.Logf("%d script calls for %d heartbeats written on %d nodes: %.2f per node and heartbeat", c1-c0, b1-b0, len(cluster.Nodes), got)
+	return got
 }
 
 // commandCalls is the calls of command in an INFO commandstats answer.
