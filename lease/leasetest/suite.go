@@ -36,6 +36,7 @@ var subtests = []subtest{
 	{"Beat", false, testBeat},
 	{"EntryExpiry", false, testEntryExpiry},
 	{"Logs", false, testLogs},
+	{"BigRecords", false, testBigRecords},
 	{"StoreBadInputs", false, testStoreBadInputs},
 	{"Batch10000", true, testBatch},
 	{"Health", true, testHealth},
