@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasecron/leasecron/internal/supervisor"
 	"github.com/leasecron/leasecron/scheduler"
@@ -37,11 +38,32 @@ func runOnce(t *testing.T, job string) (scheduler.RunRecord, string) {
 	waitVoting(t, path)
 	d := startDaemon(t, "-c", path, "--id", "host-a")
 	d.notes.await(t, "READY=1")
-	recs, _ := waitHistory(t, path, "job", 1, d)
+	recs := waitRuns(t, path, "job", 1, d)
 	if code := d.stop(t); code != 0 {
 		t.Errorf("daemon: exit %d", code)
 	}
 	return recs[len(recs)-1], d.stderr.String()
+}
+
+// waitRuns waits until job has n runs on record, leaving out ticks on
+// record as missed (a daemon that starts after a tick, or before its
+// store has seen one, records it so), and returns them, newest first.
+func waitRuns(t *testing.T, path, job string, n int, d *testDaemon) []scheduler.RunRecord {
+	t.Helper()
+	var runs []scheduler.RunRecord
+	for end := time.Now().Add(90 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		runs = runs[:0]
+		for _, r := range historyOf(t, path, job) {
+			if r.Result != "missed" {
+				runs = append(runs, r)
+			}
+		}
+		if len(runs) >= n {
+			return runs
+		}
+	}
+	t.Fatalf("fewer than %d runs of %s recorded within 90s: %+v\ndaemon log:\n%s", n, job, runs, d.stderr)
+	return nil
 }
 
 // TestLimitsTasksRecorded: a fork bomb under tasks_max is bounded — its
