@@ -2,8 +2,6 @@ package mysql
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -35,7 +33,7 @@ const (
 // reply was lost is taken over by the next attempt instead of blocking the
 // key for a TTL.
 func (b *Backend) Acquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
-	token := newTokens(1)[0]
+	token := lease.NewToken()
 	var last error // the last refusal the server gave
 	for attempt := 0; ; attempt++ {
 		res := b.tryBatch(ctx, []lease.Request{req}, []string{token})[0]
@@ -78,7 +76,7 @@ func (b *Backend) Acquire(ctx context.Context, req lease.Request) (lease.Lease, 
 // a TTL <= 0, text that is not UTF-8 or contains NUL, or a key already in
 // the batch fails with a plain error.
 func (b *Backend) TryAcquireBatch(ctx context.Context, reqs []lease.Request) []lease.Result {
-	return b.tryBatch(ctx, reqs, newTokens(len(reqs)))
+	return b.tryBatch(ctx, reqs, lease.NewTokens(len(reqs)))
 }
 
 // row is one line of rows.sql's result: the key's row after acquire.sql.
@@ -159,15 +157,15 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []s
 		}
 		switch {
 		case granted:
-			l := &Lease{b: b, req: req, token: tokens[i], fence: r.fence}
-			v := b.validity(req.TTL, start)
+			l := &Lease{State: lease.NewState(req, tokens[i], r.fence), b: b}
+			v := lease.Validity(start, req.TTL, b.o.drift)
 			if v <= 0 {
 				late = append(late, l)
 				out[i].Err = &lease.RefusedError{Key: req.Key, Reason: lease.ErrNoQuorum, DoneEpoch: r.doneEpoch,
 					Detail: fmt.Sprintf("granted, but the statement took %s and left no validity", elapsed.Round(time.Microsecond))}
 				continue
 			}
-			l.validUntil = start.Add(v)
+			l.SetValidUntil(start.Add(v))
 			out[i].Lease = l
 		case epochDone:
 			out[i].Err = &lease.RefusedError{Key: req.Key, Reason: lease.ErrEpochDone, DoneEpoch: r.doneEpoch}
@@ -270,20 +268,3 @@ func checkText(what, key, text string) error {
 }
 
 func validText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
-
-// validity is the Redlock formula: what is left of ttl after the request
-// that started at start, minus the drift margin.
-func (b *Backend) validity(ttl time.Duration, start time.Time) time.Duration {
-	return ttl - time.Since(start) - (time.Duration(float64(ttl)*b.o.drift) + 2*time.Millisecond)
-}
-
-// newTokens returns n random 128-bit tokens in hex.
-func newTokens(n int) []string {
-	buf := make([]byte, 16*n)
-	_, _ = rand.Read(buf) // never fails (crypto/rand)
-	out := make([]string, n)
-	for i := range out {
-		out[i] = hex.EncodeToString(buf[16*i : 16*i+16])
-	}
-	return out
-}

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -36,7 +34,7 @@ const (
 // reply was lost is taken over by the next attempt instead of blocking the
 // key for a TTL.
 func (b *Backend) Acquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
-	token := newTokens(1)[0]
+	token := lease.NewToken()
 	var last error // the last refusal the server gave
 	for attempt := 0; ; attempt++ {
 		res := b.tryBatch(ctx, []lease.Request{req}, []string{token})[0]
@@ -81,7 +79,7 @@ func (b *Backend) Acquire(ctx context.Context, req lease.Request) (lease.Lease, 
 // a TTL <= 0, text that is not UTF-8 or contains NUL, or a key already in
 // the batch fails with a plain error.
 func (b *Backend) TryAcquireBatch(ctx context.Context, reqs []lease.Request) []lease.Result {
-	return b.tryBatch(ctx, reqs, newTokens(len(reqs)))
+	return b.tryBatch(ctx, reqs, lease.NewTokens(len(reqs)))
 }
 
 // row is one line of acquire.sql's result.
@@ -165,15 +163,15 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []s
 		}
 		switch {
 		case r.granted:
-			l := &Lease{b: b, req: req, token: tokens[i], fence: r.fence}
-			v := b.validity(req.TTL, start)
+			l := &Lease{State: lease.NewState(req, tokens[i], r.fence), b: b}
+			v := lease.Validity(start, req.TTL, b.o.drift)
 			if v <= 0 {
 				late = append(late, l)
 				out[i].Err = &lease.RefusedError{Key: req.Key, Reason: lease.ErrNoQuorum, DoneEpoch: r.doneEpoch,
 					Detail: fmt.Sprintf("granted, but the statement took %s and left no validity", elapsed.Round(time.Microsecond))}
 				continue
 			}
-			l.validUntil = start.Add(v)
+			l.SetValidUntil(start.Add(v))
 			out[i].Lease = l
 		case req.Epoch > 0 && r.doneEpoch >= req.Epoch:
 			out[i].Err = &lease.RefusedError{Key: req.Key, Reason: lease.ErrEpochDone, DoneEpoch: r.doneEpoch}
@@ -228,20 +226,3 @@ func checkRequest(r lease.Request) error {
 }
 
 func pgText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
-
-// validity is the Redlock formula: what is left of ttl after the request
-// that started at start, minus the drift margin.
-func (b *Backend) validity(ttl time.Duration, start time.Time) time.Duration {
-	return ttl - time.Since(start) - (time.Duration(float64(ttl)*b.o.drift) + 2*time.Millisecond)
-}
-
-// newTokens returns n random 128-bit tokens in hex.
-func newTokens(n int) []string {
-	buf := make([]byte, 16*n)
-	_, _ = rand.Read(buf) // never fails (crypto/rand)
-	out := make([]string, n)
-	for i := range out {
-		out[i] = hex.EncodeToString(buf[16*i : 16*i+16])
-	}
-	return out
-}

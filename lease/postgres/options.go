@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
 // Defaults of Open's options.
@@ -16,7 +18,7 @@ const (
 	DefaultTimeout = 2 * time.Second
 	// DefaultDrift is the clock drift factor subtracted from every
 	// validity, as in package lease.
-	DefaultDrift = 0.01
+	DefaultDrift = lease.DefaultDrift
 )
 
 // Option configures Open.
@@ -75,8 +77,8 @@ func (o *options) check() error {
 	if o.timeout <= 0 {
 		return fmt.Errorf("postgres backend: timeout must be positive, got %s", o.timeout)
 	}
-	if o.drift < 0 || o.drift >= 1 {
-		return fmt.Errorf("postgres backend: drift must be in [0,1), got %v", o.drift)
+	if err := lease.CheckDrift(o.drift); err != nil {
+		return fmt.Errorf("postgres backend: %w", err)
 	}
 	if _, err := parseTable(o.table); err != nil {
 		return err

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
 var (
@@ -95,8 +97,8 @@ func New(urls []string, opts ...Option) (*Client, error) {
 	if o.timeout <= 0 {
 		return nil, fmt.Errorf("lease: timeout must be positive, got %s", o.timeout)
 	}
-	if o.drift < 0 || o.drift >= 1 {
-		return nil, fmt.Errorf("lease: drift must be in [0,1), got %v", o.drift)
+	if err := lease.CheckDrift(o.drift); err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
 	}
 	if o.retry == nil {
 		o.retry = NoRetry()

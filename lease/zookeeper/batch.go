@@ -35,7 +35,7 @@ func (b *Backend) TryAcquireBatch(ctx context.Context, reqs []lease.Request) []l
 	var wg sync.WaitGroup
 	single := func(i int) {
 		defer wg.Done()
-		l, err := b.attempt(ctx, reqs[i], newToken(), timeout)
+		l, err := b.attempt(ctx, reqs[i], lease.NewToken(), timeout)
 		if err != nil {
 			out[i].Err = err
 			return
@@ -104,7 +104,7 @@ func (b *Backend) attemptGroup(ctx context.Context, reqs []lease.Request, idx []
 	b.mu.Lock()
 	for _, i := range idx {
 		r := reqs[i]
-		m := member{i: i, token: newToken(), p: b.paths(r.Key)}
+		m := member{i: i, token: lease.NewToken(), p: b.paths(r.Key)}
 		ds, known := b.doneVer[m.p.key]
 		m.fresh, m.done = !b.ready[m.p.key], ds
 		if !m.fresh && (!known || r.Epoch > 0 && ds.epoch >= r.Epoch) {
@@ -174,8 +174,8 @@ func (b *Backend) attemptGroup(ctx context.Context, reqs []lease.Request, idx []
 	b.mu.Unlock()
 	for _, m := range ms {
 		r := reqs[m.i]
-		l := &Lease{b: b, req: r, p: m.p, token: m.token, fence: res[m.lockOp].Stat.Czxid, gen: genOf(m, res)}
-		if v := b.validity(r.TTL, start); v > 0 {
+		l := &Lease{State: lease.NewState(r, m.token, res[m.lockOp].Stat.Czxid), b: b, p: m.p, gen: genOf(m, res)}
+		if v := lease.Validity(start, b.span(r.TTL), b.cfg.Drift); v > 0 {
 			l.hold(start.Add(v))
 			out[m.i].Lease = l
 			continue

@@ -2,8 +2,6 @@ package zookeeper
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -41,19 +39,11 @@ func (b *Backend) acl() []zk.ACL {
 	return zk.WorldACL(zk.PermAll)
 }
 
-func newToken() string {
-	var raw [12]byte
-	_, _ = rand.Read(raw[:])
-	return hex.EncodeToString(raw[:])
-}
-
 // Lease is a held ZooKeeper lock.
 type Lease struct {
-	b     *Backend
-	req   lease.Request
-	p     paths
-	token string
-	fence int64
+	lease.State // its fence is the lock znode's czxid
+	b           *Backend
+	p           paths
 	// gen is the done znode's version after this acquisition bumped it.
 	// Only an acquisition or a completion changes it, so while it stays
 	// gen nobody took the key after us: every later operation of the
@@ -61,10 +51,8 @@ type Lease struct {
 	// creation, so it cannot tell our lock from a successor's).
 	gen int32
 
-	mu         sync.Mutex
-	validUntil time.Time
-	expiry     *time.Timer // gives the lock up when validUntil passes unextended
-	gone       bool        // released, completed or expired
+	mu     sync.Mutex
+	expiry *time.Timer // gives the lock up when the validity passes unextended
 }
 
 var _ lease.Lease = (*Lease)(nil)
@@ -75,12 +63,11 @@ var _ lease.Lease = (*Lease)(nil)
 // ZooKeeper itself would keep it for as long as the session lives.
 // It returns false, changing nothing, once the lease was given up.
 func (l *Lease) hold(v time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.gone {
+	if !l.SetValidUntil(v) {
 		return false
 	}
-	l.validUntil = v
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.expiry == nil {
 		l.expiry = time.AfterFunc(time.Until(v), l.expire)
 		return true
@@ -90,23 +77,17 @@ func (l *Lease) hold(v time.Time) bool {
 }
 
 // expire runs when the validity ended without an extend. The check and
-// the giving up are one step: an extend that lands at the same moment
+// the giving up are one step (lease.State.Lapse): an extend that lands at the same moment
 // either moved the validity first (then nothing expires) or finds the
 // lease gone (and reports ErrNotHeld).
 func (l *Lease) expire() {
-	l.mu.Lock()
-	late := !l.gone && !time.Now().Before(l.validUntil)
-	if late {
-		// Given up, but not released by its holder: ValidUntil keeps
-		// its (past) value.
-		l.gone = true
-	}
-	l.mu.Unlock()
-	if !late {
+	// Given up, but not released by its holder: ValidUntil keeps its
+	// (past) value.
+	if !l.Lapse(time.Now()) {
 		return
 	}
 	l.b.mu.Lock()
-	delete(l.b.active, l.token)
+	delete(l.b.active, l.Token())
 	l.b.mu.Unlock()
 	l.deleteLockEventually()
 }
@@ -142,33 +123,6 @@ func (l *Lease) deleteLockEventually() {
 	}()
 }
 
-// Key returns the lease's key.
-func (l *Lease) Key() string { return l.req.Key }
-
-// Owner returns the Request's Owner.
-func (l *Lease) Owner() string { return l.req.Owner }
-
-// Token returns the random token stored in the lock znode.
-func (l *Lease) Token() string { return l.token }
-
-// Epoch returns the Request's epoch.
-func (l *Lease) Epoch() int64 { return l.req.Epoch }
-
-// TTL returns the Request's TTL (validity is also bounded by the session
-// timeout).
-func (l *Lease) TTL() time.Duration { return l.req.TTL }
-
-// Fence returns the lock znode's czxid: strictly greater than every
-// earlier holder's.
-func (l *Lease) Fence() int64 { return l.fence }
-
-// ValidUntil returns until when the lock is certainly this lease's.
-func (l *Lease) ValidUntil() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.validUntil
-}
-
 // Acquire takes the lease, retrying with a backoff until it is held, the
 // epoch is found completed, or ctx ends.
 func (b *Backend) Acquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
@@ -177,7 +131,7 @@ func (b *Backend) Acquire(ctx context.Context, req lease.Request) (lease.Lease, 
 		// A fresh token each attempt: a create of an earlier attempt whose
 		// reply was lost is then an orphan, which the next attempt removes,
 		// not a lock this attempt would take for someone else's.
-		l, err := b.attempt(ctx, req, newToken(), b.cfg.Timeout)
+		l, err := b.attempt(ctx, req, lease.NewToken(), b.cfg.Timeout)
 		if err == nil {
 			return l, nil
 		}
@@ -289,8 +243,8 @@ func (b *Backend) attempt(ctx context.Context, req lease.Request, token string, 
 			b.mu.Lock()
 			b.doneVer[p.key] = doneState{epoch: ds.epoch, version: gen}
 			b.mu.Unlock()
-			l := &Lease{b: b, req: req, p: p, token: token, fence: res[2].Stat.Czxid, gen: gen}
-			v := b.validity(req.TTL, start)
+			l := &Lease{State: lease.NewState(req, token, res[2].Stat.Czxid), b: b, p: p, gen: gen}
+			v := lease.Validity(start, b.span(req.TTL), b.cfg.Drift)
 			if v <= 0 {
 				_ = l.Release(context.Background())
 				return nil, refused(req.Key, lease.ErrNoQuorum, "answer came too late to leave any validity", nil)
@@ -356,8 +310,8 @@ func (b *Backend) attemptNew(ctx context.Context, req lease.Request, p paths, to
 	b.ready[p.key] = true
 	b.doneVer[p.key] = doneState{epoch: 0, version: 0}
 	b.mu.Unlock()
-	l := &Lease{b: b, req: req, p: p, token: token, fence: res[3].Stat.Czxid, gen: 0}
-	v := b.validity(req.TTL, start)
+	l := &Lease{State: lease.NewState(req, token, res[3].Stat.Czxid), b: b, p: p, gen: 0}
+	v := lease.Validity(start, b.span(req.TTL), b.cfg.Drift)
 	if v <= 0 {
 		_ = l.Release(context.Background())
 		return nil, refused(req.Key, lease.ErrNoQuorum, "answer came too late to leave any validity", nil)
@@ -446,8 +400,8 @@ func (b *Backend) heldBy(ctx context.Context, req lease.Request, p paths, token 
 		orphan := !b.active[tok]
 		b.mu.Unlock()
 		if orphan {
-			if b.heldByHook != nil {
-				b.heldByHook()
+			if b.test.heldBy != nil {
+				b.test.heldBy()
 			}
 			_ = b.call(ctx, timeout, func() error { return b.dropLock(p, dst.Version, st.Version) }, nil)
 			return errOrphanRemoved
@@ -467,40 +421,40 @@ func (b *Backend) heldBy(ctx context.Context, req lease.Request, p paths, token 
 // the request.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl <= 0 {
-		ttl = l.req.TTL
+		ttl = l.TTL()
 	}
 	start := time.Now()
 	err := l.b.call(ctx, l.b.cfg.Timeout, func() error {
 		_, err := l.b.conn.Multi(&zk.CheckVersionRequest{Path: l.p.done, Version: l.gen},
-			&zk.SetDataRequest{Path: l.p.lock, Data: []byte(l.token + " " + l.req.Owner), Version: -1})
+			&zk.SetDataRequest{Path: l.p.lock, Data: []byte(l.Token() + " " + l.Owner()), Version: -1})
 		return err
 	}, nil)
 	switch {
 	case errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrSessionExpired):
-		return fmt.Errorf("extend %s: %w: %v", l.req.Key, lease.ErrNotHeld, err)
+		return fmt.Errorf("extend %s: %w: %v", l.Key(), lease.ErrNotHeld, err)
 	case err != nil:
-		return fmt.Errorf("extend %s: %w: %w", l.req.Key, lease.ErrNoQuorum, l.b.nodeErr(err))
+		return fmt.Errorf("extend %s: %w: %w", l.Key(), lease.ErrNoQuorum, l.b.nodeErr(err))
 	}
-	v := l.b.validity(ttl, start)
+	v := lease.Validity(start, l.b.span(ttl), l.b.cfg.Drift)
 	if v <= 0 {
-		return fmt.Errorf("extend %s: %w: the answer came too late to leave any validity", l.req.Key, lease.ErrNoQuorum)
+		return fmt.Errorf("extend %s: %w: the answer came too late to leave any validity", l.Key(), lease.ErrNoQuorum)
 	}
 	if !l.hold(start.Add(v)) {
-		return fmt.Errorf("extend %s: %w: given up when its validity ended", l.req.Key, lease.ErrNotHeld)
+		return fmt.Errorf("extend %s: %w: given up when its validity ended", l.Key(), lease.ErrNotHeld)
 	}
 	return nil
 }
 
 // giveUp marks the lease invalid locally and forgets its token.
 func (l *Lease) giveUp() {
+	l.Invalidate()
 	l.mu.Lock()
-	l.validUntil, l.gone = time.Time{}, true
 	if l.expiry != nil {
 		l.expiry.Stop()
 	}
 	l.mu.Unlock()
 	l.b.mu.Lock()
-	delete(l.b.active, l.token)
+	delete(l.b.active, l.Token())
 	l.b.mu.Unlock()
 }
 
@@ -528,7 +482,7 @@ func (b *Backend) dropLock(p paths, gen, lockVersion int32) error {
 func (l *Lease) deleteLock(ctx context.Context) error {
 	err := l.b.call(ctx, l.b.cfg.Timeout, func() error { return l.b.dropLock(l.p, l.gen, -1) }, nil)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-		return fmt.Errorf("release %s: %w", l.req.Key, l.b.nodeErr(err))
+		return fmt.Errorf("release %s: %w", l.Key(), l.b.nodeErr(err))
 	}
 	return nil
 }
@@ -543,48 +497,42 @@ func (l *Lease) deleteLock(ctx context.Context) error {
 // left open for it (unless done shows it: an earlier try whose answer was
 // lost).
 func (l *Lease) Complete(ctx context.Context) error {
-	if l.req.Epoch <= 0 {
+	if l.Epoch() <= 0 {
 		return l.Release(ctx)
 	}
 	l.giveUp()
-	wait := 10 * time.Millisecond
-	for {
+	err := lease.RetryComplete(ctx, func(ctx context.Context) (bool, error) {
 		err := l.b.call(ctx, l.b.cfg.Timeout, l.markDone, nil)
 		if err == nil {
-			return nil
+			return true, nil
 		}
 		if errors.Is(err, zk.ErrBadVersion) {
 			// Taken by a newer holder, or completed by an earlier try
 			// whose answer was lost.
 			done, _, rerr := l.b.readDone(ctx, l.p, l.b.cfg.Timeout)
-			if rerr == nil && done >= l.req.Epoch {
-				return nil
+			if rerr == nil && done >= l.Epoch() {
+				return true, nil
 			}
 			if rerr == nil {
-				return fmt.Errorf("complete %s epoch %d: %w: a newer holder took the key before completion", l.req.Key, l.req.Epoch, lease.ErrNotHeld)
+				return true, fmt.Errorf("complete %s epoch %d: %w: a newer holder took the key before completion", l.Key(), l.Epoch(), lease.ErrNotHeld)
 			}
 			err = rerr
 		}
-		last := fmt.Errorf("complete %s epoch %d: %w", l.req.Key, l.req.Epoch, l.b.nodeErr(err))
-		t := time.NewTimer(lease.Jitter(wait))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			// Not completed: at least do not leave the lock behind for as
-			// long as the session lives.
-			l.deleteLockEventually()
-			return errors.Join(last, ctx.Err())
-		case <-t.C:
-		}
-		wait = min(2*wait, time.Second)
+		return false, fmt.Errorf("complete %s epoch %d: %w", l.Key(), l.Epoch(), l.b.nodeErr(err))
+	})
+	if err != nil && !errors.Is(err, lease.ErrNotHeld) && !errors.Is(err, lease.ErrClosed) {
+		// Not completed: at least do not leave the lock behind for as
+		// long as the session lives.
+		l.deleteLockEventually()
 	}
+	return err
 }
 
 // markDone is one try of Complete: the mark and the lock's deletion in one
 // multi checked against the generation; if the lock is gone, the mark
 // alone, under the same check.
 func (l *Lease) markDone() error {
-	epoch := []byte(strconv.FormatInt(l.req.Epoch, 10))
+	epoch := []byte(strconv.FormatInt(l.Epoch(), 10))
 	setDone := &zk.SetDataRequest{Path: l.p.done, Data: epoch, Version: l.gen}
 	res, err := l.b.conn.Multi(setDone, &zk.DeleteRequest{Path: l.p.lock, Version: -1})
 	if errors.Is(err, zk.ErrNoNode) {
@@ -594,7 +542,7 @@ func (l *Lease) markDone() error {
 		return err
 	}
 	l.b.mu.Lock()
-	l.b.doneVer[l.p.key] = doneState{epoch: l.req.Epoch, version: res[0].Stat.Version}
+	l.b.doneVer[l.p.key] = doneState{epoch: l.Epoch(), version: res[0].Stat.Version}
 	l.b.mu.Unlock()
 	return nil
 }
