@@ -2,8 +2,6 @@ package redlock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,36 +10,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasecron/leasecron/lease"
 )
-
-// Request names one lease to acquire.
-type Request struct {
-	// Key names the lease. All Redis keys of the lease share the hash tag
-	// {Key}; Key must not contain braces.
-	Key string
-	// TTL is the validity of the acquisition (and of each renewal).
-	TTL time.Duration
-	// Epoch, when positive, makes the acquisition a run-once attempt: a node
-	// refuses it when Key's completed epoch is >= Epoch (see Lease.Complete).
-	Epoch int64
-	// EpochTime, when set, is the instant the epoch's work became eligible
-	// (for a scheduler: the tick). A node whose data is younger than that
-	// (it restarted, failed over, was flushed or had its dataset replaced
-	// less than the restart guard before EpochTime) does not vote for the
-	// request: it may have lost the epoch's completion mark. Leave it zero
-	// for requests without an epoch; with an epoch, zero turns the check
-	// off (see the package documentation, "Epochs").
-	EpochTime time.Time
-	// Owner is free text stored with the lease and reported to refused
-	// callers, e.g. "host=web1 tick=1700000000".
-	Owner string
-}
-
-// Result is the outcome of one Request of TryAcquireBatch.
-type Result struct {
-	Lease *Lease
-	Err   error
-}
 
 // Acquire takes the lease described by req, retrying failed attempts as
 // the client's RetryStrategy says until ctx ends. Each attempt asks all
@@ -58,15 +29,15 @@ type Result struct {
 // (at most the per-node timeout) and until a random moment within 4× the
 // lost attempt's duration after it ended (at most the per-node timeout), so
 // that contending clients do not keep each other's nodes forever.
-func (c *Client) Acquire(ctx context.Context, req Request) (*Lease, error) {
+func (c *Client) Acquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
 	retry := freshRetry(c.opts.retry)
-	token := newToken()
+	token := lease.NewToken()
 	for {
-		res := c.tryBatch(ctx, []Request{req}, []string{token})[0]
+		res := c.tryBatch(ctx, []lease.Request{req}, []string{token})[0]
 		if res.Err == nil {
 			return res.Lease, nil
 		}
-		if errors.Is(res.Err, ErrEpochDone) || !isRefusal(res.Err) {
+		if errors.Is(res.Err, lease.ErrEpochDone) || !isRefusal(res.Err) {
 			return nil, res.Err
 		}
 		wait := retry.NextBackoff()
@@ -84,7 +55,7 @@ func (c *Client) Acquire(ctx context.Context, req Request) (*Lease, error) {
 }
 
 func isRefusal(err error) bool {
-	var r *RefusedError
+	var r *lease.RefusedError
 	return errors.As(err, &r)
 }
 
@@ -100,8 +71,8 @@ func isRefusal(err error) bool {
 // script, and several clients' batches of the same tick queue up on it. It
 // only matters when fewer than a quorum of nodes has answered: the round is
 // decided as soon as a quorum has.
-func (c *Client) TryAcquireBatch(ctx context.Context, reqs []Request) []Result {
-	return c.tryBatch(ctx, reqs, newTokens(len(reqs)))
+func (c *Client) TryAcquireBatch(ctx context.Context, reqs []lease.Request) []lease.Result {
+	return c.tryBatch(ctx, reqs, lease.NewTokens(len(reqs)))
 }
 
 // perKeyTimeout is what a batch adds to the per-node timeout for each key
@@ -118,22 +89,6 @@ func (c *Client) batchTimeout(n int) time.Duration {
 	return c.opts.timeout + time.Duration(max(n-1, 0))*perKeyTimeout
 }
 
-// newTokens returns n fresh random tokens, made from one read of the
-// random source (they share one backing string; a Lease clones its own).
-func newTokens(n int) []string {
-	if n == 1 {
-		return []string{newToken()}
-	}
-	raw := make([]byte, 16*n)
-	_, _ = rand.Read(raw)
-	all := hex.EncodeToString(raw)
-	out := make([]string, n)
-	for i := range out {
-		out[i] = all[32*i : 32*i+32]
-	}
-	return out
-}
-
 // holderCount counts the nodes held by one other owner.
 type holderCount struct {
 	owner string
@@ -142,7 +97,7 @@ type holderCount struct {
 
 // tally is the per-key state of one attempt.
 type tally struct {
-	req      Request
+	req      lease.Request
 	value    string
 	keys     []string // lock, fence, epoch (release uses keys[:1], fence keys[:2])
 	fenceExp any      // fence counter expiry ms (acquire.lua's ARGV[5])
@@ -174,11 +129,11 @@ func (t *tally) decided(q, n int) bool {
 	return t.granted >= q || t.epochHit || (t.bad > n-q && (t.young == 0 || t.answers == n))
 }
 
-func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) []Result {
-	out := make([]Result, len(reqs))
+func (c *Client) tryBatch(ctx context.Context, reqs []lease.Request, tokens []string) []lease.Result {
+	out := make([]lease.Result, len(reqs))
 	if c.closed.Load() {
 		for i := range out {
-			out[i].Err = ErrClosed
+			out[i].Err = lease.ErrClosed
 		}
 		return out
 	}
@@ -227,7 +182,7 @@ func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) 
 		t := &tallies[k]
 		r := &t.req
 		t.value = tokens[idx[k]] + " " + r.Owner
-		tag := "{" + r.Key + "}"
+		tag := "{" + c.prefix + r.Key + "}"
 		t.keys = keyArr[3*k : 3*k+3 : 3*k+3]
 		t.keys[0], t.keys[1], t.keys[2] = tag+":lock", tag+":fence", tag+":epoch"
 		if ms := r.TTL.Milliseconds(); ms != lastTTL {
@@ -288,7 +243,7 @@ collect:
 				for k := range tallies {
 					t := &tallies[k]
 					t.bad++
-					t.errs = append(t.errs, &NodeError{Node: c.nodes[i].name, Err: err})
+					t.errs = append(t.errs, &lease.NodeError{Node: c.nodes[i].name, Err: err})
 				}
 				c.vote(c.nodes[i], "acquire", VoteFailed, time.Since(start))
 			}
@@ -318,25 +273,27 @@ collect:
 	for k := range tallies {
 		t := &tallies[k]
 		i := idx[k]
-		var err *RefusedError
+		var err *lease.RefusedError
 		switch {
 		case t.epochHit:
 			err = c.refusal(t)
 		case t.granted >= q && (!c.opts.fencing || t.fenceOK >= q):
-			v := c.validity(t.req.TTL, start)
+			v := lease.Validity(start, t.req.TTL, c.opts.drift)
 			if v <= 0 {
-				err = &RefusedError{Key: t.req.Key, Reason: ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
+				err = &lease.RefusedError{Key: t.req.Key, Reason: lease.ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
 					Detail: fmt.Sprintf("granted, but the round took %s and left no validity", time.Since(start).Round(time.Microsecond))}
 				break
 			}
-			l := &Lease{c: c, req: t.req, value: t.value, token: strings.Clone(tokens[i]), validUntil: start.Add(v)}
+			var fence int64
 			if c.opts.fencing {
-				l.fence = t.fence
+				fence = t.fence
 			}
+			l := &Lease{State: lease.NewState(t.req, strings.Clone(tokens[i]), fence), c: c, value: t.value}
+			l.SetValidUntil(start.Add(v))
 			out[i].Lease = l
 			continue
 		case t.granted >= q:
-			err = &RefusedError{Key: t.req.Key, Reason: ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
+			err = &lease.RefusedError{Key: t.req.Key, Reason: lease.ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
 				Detail: fmt.Sprintf("granted, but only %d of %d nodes stored the fencing token", t.fenceOK, q)}
 		default:
 			err = c.refusal(t)
@@ -398,7 +355,7 @@ func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting err
 	ka, err := c.keyAnswer(a, k)
 	if err != nil {
 		t.bad++
-		t.errs = append(t.errs, &NodeError{Node: nd.name, Err: err})
+		t.errs = append(t.errs, &lease.NodeError{Node: nd.name, Err: err})
 		if k == 0 {
 			c.vote(nd, "acquire", VoteFailed, a.at)
 		}
@@ -417,7 +374,7 @@ func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting err
 		switch {
 		case notVoting == nil:
 			t.freeIn = append(t.freeIn, 0)
-		case errors.Is(notVoting, ErrRestarted):
+		case errors.Is(notVoting, lease.ErrRestarted):
 			t.freeIn = append(t.freeIn, max(votesIn, 0))
 		}
 		if notVoting == nil {
@@ -431,8 +388,8 @@ func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting err
 		} else {
 			t.seen = max(t.seen, fence)
 			t.bad++
-			t.errs = append(t.errs, &NodeError{Node: nd.name, Err: notVoting})
-			if errors.Is(notVoting, ErrDataYounger) {
+			t.errs = append(t.errs, &lease.NodeError{Node: nd.name, Err: notVoting})
+			if errors.Is(notVoting, lease.ErrDataYounger) {
 				t.young++
 			}
 			v = VoteNotVoting
@@ -485,13 +442,13 @@ func cutValue(v string) (token, owner string, ok bool) {
 }
 
 // refusal builds the error of a lost attempt.
-func (c *Client) refusal(t *tally) *RefusedError {
-	e := &RefusedError{Key: t.req.Key, DoneEpoch: t.done, NodeErrs: errors.Join(t.errs...)}
+func (c *Client) refusal(t *tally) *lease.RefusedError {
+	e := &lease.RefusedError{Key: t.req.Key, DoneEpoch: t.done, NodeErrs: errors.Join(t.errs...)}
 	switch {
 	case t.epochHit:
-		e.Reason = ErrEpochDone
+		e.Reason = lease.ErrEpochDone
 	case len(t.holders) > 0:
-		e.Reason = ErrHeld
+		e.Reason = lease.ErrHeld
 		for _, h := range t.holders {
 			if h.n > e.HolderNodes || (h.n == e.HolderNodes && h.owner < e.Holder) {
 				e.Holder, e.HolderNodes = h.owner, h.n
@@ -506,7 +463,7 @@ func (c *Client) refusal(t *tally) *RefusedError {
 			e.HolderTTL = free[len(free)-1]
 		}
 	default:
-		e.Reason = ErrNoQuorum
+		e.Reason = lease.ErrNoQuorum
 	}
 	if t.young > 0 {
 		e.Detail = fmt.Sprintf("%d node(s) did not vote for the epoch: their data is younger than its EpochTime (a restart, failover or flush since); an old epoch is not taken over once a quorum lost its data after it", t.young)
@@ -542,7 +499,7 @@ func (c *Client) fenceRound(ctx context.Context, winners []*tally) {
 			for k, t := range winners {
 				ok, err := c.fenceAnswer(a, k)
 				if err != nil {
-					t.errs = append(t.errs, &NodeError{Node: nd.name, Err: fmt.Errorf("fence: %w", err)})
+					t.errs = append(t.errs, &lease.NodeError{Node: nd.name, Err: fmt.Errorf("fence: %w", err)})
 					continue
 				}
 				if voting && ok {

@@ -2,9 +2,7 @@ package redlock
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -72,12 +70,12 @@ type Client struct {
 	quorum int
 	maxTTL atomic.Int64 // longest TTL requested, for the default restart guard
 	lost   lostKeys     // lost attempts the next attempt on their key waits for
+	// prefix is "PREFIX:" for a client opened with one (Open), else "":
+	// the Redis keys of the lease named K are those of PREFIX:K.
+	prefix string
 
-	// noExtendTTL (tests only) leaves an Extend's TTL out of maxTTL;
-	// noStoreGuard (tests only) counts every node's answer to a store
-	// read, whatever its data birth.
-	noExtendTTL  bool
-	noStoreGuard bool
+	// test holds the switches only tests set (testhooks.go).
+	test testHooks
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -199,8 +197,9 @@ func (c *Client) Quorum() int { return c.quorum }
 // Timeout returns the per-node request timeout (WithTimeout).
 func (c *Client) Timeout() time.Duration { return c.opts.timeout }
 
-// Nodes returns the nodes' URLs with passwords redacted, in the order given.
-func (c *Client) Nodes() []string {
+// Servers returns the nodes' URLs with passwords redacted, in the order
+// given.
+func (c *Client) Servers() []string {
 	out := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
 		out[i] = n.name
@@ -253,14 +252,13 @@ func (c *Client) vote(n *node, op string, v Vote, lat time.Duration) {
 	}
 }
 
-// validity applies the Redlock formula to a round that started at start.
-func (c *Client) validity(ttl time.Duration, start time.Time) time.Duration {
-	return ttl - time.Since(start) - (time.Duration(float64(ttl)*c.opts.drift) + 2*time.Millisecond)
-}
-
 // keys of one lease; they share the hash tag {key} so scripts work on a
 // Redis Cluster.
 type keys struct{ lock, fence, epoch, note string }
+
+// leaseKeys returns the Redis keys of the lease named key: those of
+// PREFIX:key when the client was opened with a prefix (Open).
+func (c *Client) leaseKeys(key string) keys { return keysOf(c.prefix + key) }
 
 func keysOf(key string) keys {
 	t := "{" + key + "}"
@@ -275,12 +273,6 @@ func checkKey(key string) error {
 		return fmt.Errorf("lease: key %q must not contain braces (they form the hash tag)", key)
 	}
 	return nil
-}
-
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // answer is one node's reply to one op.
@@ -315,7 +307,7 @@ func (c *Client) fanout(ctx context.Context, start time.Time, calls func(i int) 
 		if n.submit(o) {
 			sent++
 		} else {
-			ch <- answer{node: i, err: ErrClosed, at: 0}
+			ch <- answer{node: i, err: lease.ErrClosed, at: 0}
 			sent++
 		}
 	}
@@ -406,7 +398,7 @@ func (c *Client) simpleRound(ctx context.Context, opName string, mk func(i int) 
 			n := c.nodes[a.node]
 			if err := a.callErr(0); err != nil {
 				bad++
-				errs = append(errs, &NodeError{Node: n.name, Err: err})
+				errs = append(errs, &lease.NodeError{Node: n.name, Err: err})
 				c.vote(n, opName, VoteFailed, a.at)
 				continue
 			}
@@ -417,7 +409,7 @@ func (c *Client) simpleRound(ctx context.Context, opName string, mk func(i int) 
 			}
 			if !c.voting(n, time.Now()) {
 				bad++
-				errs = append(errs, &NodeError{Node: n.name, Err: ErrRestarted})
+				errs = append(errs, &lease.NodeError{Node: n.name, Err: lease.ErrRestarted})
 				c.vote(n, opName, VoteNotVoting, a.at)
 				continue
 			}
@@ -437,7 +429,7 @@ func (c *Client) missing(opName string, answered []bool, err error) []error {
 	var errs []error
 	for i, ok := range answered {
 		if !ok {
-			errs = append(errs, &NodeError{Node: c.nodes[i].name, Err: c.nodes[i].unanswered(err)})
+			errs = append(errs, &lease.NodeError{Node: c.nodes[i].name, Err: c.nodes[i].unanswered(err)})
 			c.vote(c.nodes[i], opName, VoteFailed, c.opts.timeout)
 		}
 	}
