@@ -93,30 +93,30 @@ type row struct {
 // maxKey is the longest key the table's primary key holds (VARBINARY(768)).
 const maxKey = 768
 
+// tryBatch makes one attempt at every request with its token, in one
+// round trip: it checks the requests, runs acquire.sql and reads the rows
+// back (rows.sql), and turns each row into a lease or a refusal.
 func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []string) []lease.Result {
-	out := make([]lease.Result, len(reqs))
-	seen := make(map[string]bool, len(reqs))
-	var idx []int // valid requests, sorted by key
-	for i, r := range reqs {
-		if err := checkRequest(r); err != nil {
-			out[i].Err = err
-			continue
-		}
-		if seen[r.Key] {
-			out[i].Err = fmt.Errorf("acquire %s: key twice in one batch", r.Key)
-			continue
-		}
-		seen[r.Key] = true
-		idx = append(idx, i)
-	}
+	out, idx := lease.CheckBatch(reqs, checkRequest)
 	if len(idx) == 0 {
 		return out
 	}
 	if !b.o.unsorted {
 		slices.SortFunc(idx, func(a, c int) int { return strings.Compare(reqs[a].Key, reqs[c].Key) })
 	}
-	n := len(idx)
 	start := time.Now()
+	got, err := b.acquireRows(ctx, reqs, tokens, idx, start)
+	late := b.decide(out, reqs, tokens, idx, got, err, start)
+	for _, l := range late {
+		_ = l.Release(ctx)
+	}
+	return out
+}
+
+// acquireRows runs acquire.sql for reqs[idx], started at start, and reads
+// back the rows of their keys.
+func (b *Backend) acquireRows(ctx context.Context, reqs []lease.Request, tokens []string, idx []int, start time.Time) (map[string]row, error) {
+	n := len(idx)
 	args := make([]any, 0, 7*n)
 	keys := make([]any, n)
 	for j, i := range idx {
@@ -136,9 +136,17 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []s
 		}
 		return b.readRows(ctx, read, keys, got)
 	})
+	return got, err
+}
+
+// decide fills out[idx] from the rows read back (or the round trip's
+// error err), the round trip having started at start: a lease for each
+// row that carries the request's token with validity left, a refusal for
+// the others. It returns the leases granted too late to be used, for the
+// caller to release.
+func (b *Backend) decide(out []lease.Result, reqs []lease.Request, tokens []string, idx []int, got map[string]row, err error, start time.Time) (late []*Lease) {
 	replied := time.Now()
 	elapsed := replied.Sub(start)
-	var late []*Lease
 	for _, i := range idx {
 		req := reqs[i]
 		r, ok := got[req.Key]
@@ -173,10 +181,7 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []s
 			out[i].Err = b.heldError(req.Key, r, replied)
 		}
 	}
-	for _, l := range late {
-		_ = l.Release(ctx)
-	}
-	return out
+	return late
 }
 
 // batchStatements returns acquire.sql and rows.sql for n keys.

@@ -95,31 +95,31 @@ type row struct {
 	ttlMicros  int64
 }
 
+// tryBatch makes one attempt at every request with its token, in one
+// statement: it checks the requests, runs acquire.sql, and turns each row
+// into a lease or a refusal.
 func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []string) []lease.Result {
-	out := make([]lease.Result, len(reqs))
-	seen := make(map[string]bool, len(reqs))
-	var idx []int // valid requests, sorted by key
-	for i, r := range reqs {
-		if err := checkRequest(r); err != nil {
-			out[i].Err = err
-			continue
-		}
-		if seen[r.Key] {
-			out[i].Err = fmt.Errorf("acquire %s: key twice in one batch", r.Key)
-			continue
-		}
-		seen[r.Key] = true
-		idx = append(idx, i)
-	}
+	out, idx := lease.CheckBatch(reqs, checkRequest)
 	if len(idx) == 0 {
 		return out
 	}
 	slices.SortFunc(idx, func(a, c int) int { return strings.Compare(reqs[a].Key, reqs[c].Key) })
+	start := time.Now()
+	rows, err := b.acquireRows(ctx, reqs, tokens, idx, start)
+	late := b.decide(out, reqs, tokens, idx, rows, err, start)
+	for _, l := range late {
+		_ = l.Release(ctx)
+	}
+	return out
+}
+
+// acquireRows runs acquire.sql for reqs[idx] (sorted by key), started at
+// start, and returns its rows in the order of idx.
+func (b *Backend) acquireRows(ctx context.Context, reqs []lease.Request, tokens []string, idx []int, start time.Time) ([]row, error) {
 	n := len(idx)
 	keys, toks, owners := make([]string, n), make([]string, n), make([]string, n)
 	ttls, epochs := make([]int64, n), make([]int64, n)
 	seenToks, seenXmins := make([]string, n), make([]string, n)
-	start := time.Now()
 	for j, i := range idx {
 		keys[j], toks[j], owners[j] = reqs[i].Key, tokens[i], reqs[i].Owner
 		ttls[j], epochs[j] = reqs[i].TTL.Microseconds(), max(reqs[i].Epoch, 0)
@@ -147,9 +147,16 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []s
 		}
 		return err
 	})
+	return rows, err
+}
+
+// decide fills out[idx] from the statement's rows (or its error err), the
+// statement having started at start: a lease for each granted row with
+// validity left, a refusal for the others. It returns the leases granted
+// too late to be used, for the caller to release.
+func (b *Backend) decide(out []lease.Result, reqs []lease.Request, tokens []string, idx []int, rows []row, err error, start time.Time) (late []*Lease) {
 	replied := time.Now()
 	elapsed := replied.Sub(start)
-	var late []*Lease
 	for j, i := range idx {
 		req := reqs[i]
 		if err != nil {
@@ -179,10 +186,7 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []s
 			out[i].Err = b.heldError(req.Key, r, replied)
 		}
 	}
-	for _, l := range late {
-		_ = l.Release(ctx)
-	}
-	return out
+	return late
 }
 
 // heldError is the refusal of key, whose row r was held (or taken by a

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -129,6 +127,11 @@ func (t *tally) decided(q, n int) bool {
 	return t.granted >= q || t.epochHit || (t.bad > n-q && (t.young == 0 || t.answers == n))
 }
 
+// tryBatch makes one attempt at every request with its token, in one
+// round per node: it checks the requests, builds the scripts' arguments,
+// counts the nodes' answers until every key is decided, settles the
+// fencing tokens, and turns each tally into a lease or a refusal,
+// releasing the lost attempts.
 func (c *Client) tryBatch(ctx context.Context, reqs []lease.Request, tokens []string) []lease.Result {
 	out := make([]lease.Result, len(reqs))
 	if c.closed.Load() {
@@ -137,22 +140,7 @@ func (c *Client) tryBatch(ctx context.Context, reqs []lease.Request, tokens []st
 		}
 		return out
 	}
-	n, q := len(c.nodes), c.quorum
-	tallies := make([]tally, 0, len(reqs))
-	idx := make([]int, 0, len(reqs)) // tallies[k] answers reqs[idx[k]]
-	for i, r := range reqs {
-		if err := checkKey(r.Key); err != nil {
-			out[i].Err = err
-			continue
-		}
-		if r.TTL < time.Millisecond {
-			out[i].Err = fmt.Errorf("lease: acquire %s: TTL %s too short", r.Key, r.TTL)
-			continue
-		}
-		c.noteTTL(r.TTL)
-		tallies = append(tallies, tally{req: r})
-		idx = append(idx, i)
-	}
+	tallies, idx := c.checkBatch(reqs, out)
 	if len(tallies) == 0 {
 		return out
 	}
@@ -163,144 +151,13 @@ func (c *Client) tryBatch(ctx context.Context, reqs []lease.Request, tokens []st
 			}
 		}
 	})
-
-	// One backing array each for the keys, arguments and refusal times of
-	// all tallies: a batch of 10,000 keys costs a few allocations per key
-	// (its value and key names), not a dozen.
-	keyArr := make([]string, 3*len(tallies))
-	ttls := make([]any, len(tallies))
-	epochs := make([]any, len(tallies))
-	freeArr := make([]time.Duration, n*len(tallies))
-	floor := any("0")
-	if c.opts.fencing {
-		floor = strconv.FormatInt(time.Now().UnixMicro(), 10)
-	}
-	fenceExp := any(c.fenceExpiry().Milliseconds())
-	var lastTTL, lastEpoch int64 = -1, -1
-	var ttlArg, epochArg any
-	for k := range tallies {
-		t := &tallies[k]
-		r := &t.req
-		t.value = tokens[idx[k]] + " " + r.Owner
-		tag := "{" + c.prefix + r.Key + "}"
-		t.keys = keyArr[3*k : 3*k+3 : 3*k+3]
-		t.keys[0], t.keys[1], t.keys[2] = tag+":lock", tag+":fence", tag+":epoch"
-		if ms := r.TTL.Milliseconds(); ms != lastTTL {
-			lastTTL, ttlArg = ms, ms
-		}
-		if r.Epoch != lastEpoch {
-			lastEpoch, epochArg = r.Epoch, r.Epoch
-		}
-		ttls[k], epochs[k] = ttlArg, epochArg
-		t.fenceExp = fenceExp
-		t.freeIn = freeArr[n*k : n*k : n*k+n]
-	}
-
+	args := c.batchArgs(tallies, idx, tokens)
 	start := time.Now()
-	abandon := make(chan struct{})
-	calls := c.buildAcquireCalls(tallies, keyArr, ttls, epochs, floor, fenceExp)
-	ch, total := c.fanout(ctx, start, func(i int) []call { return calls.forNode(c.nodes[i]) }, abandon, len(tallies) == 1)
-	timeout := c.batchTimeout(len(tallies))
-	timer := time.NewTimer(timeout)
-	answered := make([]bool, n)
-	got := 0
-	undecided := len(tallies)
-	var stopErr error
-collect:
-	for got < total && undecided > 0 {
-		select {
-		case a := <-ch:
-			got++
-			answered[a.node] = true
-			nd := c.nodes[a.node]
-			now, birth, guard := time.Now(), nd.dataBirth(), c.guard()
-			for k := range tallies {
-				t := &tallies[k]
-				wasDecided := t.decided(q, n)
-				var notVoting error
-				if c.opts.detect {
-					_, notVoting = votesFor(birth, now, t.req.EpochTime, guard)
-				}
-				c.countAcquire(t, nd, a, k, notVoting, birth.Add(guard).Sub(now))
-				if !wasDecided && t.decided(q, n) {
-					undecided--
-				}
-			}
-		case <-timer.C:
-			stopErr = timeoutErr{d: timeout}
-			break collect
-		case <-ctx.Done():
-			stopErr = ctx.Err()
-			break collect
-		}
-	}
-	timer.Stop()
-	close(abandon)
-	if stopErr != nil {
-		for i, ok := range answered {
-			if !ok {
-				err := c.nodes[i].unanswered(stopErr)
-				for k := range tallies {
-					t := &tallies[k]
-					t.bad++
-					t.errs = append(t.errs, &lease.NodeError{Node: c.nodes[i].name, Err: err})
-				}
-				c.vote(c.nodes[i], "acquire", VoteFailed, time.Since(start))
-			}
-		}
-	}
+	c.acquireRound(ctx, start, tallies, args)
 	if c.opts.fencing {
-		// Usually the quorum's counters agree (each node raised its counter
-		// to the same time floor) and the token is known; otherwise a
-		// second round stores the highest one on a quorum.
-		var fence []*tally
-		for k := range tallies {
-			t := &tallies[k]
-			if t.granted < q {
-				continue
-			}
-			if t.fmin == t.fmax && t.fmax > t.seen {
-				t.fence, t.fenceOK = t.fmax, t.granted
-				continue
-			}
-			fence = append(fence, t)
-		}
-		if len(fence) > 0 {
-			c.fenceRound(ctx, fence)
-		}
+		c.settleFences(ctx, tallies)
 	}
-	var losers []*tally
-	for k := range tallies {
-		t := &tallies[k]
-		i := idx[k]
-		var err *lease.RefusedError
-		switch {
-		case t.epochHit:
-			err = c.refusal(t)
-		case t.granted >= q && (!c.opts.fencing || t.fenceOK >= q):
-			v := lease.Validity(start, t.req.TTL, c.opts.drift)
-			if v <= 0 {
-				err = &lease.RefusedError{Key: t.req.Key, Reason: lease.ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
-					Detail: fmt.Sprintf("granted, but the round took %s and left no validity", time.Since(start).Round(time.Microsecond))}
-				break
-			}
-			var fence int64
-			if c.opts.fencing {
-				fence = t.fence
-			}
-			l := &Lease{State: lease.NewState(t.req, strings.Clone(tokens[i]), fence), c: c, value: t.value}
-			l.SetValidUntil(start.Add(v))
-			out[i].Lease = l
-			continue
-		case t.granted >= q:
-			err = &lease.RefusedError{Key: t.req.Key, Reason: lease.ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
-				Detail: fmt.Sprintf("granted, but only %d of %d nodes stored the fencing token", t.fenceOK, q)}
-		default:
-			err = c.refusal(t)
-		}
-		out[i].Err = err
-		losers = append(losers, t)
-	}
+	losers := c.decideBatch(out, tallies, idx, tokens, start)
 	if len(losers) > 0 {
 		c.cleanUp(start, losers)
 	}
