@@ -101,7 +101,7 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []s
 	if len(idx) == 0 {
 		return out
 	}
-	if !b.o.unsorted {
+	if !b.o.test.unsorted {
 		slices.SortFunc(idx, func(a, c int) int { return strings.Compare(reqs[a].Key, reqs[c].Key) })
 	}
 	start := time.Now()

@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/leasecron/leasecron/lease"
@@ -26,19 +25,8 @@ type options struct {
 	table   string
 	timeout time.Duration
 	drift   float64
-	// noReconnect turns off the retry of a statement on a fresh
-	// connection after a connection failure (tests only).
-	noReconnect bool
-	// unsorted sends a batch's keys in request order instead of sorted
-	// (tests only: the negative control of the deadlock test).
-	unsorted bool
-	// wallClockTakeover lets acquire.sql take over a row once expires_at
-	// passed on the server's clock (tests only: the negative control of
-	// the clock step test).
-	wallClockTakeover bool
-	// clockStep, if set, is added to the server's UTC_TIMESTAMP(6) in
-	// the lease statements, in µs (tests only: an injected clock step).
-	clockStep *atomic.Int64
+	// test holds the switches only tests set (testhooks.go).
+	test testHooks
 }
 
 func defaultOptions() options {

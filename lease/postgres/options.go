@@ -2,10 +2,7 @@ package postgres
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/leasecron/leasecron/lease"
 )
@@ -28,26 +25,8 @@ type options struct {
 	table   string
 	timeout time.Duration
 	drift   float64
-	// unlogged creates the table UNLOGGED (tests only: the negative
-	// control of the durability tests; see export_test.go).
-	unlogged bool
-	// noReconnect turns off the retry of a statement on a fresh
-	// connection after a connection failure (tests only).
-	noReconnect bool
-	// noSkipLocked makes Put's cleanup of expired entries wait for rows
-	// locked by other statements (tests only: the negative control of
-	// TestPutCleanupNoDeadlock).
-	noSkipLocked bool
-	// tracer sees every statement and its arguments (tests only).
-	tracer pgx.QueryTracer
-	// wallClockTakeover lets acquire.sql take over a row once expires_at
-	// passed on the server's clock (tests only: the negative control of
-	// TestServerClockStepForward).
-	wallClockTakeover bool
-	// clockStep, if set, is added to the server's clock_timestamp() in
-	// the lease statements, in µs, read at every statement (tests only:
-	// the injected step of the server's clock).
-	clockStep *atomic.Int64
+	// test holds the switches only tests set (testhooks.go).
+	test testHooks
 }
 
 func defaultOptions() options {
