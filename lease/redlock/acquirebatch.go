@@ -25,7 +25,7 @@ func (c *Client) checkBatch(reqs []lease.Request, out []lease.Result) (tallies [
 			continue
 		}
 		if r.TTL < time.Millisecond {
-			out[i].Err = fmt.Errorf("lease: acquire %s: TTL %s too short", r.Key, r.TTL)
+			out[i].Err = fmt.Errorf("redlock: acquire %s: TTL %s too short", r.Key, r.TTL)
 			continue
 		}
 		c.noteTTL(r.TTL)

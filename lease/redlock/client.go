@@ -90,13 +90,13 @@ func New(urls []string, opts ...Option) (*Client, error) {
 		opt(&o)
 	}
 	if len(urls) == 0 {
-		return nil, errors.New("lease: no nodes")
+		return nil, errors.New("redlock: no nodes")
 	}
 	if o.timeout <= 0 {
-		return nil, fmt.Errorf("lease: timeout must be positive, got %s", o.timeout)
+		return nil, fmt.Errorf("redlock: timeout must be positive, got %s", o.timeout)
 	}
 	if err := lease.CheckDrift(o.drift); err != nil {
-		return nil, fmt.Errorf("lease: %w", err)
+		return nil, fmt.Errorf("redlock: %w", err)
 	}
 	if o.retry == nil {
 		o.retry = NoRetry()
@@ -119,7 +119,7 @@ func New(urls []string, opts ...Option) (*Client, error) {
 			for _, prev := range c.nodes {
 				_ = prev.rdb.Close()
 			}
-			return nil, fmt.Errorf("lease: node %d: %w", i+1, err)
+			return nil, fmt.Errorf("redlock: node %d: %w", i+1, err)
 		}
 		seen[raw] = true
 		n.rdb = rdb
@@ -130,7 +130,7 @@ func New(urls []string, opts ...Option) (*Client, error) {
 		in, err := newInline(c.nodes[0], urls[0], o.tls, o.connTimeout, o.timeout)
 		if err != nil {
 			_ = c.nodes[0].rdb.Close()
-			return nil, fmt.Errorf("lease: node 1: node %s: %w", c.nodes[0].name, err)
+			return nil, fmt.Errorf("redlock: node 1: node %s: %w", c.nodes[0].name, err)
 		}
 		c.nodes[0].inline = in
 	}
@@ -267,10 +267,10 @@ func keysOf(key string) keys {
 
 func checkKey(key string) error {
 	if key == "" {
-		return errors.New("lease: empty key")
+		return errors.New("redlock: empty key")
 	}
 	if strings.ContainsAny(key, "{}") {
-		return fmt.Errorf("lease: key %q must not contain braces (they form the hash tag)", key)
+		return fmt.Errorf("redlock: key %q must not contain braces (they form the hash tag)", key)
 	}
 	return nil
 }
