@@ -97,8 +97,8 @@ type holderCount struct {
 type tally struct {
 	req      lease.Request
 	value    string
-	keys     []string // lock, fence, epoch (release uses keys[:1], fence keys[:2])
-	fenceExp any      // fence counter expiry ms (acquire.lua's ARGV[5])
+	keys     []string // the lease's hash (one: leaseKey), shared with the batch's calls
+	fenceExp any      // fence counter expiry ms (acquirebatch.lua's ARGV[2])
 	granted  int
 	bad      int // refused, failed or not voting
 	done     int64

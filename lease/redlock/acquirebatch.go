@@ -45,10 +45,10 @@ type acquireArgs struct {
 // batchArgs fills each tally's value, keys and refusal times and returns
 // the scripts' arguments. One backing array each for the keys, arguments
 // and refusal times of all tallies: a batch of 10,000 keys costs a few
-// allocations per key (its value and key names), not a dozen.
+// allocations per key (its value and key name), not a dozen.
 func (c *Client) batchArgs(tallies []tally, idx []int, tokens []string) acquireArgs {
 	n := len(c.nodes)
-	a := acquireArgs{keyArr: make([]string, 3*len(tallies)), ttls: make([]any, len(tallies)),
+	a := acquireArgs{keyArr: make([]string, len(tallies)), ttls: make([]any, len(tallies)),
 		epochs: make([]any, len(tallies)), floor: any("0"), fenceExp: any(c.fenceExpiry().Milliseconds())}
 	freeArr := make([]time.Duration, n*len(tallies))
 	if c.opts.fencing {
@@ -60,9 +60,8 @@ func (c *Client) batchArgs(tallies []tally, idx []int, tokens []string) acquireA
 		t := &tallies[k]
 		r := &t.req
 		t.value = tokens[idx[k]] + " " + r.Owner
-		tag := "{" + c.prefix + r.Key + "}"
-		t.keys = a.keyArr[3*k : 3*k+3 : 3*k+3]
-		t.keys[0], t.keys[1], t.keys[2] = tag+":lock", tag+":fence", tag+":epoch"
+		t.keys = a.keyArr[k : k+1 : k+1]
+		t.keys[0] = c.hashKey(r.Key)
 		if ms := r.TTL.Milliseconds(); ms != lastTTL {
 			lastTTL, ttlArg = ms, ms
 		}

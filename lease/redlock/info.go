@@ -21,10 +21,10 @@ func (c *Client) SetNote(ctx context.Context, key string, version int64, note st
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	k := c.leaseKeys(key)
+	k := c.hashKey(key)
 	good, _, errs := c.simpleRound(ctx, "note",
 		func(int) call {
-			return call{script: noteScript, keys: []string{k.note}, args: []any{strconv.FormatInt(version, 10), note}}
+			return call{script: noteScript, keys: []string{k}, args: []any{strconv.FormatInt(version, 10), note}}
 		}, c.quorum, func(any) bool { return true }, false, false)
 	if good < c.quorum {
 		return fmt.Errorf("set note %s: %w%s", key, lease.ErrNoQuorum, nodeSuffix(errs))
@@ -38,12 +38,12 @@ func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	if err := checkKey(key); err != nil {
 		return lease.Info{}, err
 	}
-	k := c.leaseKeys(key)
+	k := c.hashKey(key)
 	start := time.Now()
 	abandon := make(chan struct{})
 	defer close(abandon)
 	ch, total := c.fanout(ctx, start, func(int) []call {
-		return []call{{script: inspectScript, keys: []string{k.lock, k.fence, k.epoch, k.note}}}
+		return []call{{script: inspectScript, keys: []string{k}}}
 	}, abandon, true)
 	timer := time.NewTimer(c.opts.timeout)
 	defer timer.Stop()
@@ -156,8 +156,7 @@ const pingKey = "lease.ping"
 func (c *Client) Health(ctx context.Context) []lease.ServerStatus {
 	out := make([]lease.ServerStatus, len(c.nodes))
 	done := make(chan struct{}, len(c.nodes))
-	k := keysOf(pingKey)
-	probe := []call{{script: inspectScript, keys: []string{k.lock, k.fence, k.epoch, k.note}}}
+	probe := []call{{script: inspectScript, keys: []string{leaseKey(pingKey)}}}
 	for i, n := range c.nodes {
 		go func(i int, n *node) {
 			defer func() { done <- struct{}{} }()
