@@ -278,6 +278,11 @@ func (s *Scheduler) Reload(cfg *Config) error {
 	c.Etcd, c.ZooKeeper, c.MySQL = s.base.Etcd, s.base.ZooKeeper, s.base.MySQL
 	c.Labels = s.base.Labels // a host's labels come from its command line
 	s.cfg.Store(&c)
+	for _, j := range c.Jobs {
+		if err := s.CannotLimit(j); err != nil {
+			s.log.Error("a job's limits cannot be applied on this host; this daemon will not run it", "job", j.Name, "err", err)
+		}
+	}
 	for _, ch := range []chan struct{}{s.reload, s.spareWake} {
 		select {
 		case ch <- struct{}{}:
