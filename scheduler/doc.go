@@ -24,4 +24,16 @@
 // 1970-01-01T00:00:00Z, unlike robfig/cron's Every, which counts from when
 // the process started; D is a whole number of seconds, at least 1s. See
 // Job.Next, Job.Prev and Job.DeadlineFor.
+//
+// # Run output
+//
+// A run's stdout and stderr are read line by line (lines longer than 16
+// KiB in pieces): each line goes to the log (or, for `leasecron exec`, raw
+// to Options.JobStdout and JobStderr) and, after the job's redact patterns
+// and secret_env values are replaced, into a tail bounded by the job's
+// output_limit. The tail is stored with the run's record in the job's
+// history (RunRecord.Output, within lease.MaxRecordSize) and, while the
+// job runs, published about once a second in the SpaceOutput entries
+// (LiveTail, ReadLiveTail) for `leasecron logs -f`. WriteOutputTail writes
+// a run's tail to a file, for hooks.
 package scheduler
