@@ -88,6 +88,7 @@ func (c *Config) validate() []*ConfigError {
 	v.backend()
 	v.lease()
 	v.jobs()
+	v.hooks()
 	v.fleet()
 	v.timing()
 	if len(c.Jobs) == 0 && !v.failed("jobs") {

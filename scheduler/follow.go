@@ -26,13 +26,22 @@ type follower struct {
 	// tried again): a stale read could start a job paused since.
 	pausesNow func() (pauses, error)
 	log       *slog.Logger
+	// missReason, when set at the end of run, is why the tick did not
+	// run on this host: it is then recorded as missed unless it ran
+	// elsewhere (see recordMiss).
+	missReason string
 }
 
 // run follows the tick from the first attempt's result res; lateBy is how
 // late after its start time the first attempt was made.
 func (f *follower) run(res lease.Result, lateBy time.Duration) {
 	f.log = f.s.log.With("job", f.j.Name, "tick", f.tick.UTC().Format(time.RFC3339))
-	defer f.freeSlot()
+	defer func() {
+		if f.missReason != "" {
+			f.s.recordMiss(f.ctx, f.j, f.tick, f.missReason)
+		}
+	}()
+	defer f.freeSlot() // before recordMiss waits
 	st := f.newFollowState(res)
 	for attempt := 0; ; attempt++ {
 		st.runsElsewhere = false
@@ -89,6 +98,9 @@ func (f *follower) newFollowState(res lease.Result) *followState {
 // it, the last attempt having ended with err: normal (debug) while another
 // host runs the tick, worth a warning when it was for want of a quorum.
 func (f *follower) givenUp(err error, st *followState) {
+	if !st.runsElsewhere {
+		f.missReason = missReason(err)
+	}
 	if st.runsElsewhere || errors.Is(err, errHostFull) {
 		// Another host runs the tick, or this one stayed full (the
 		// tick was logged as such when it started).
@@ -113,6 +125,7 @@ func (f *follower) react(err error, wait time.Duration, attempt int, st *followS
 	case errors.Is(err, errTickDeadline):
 		log.Warn("won the lease after the tick's deadline; not starting the job", "err", err)
 		s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+		f.missReason = MissOther
 		return 0, true
 	case errors.Is(err, lease.ErrEpochDone):
 		s.opts.Metrics.Acquire(j.Name, "done")
@@ -128,12 +141,14 @@ func (f *follower) react(err error, wait time.Duration, attempt int, st *followS
 		return wait, false
 	case s.unvotable(err):
 		s.giveUpUnvotable(f.ctx, f.tick, []string{j.Name}, err)
+		f.missReason = MissDataYounger
 		return 0, true
 	case errors.Is(err, lease.ErrNoQuorum) || errors.Is(err, lease.ErrNotObtained):
 		return f.noQuorum(err, &st.noQuorumWait, st.noQuorumCap, &st.youngerLogged), false
 	default:
 		s.opts.Metrics.Acquire(j.Name, "error")
 		log.Error("acquire failed", "err", err)
+		f.missReason = MissOther
 		return 0, true
 	}
 }
@@ -169,6 +184,7 @@ func (f *follower) held(rerr *lease.RefusedError, attempt int, st *followState) 
 		if j.Overlap != OverlapWait && st.tries == 1 {
 			log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
 			s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+			f.missReason = MissOverlap
 			return 0, true
 		}
 		if st.tries == 1 {
@@ -209,6 +225,7 @@ func (f *follower) pause(err error, wait time.Duration, st *followState) bool {
 	if pi, ok := s.cachedPauses().paused(f.j.Name); ok {
 		f.log.Info("job paused; no longer trying this tick", "paused_by", pi.By, "reason", pi.Reason)
 		s.opts.Metrics.Skipped(f.j.Name, "paused")
+		f.missReason = MissPaused
 		return false
 	}
 	return true
@@ -317,6 +334,7 @@ func (f *follower) won(l lease.Lease, deadline time.Time, first bool, lateBy tim
 			if errors.Is(err, errTickDeadline) {
 				f.log.Warn("won the lease after the tick's deadline; not starting the job", "err", err)
 				s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+				f.missReason = MissOther
 				return true, nil
 			}
 			return false, err
@@ -334,6 +352,7 @@ func (f *follower) won(l lease.Lease, deadline time.Time, first bool, lateBy tim
 	if pi, ok := p.paused(j.Name); ok {
 		s.release(l, f.log)
 		s.skipPaused(j, f.tick, pi)
+		f.missReason = MissPaused
 		return 0, true, nil
 	}
 	attempt := 1
