@@ -25,7 +25,7 @@ deps:
 # started after the others, ~6 minutes in, and ended the run.
 TEST_PARALLEL ?= 3
 TEST_FIRST    := internal/testkit/fleettest lease/zookeeper lease/etcd lease/mysql cmd/leasecron \
-	lease/postgres lease/redlock lease lease/redis scheduler
+	lease/postgres lease/redlock lease scheduler
 TEST_PKGS     ?= $(foreach d,$(TEST_FIRST),$(if $(wildcard $(d)/*_test.go),./$(d))) ./...
 test: deps
 	$(GO) vet ./...

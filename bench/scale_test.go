@@ -18,7 +18,6 @@ import (
 	"github.com/leasecron/leasecron/internal/testkit/pgtest"
 	"github.com/leasecron/leasecron/lease"
 	pgbe "github.com/leasecron/leasecron/lease/postgres"
-	redisbe "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 	"github.com/leasecron/leasecron/scheduler"
 )
@@ -101,7 +100,7 @@ func startScaleStore(b *testing.B, name string) scaleStore {
 	const guard = time.Second
 	return scaleStore{
 		open: func(_ context.Context, space string) (lease.Backend, error) {
-			return redisbe.Open(urls, space, redlock.WithTimeout(time.Second), redlock.WithRestartGuard(guard))
+			return redlock.Open(urls, space, redlock.WithTimeout(time.Second), redlock.WithRestartGuard(guard))
 		},
 		section: func(space string) string {
 			return "redis:\n  prefix: " + space + "\n  timeout: 1s\n  nodes: [" + strings.Join(urls, ", ") + "]\n"

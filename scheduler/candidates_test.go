@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -43,7 +42,7 @@ func startDryFleetWith(t *testing.T, n int, hb time.Duration, jobs func() []*Job
 		cfg := tickConfig(t, cluster.URLs(), jobs()...)
 		cfg.ID = fmt.Sprintf("h%d", i)
 		cfg.Heartbeat = hb
-		be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
+		be, err := redlock.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
 		if err != nil {
 			t.Fatal(err)
 		}

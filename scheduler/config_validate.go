@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
 // validator collects the problems of a Config.
@@ -175,15 +177,15 @@ func (v *validator) timing() {
 		}
 	}
 	kill := killMarginFor(t)
-	usable := time.Duration(float64(l.TTL) * (1 - l.Drift))
-	need := l.Renew + grace + kill + 2*t
-	if usable >= need {
+	usable := lease.Usable(l.TTL, l.Drift)
+	need := lease.RenewalNeed(l.Renew, grace, t)
+	if lease.RenewalFits(l.TTL, l.Drift, l.Renew, grace, t) {
 		return
 	}
 	// The smallest ttl that passes (with a default renew growing with it).
 	minTTL, renewNote := ceilMS(float64(need)/(1-l.Drift)), ""
 	if c.src != nil && c.src.renewDefault {
-		minTTL, renewNote = ceilMS(float64(grace+kill+2*t)/(2.0/3-l.Drift)), " (renew stays at its default ttl/3)"
+		minTTL, renewNote = ceilMS(float64(lease.RenewalNeed(0, grace, t))/(2.0/3-l.Drift)), " (renew stays at its default ttl/3)"
 	}
 	graceFrom := ""
 	if worst != nil {

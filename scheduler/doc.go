@@ -1,6 +1,6 @@
 // Package scheduler runs the jobs of a leasecron config so that each tick of
-// each job runs on exactly one host of a fleet, under a Redlock lease (see
-// package lease).
+// each job runs on exactly one host of a fleet, under a lease in the
+// configured store (see package lease and its drivers).
 //
 // # Config
 //

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
+	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // TestDryRunStartsNoProcess runs a scheduler with DryRun on a real
@@ -33,7 +33,7 @@ func TestDryRunStartsNoProcess(t *testing.T) {
 		j := defaultJob()
 		j.Name, j.Schedule, j.Shell = "dry", "@every 1s", "true"
 		cfg := tickConfig(t, rc.URLs(), &j)
-		be, err := redisbackend.Open(rc.URLs(), "dry"+map[bool]string{true: "1", false: "0"}[dry])
+		be, err := redlock.Open(rc.URLs(), "dry"+map[bool]string{true: "1", false: "0"}[dry])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/leasecron/leasecron/internal/supervisor"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
+	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // TestLimitKeys: memory_max, cpu_max and tasks_max are read per job and
@@ -111,7 +111,7 @@ func TestLimitsRefusedWithoutCgroups(t *testing.T) {
 	limited.Name, limited.Schedule, limited.Shell, limited.MemoryMax = "limited", "@hourly", "true", 64<<20
 	free.Name, free.Schedule, free.Shell = "free", "@hourly", "true"
 	cfg := tickConfig(t, nil, &limited, &free)
-	be, err := redisbackend.Open(cfg.Redis.Nodes, "limits")
+	be, err := redlock.Open(cfg.Redis.Nodes, "limits")
 	if err != nil {
 		t.Fatal(err)
 	}

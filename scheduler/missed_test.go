@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -68,7 +67,7 @@ func missedFleet(t *testing.T, unguarded bool) ([]RunRecord, *missedEvents, floa
 			Hooks: Hooks{OnMissed: &Hook{URL: srv.URL, Timeout: 5 * time.Second, Retries: 3}}}
 		cfg := tickConfig(t, cluster.URLs(), j)
 		cfg.ID, cfg.Heartbeat = fmt.Sprintf("h%d", i+1), time.Second
-		be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
+		be, err := redlock.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,7 +68,7 @@ func (s *Scheduler) killMargin() time.Duration { return killMarginFor(s.be.Timeo
 // killMarginFor is the kill margin for a backend whose per-request timeout
 // is timeout; the config's timing rule counts it.
 func killMarginFor(timeout time.Duration) time.Duration {
-	return 200*time.Millisecond + 2*timeout
+	return lease.KillMargin(timeout)
 }
 
 // runLeased runs attempt attempt (from 1) of job j for tick under lease l

@@ -51,8 +51,8 @@ type Options struct {
 	// jobs write it (`leasecron exec`: cron mails what a command prints)
 	// instead of the log, line by line.
 	JobStdout, JobStderr io.Writer
-	// Backend is where the leases live (required): the Redis nodes, a
-	// PostgreSQL table, ... The caller opens it (cmd/leasecron picks it from
+	// Backend is where the leases live (required): a Redlock over Redis
+	// nodes, a PostgreSQL or MySQL table, an etcd or ZooKeeper cluster. The caller opens it (cmd/leasecron picks it from
 	// the config) and closes it after Run returned.
 	Backend lease.Backend
 }

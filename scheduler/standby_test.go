@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -59,7 +58,7 @@ func TestStandbyWithoutView(t *testing.T) {
 		{host: far, oldRanks: true, wantTries: true},
 	} {
 		// A short restart guard: the fresh node votes for a tick of now.
-		be, err := redisbackend.Open(rc.URLs(), fmt.Sprintf("sb%d", i), redlock.WithRestartGuard(20*time.Millisecond))
+		be, err := redlock.Open(rc.URLs(), fmt.Sprintf("sb%d", i), redlock.WithRestartGuard(20*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -163,7 +162,7 @@ func tickScheduler(t *testing.T, jobs ...*Job) (*Scheduler, *Config) {
 	t.Helper()
 	cluster := redistest.Start(t, 3)
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(cfg.Redis.Timeout), redlock.WithRestartGuard(cfg.Lease.TTL))
+	be, err := redlock.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(cfg.Redis.Timeout), redlock.WithRestartGuard(cfg.Lease.TTL))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	etcdbackend "github.com/leasecron/leasecron/lease/etcd"
 	mysqlbackend "github.com/leasecron/leasecron/lease/mysql"
 	pgbackend "github.com/leasecron/leasecron/lease/postgres"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 	zkbackend "github.com/leasecron/leasecron/lease/zookeeper"
 	"github.com/leasecron/leasecron/scheduler"
@@ -110,7 +109,7 @@ func openRedis(cfg *scheduler.Config, o backendOptions) (lease.Backend, error) {
 	if o.unsafeNoRestartDetection {
 		lopts = append(lopts, redlock.WithoutRestartDetection())
 	}
-	be, err := redisbackend.Open(cfg.Redis.NodeURLs(), cfg.Redis.Prefix, lopts...)
+	be, err := redlock.Open(cfg.Redis.NodeURLs(), cfg.Redis.Prefix, lopts...)
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}

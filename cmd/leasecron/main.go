@@ -1,6 +1,7 @@
 // Command leasecron is a job-coordination daemon for a server fleet: every
 // host runs it with the same schedule, and each tick of each job runs on
-// exactly one host, under a Redlock lease.
+// exactly one host, under a lease in Redis (Redlock), PostgreSQL, MySQL,
+// etcd or ZooKeeper.
 //
 // Usage:
 //
@@ -202,7 +203,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 
 func (m *Main) usage(w io.Writer) {
 	fmt.Fprint(w, `leasecron coordinates scheduled jobs across a fleet: each tick of each job
-runs on exactly one host, under a Redlock lease on N Redis nodes.
+runs on exactly one host, under a lease in Redis, PostgreSQL, MySQL, etcd
+or ZooKeeper.
 
 Usage:
 

@@ -385,7 +385,7 @@ func (c *RunCommand) notifier(log *slog.Logger) func(string) {
 	}
 }
 
-// healthHandler answers 200 "ok" when a quorum of Redis nodes answers and
+// healthHandler answers 200 "ok" when a quorum of the store's servers answers and
 // votes, else 503 with the reason; either way a second line says which
 // containment of the jobs' processes is in force ("containment: cgroup
 // PATH" or "containment: process tree").
@@ -453,7 +453,7 @@ func (c *RunCommand) Usage() {
 	fmt.Fprintf(c.stdout, `Usage: leasecron run [-c FILE] [flags]
 
 Runs the daemon: every job of the config fires on its schedule on every
-host, and the host that wins the job's Redlock lease for the tick runs it.
+host, and the host that wins the job's lease for the tick runs it.
 Runs until SIGTERM or SIGINT: then no new ticks start, running jobs get
 shutdown_grace to finish (their leases kept), then are stopped and their
 leases released without completing the tick, so another host takes over.

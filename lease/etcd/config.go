@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
 // Defaults of Config and of the options.
@@ -20,7 +22,7 @@ const (
 	// DefaultTimeout bounds each request when Config.Timeout is zero.
 	DefaultTimeout = 500 * time.Millisecond
 	// DefaultDrift is the clock drift factor subtracted from validities.
-	DefaultDrift = 0.01
+	DefaultDrift = lease.DefaultDrift
 	// DefaultMaxTxnOps is etcd's default --max-txn-ops.
 	DefaultMaxTxnOps = 128
 	// DefaultRetryEvery is Acquire's pause between attempts (± 25 %).

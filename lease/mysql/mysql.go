@@ -82,7 +82,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
 	// would go to the process's stderr, outside leasecron's logging; the
 	// errors that matter reach the caller.
 	cfg.Logger = nopLogger{}
-	if o.noReconnect {
+	if o.test.noReconnect {
 		cfg.CheckConnLiveness = false
 	}
 	conn, err := driver.NewConnector(cfg)
@@ -173,7 +173,7 @@ func (b *Backend) do(ctx context.Context, f func(context.Context) error) error {
 			return lease.ErrClosed
 		}
 		err := f(ctx)
-		if err == nil || ctx.Err() != nil || b.o.noReconnect || !connectionLost(err) {
+		if err == nil || ctx.Err() != nil || b.o.test.noReconnect || !connectionLost(err) {
 			return err
 		}
 		var me *driver.MySQLError
@@ -213,11 +213,11 @@ func (b *Backend) call(ctx context.Context, d time.Duration, f func(context.Cont
 // stmt returns a lease statement as sent: query itself, or with the
 // injected step of the server's clock (tests only).
 func (b *Backend) stmt(query string) string {
-	if b.o.clockStep == nil {
+	if b.o.test.clockStep == nil {
 		return query
 	}
 	return strings.ReplaceAll(query, "UTC_TIMESTAMP(6)",
-		fmt.Sprintf("(UTC_TIMESTAMP(6) + INTERVAL %d MICROSECOND)", b.o.clockStep.Load()))
+		fmt.Sprintf("(UTC_TIMESTAMP(6) + INTERVAL %d MICROSECOND)", b.o.test.clockStep.Load()))
 }
 
 // Inspect reads key's row: holder (its Owner while the lease is held),

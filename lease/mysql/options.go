@@ -2,8 +2,9 @@ package mysql
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
 // Defaults of Open's options.
@@ -14,7 +15,7 @@ const (
 	DefaultTimeout = 2 * time.Second
 	// DefaultDrift is the clock drift factor subtracted from every
 	// validity, as in package lease.
-	DefaultDrift = 0.01
+	DefaultDrift = lease.DefaultDrift
 )
 
 // Option configures Open.
@@ -24,19 +25,8 @@ type options struct {
 	table   string
 	timeout time.Duration
 	drift   float64
-	// noReconnect turns off the retry of a statement on a fresh
-	// connection after a connection failure (tests only).
-	noReconnect bool
-	// unsorted sends a batch's keys in request order instead of sorted
-	// (tests only: the negative control of the deadlock test).
-	unsorted bool
-	// wallClockTakeover lets acquire.sql take over a row once expires_at
-	// passed on the server's clock (tests only: the negative control of
-	// the clock step test).
-	wallClockTakeover bool
-	// clockStep, if set, is added to the server's UTC_TIMESTAMP(6) in
-	// the lease statements, in µs (tests only: an injected clock step).
-	clockStep *atomic.Int64
+	// test holds the switches only tests set (testhooks.go).
+	test testHooks
 }
 
 func defaultOptions() options {
@@ -64,8 +54,8 @@ func (o *options) check() error {
 	if o.timeout <= 0 {
 		return fmt.Errorf("mysql backend: timeout must be positive, got %s", o.timeout)
 	}
-	if o.drift < 0 || o.drift >= 1 {
-		return fmt.Errorf("mysql backend: drift must be in [0,1), got %v", o.drift)
+	if err := lease.CheckDrift(o.drift); err != nil {
+		return fmt.Errorf("mysql backend: %w", err)
 	}
 	if _, _, err := parseTable(o.table); err != nil {
 		return err

@@ -64,7 +64,7 @@ func body(text string) string {
 
 func newStatements(table string, o options) statements {
 	rule := takeoverRule
-	if o.wallClockTakeover {
+	if o.test.wallClockTakeover {
 		rule = wallClockRule
 	}
 	r := strings.NewReplacer("{{table}}", table, "{{takeover}}", rule)

@@ -2,10 +2,9 @@ package postgres
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // Defaults of Open's options.
@@ -16,7 +15,7 @@ const (
 	DefaultTimeout = 2 * time.Second
 	// DefaultDrift is the clock drift factor subtracted from every
 	// validity, as in package lease.
-	DefaultDrift = 0.01
+	DefaultDrift = lease.DefaultDrift
 )
 
 // Option configures Open.
@@ -26,26 +25,8 @@ type options struct {
 	table   string
 	timeout time.Duration
 	drift   float64
-	// unlogged creates the table UNLOGGED (tests only: the negative
-	// control of the durability tests; see export_test.go).
-	unlogged bool
-	// noReconnect turns off the retry of a statement on a fresh
-	// connection after a connection failure (tests only).
-	noReconnect bool
-	// noSkipLocked makes Put's cleanup of expired entries wait for rows
-	// locked by other statements (tests only: the negative control of
-	// TestPutCleanupNoDeadlock).
-	noSkipLocked bool
-	// tracer sees every statement and its arguments (tests only).
-	tracer pgx.QueryTracer
-	// wallClockTakeover lets acquire.sql take over a row once expires_at
-	// passed on the server's clock (tests only: the negative control of
-	// TestServerClockStepForward).
-	wallClockTakeover bool
-	// clockStep, if set, is added to the server's clock_timestamp() in
-	// the lease statements, in µs, read at every statement (tests only:
-	// the injected step of the server's clock).
-	clockStep *atomic.Int64
+	// test holds the switches only tests set (testhooks.go).
+	test testHooks
 }
 
 func defaultOptions() options {
@@ -75,8 +56,8 @@ func (o *options) check() error {
 	if o.timeout <= 0 {
 		return fmt.Errorf("postgres backend: timeout must be positive, got %s", o.timeout)
 	}
-	if o.drift < 0 || o.drift >= 1 {
-		return fmt.Errorf("postgres backend: drift must be in [0,1), got %v", o.drift)
+	if err := lease.CheckDrift(o.drift); err != nil {
+		return fmt.Errorf("postgres backend: %w", err)
 	}
 	if _, err := parseTable(o.table); err != nil {
 		return err

@@ -91,8 +91,8 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 	}
 	cc := cfg.ConnConfig
 	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
-	if o.tracer != nil {
-		cc.Tracer = o.tracer
+	if o.test.tracer != nil {
+		cc.Tracer = o.test.tracer
 	}
 	if cc.ConnectTimeout <= 0 || cc.ConnectTimeout > o.timeout {
 		cc.ConnectTimeout = o.timeout
@@ -108,7 +108,7 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 	if err != nil {
 		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrub(err.Error(), connString))
 	}
-	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.unlogged, o.wallClockTakeover),
+	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.test.unlogged, o.test.wallClockTakeover),
 		obs:   lease.NewObservations(),
 		store: newStoreStatements(o), timeout: o.timeout}
 	tctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -124,11 +124,11 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 // stmt returns a lease statement as sent: sql itself, or with the
 // injected step of the server's clock (tests only).
 func (b *Backend) stmt(sql string) string {
-	if b.o.clockStep == nil {
+	if b.o.test.clockStep == nil {
 		return sql
 	}
 	return strings.ReplaceAll(sql, "clock_timestamp()",
-		fmt.Sprintf("(clock_timestamp() + %d * interval '1 microsecond')", b.o.clockStep.Load()))
+		fmt.Sprintf("(clock_timestamp() + %d * interval '1 microsecond')", b.o.test.clockStep.Load()))
 }
 
 // scrubErr makes sure err's text does not quote the URL's password.
@@ -191,7 +191,7 @@ func (b *Backend) do(ctx context.Context, f func(context.Context, *pgx.Conn) err
 			return lease.ErrClosed
 		}
 		err := b.once(ctx, f)
-		if err == nil || attempt >= reconnectAttempts || ctx.Err() != nil || b.o.noReconnect || !connectionLost(err) {
+		if err == nil || attempt >= reconnectAttempts || ctx.Err() != nil || b.o.test.noReconnect || !connectionLost(err) {
 			return err
 		}
 		b.pool.Reset()

@@ -81,11 +81,11 @@ func newStoreStatements(o options) storeStatements {
 	_, expiry := siblingName(table, expirySuffix)
 	_, logAt := siblingName(table, logAtSuffix)
 	logged := ""
-	if o.unlogged {
+	if o.test.unlogged {
 		logged = "UNLOGGED"
 	}
 	put := putSQL
-	if o.noSkipLocked {
+	if o.test.noSkipLocked {
 		put = strings.Replace(put, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", 1)
 	}
 	r := strings.NewReplacer("{{entries}}", entries, "{{log}}", log,

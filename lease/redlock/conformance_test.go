@@ -1,4 +1,4 @@
-package redis_test
+package redlock_test
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/leasetest"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -47,13 +46,13 @@ type harness struct {
 	cl *redistest.Cluster
 
 	mu        sync.Mutex
-	clients   map[*redisbackend.Backend]bool
+	clients   map[*redlock.Client]bool
 	restarted time.Time // the last (re)start of a node
 }
 
 // newHarness starts k nodes for t and describes them to the suite.
 func newHarness(t *testing.T, k int) leasetest.Harness {
-	h := &harness{cl: redistest.Start(t, k), clients: map[*redisbackend.Backend]bool{}, restarted: time.Now()}
+	h := &harness{cl: redistest.Start(t, k), clients: map[*redlock.Client]bool{}, restarted: time.Now()}
 	return leasetest.Harness{
 		Name:    fmt.Sprintf("redis (%d nodes)", k),
 		Servers: k,
@@ -79,8 +78,8 @@ func newHarness(t *testing.T, k int) leasetest.Harness {
 }
 
 // dial opens a client on urls with the suite's timeout and restart guard.
-func dial(urls []string) (*redisbackend.Backend, error) {
-	return redisbackend.Open(urls, "conformance",
+func dial(urls []string) (*redlock.Client, error) {
+	return redlock.Open(urls, "conformance",
 		redlock.WithTimeout(conformanceTimeout), redlock.WithRestartGuard(conformanceTTL))
 }
 
@@ -96,7 +95,7 @@ func (h *harness) open(t testing.TB) lease.Backend {
 // until t ends.
 func (h *harness) openWith(t testing.TB, timeout time.Duration) lease.Backend {
 	t.Helper()
-	b, err := redisbackend.Open(h.cl.URLs(), "conformance", redlock.WithTimeout(timeout), redlock.WithRestartGuard(conformanceTTL))
+	b, err := redlock.Open(h.cl.URLs(), "conformance", redlock.WithTimeout(timeout), redlock.WithRestartGuard(conformanceTTL))
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -128,7 +127,7 @@ func (h *harness) ready(t testing.TB) {
 	}
 	defer probe.Close()
 	h.mu.Lock()
-	clients := []*redisbackend.Backend{probe}
+	clients := []*redlock.Client{probe}
 	for c := range h.clients {
 		clients = append(clients, c)
 	}
@@ -165,7 +164,7 @@ func (h *harness) ready(t testing.TB) {
 }
 
 // notReady says why c cannot use every node yet ("" when it can).
-func notReady(c *redisbackend.Backend) string {
+func notReady(c *redlock.Client) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, st := range c.Health(ctx) {

@@ -1,6 +1,6 @@
 //go:build !race
 
-package redis_test
+package redlock_test
 
 // raceEnabled reports whether the race detector is on.
 const raceEnabled = false
