@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/internal/testkit/pgtest"
 	"github.com/leasecron/leasecron/lease"
 	pgbe "github.com/leasecron/leasecron/lease/postgres"
@@ -141,7 +142,7 @@ func clientCommands(ctx context.Context, admins []*redis.Client) (int64, error) 
 }
 
 // scaleConfig is a config of jobs jobs that all tick once a day at tick.
-func scaleConfig(b *testing.B, st scaleStore, space string, candidates int, tick time.Time) *scheduler.Config {
+func scaleConfig(b *testing.B, st scaleStore, space string, candidates int, tick time.Time) *config.Config {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "id: h000\n%slease:\n  ttl: 30s\n", st.section(space))
 	fmt.Fprintf(&sb, "defaults:\n  candidates: %d\n  standby_delay: 5s\n  deadline: 10m\n  history_limit: 5\njobs:\n", candidates)
@@ -150,7 +151,7 @@ func scaleConfig(b *testing.B, st scaleStore, space string, candidates int, tick
 	for i := range *scaleJobs {
 		fmt.Fprintf(&sb, "  - {name: j%05d, schedule: %q, shell: \"true\"}\n", i, spec)
 	}
-	cfg, err := scheduler.Parse(strings.NewReader(sb.String()), "scale.yaml")
+	cfg, err := config.Parse(strings.NewReader(sb.String()), "scale.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -259,10 +260,10 @@ type scaleHost struct {
 	s   *scheduler.Scheduler
 	be  lease.Backend
 	reg *captureReg
-	cfg scheduler.Config
+	cfg config.Config
 }
 
-func newScaleHost(ctx context.Context, st scaleStore, space, id string, cfg *scheduler.Config, t *tally) (*scaleHost, error) {
+func newScaleHost(ctx context.Context, st scaleStore, space, id string, cfg *config.Config, t *tally) (*scaleHost, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	be, err := st.open(octx, space)

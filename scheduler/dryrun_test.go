@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"github.com/leasecron/leasecron/config"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -29,7 +31,7 @@ func TestDryRunStartsNoProcess(t *testing.T) {
 		if err := os.WriteFile(self, []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		j := defaultJob()
+		j := config.DefaultJob()
 		j.Name, j.Schedule, j.Shell = "dry", "@every 1s", "true"
 		cfg := tickConfig(t, rc.URLs(), &j)
 		be, err := redisbackend.Open(rc.URLs(), "dry"+map[bool]string{true: "1", false: "0"}[dry])

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"github.com/leasecron/leasecron/config"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -114,7 +116,7 @@ func (f *follower) run(res lease.Result, lateBy time.Duration) {
 				// An older tick (or a manual run) still holds the job.
 				// overlap: skip applies to the tick's first attempt; a
 				// tick already under way (a retry, a takeover) waits.
-				if j.Overlap != OverlapWait && tries == 1 {
+				if j.Overlap != config.OverlapWait && tries == 1 {
 					log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
 					s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
 					return

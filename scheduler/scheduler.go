@@ -259,23 +259,22 @@ func (s *Scheduler) hostsSpace() string {
 }
 
 // Reload swaps in a new schedule. Jobs that are running keep running under
-// their old settings; the next ticks use the new ones. Changes to the redis
-// and lease sections need a restart and are reported as an error (the rest
+// their old settings; the next ticks use the new ones. Changes to the
+// backend section (config.Section.Equal) and the lease section need a restart and are reported as an error (the rest
 // of the new config is still applied).
 func (s *Scheduler) Reload(cfg *Config) error {
 	if cfg == nil {
 		return errors.New("reload: nil config")
 	}
 	var keep []string
-	if !sameBackend(cfg, s.base) {
+	if !cfg.SameBackend(s.base) {
 		keep = append(keep, "the backend section")
 	}
 	if cfg.Lease != s.base.Lease {
 		keep = append(keep, "lease")
 	}
 	c := *cfg
-	c.Backend, c.Redis, c.Postgres, c.Lease, c.ID = s.base.Backend, s.base.Redis, s.base.Postgres, s.base.Lease, s.base.ID
-	c.Etcd, c.ZooKeeper, c.MySQL = s.base.Etcd, s.base.ZooKeeper, s.base.MySQL
+	c.Backend, c.Lease, c.ID = s.base.Backend, s.base.Lease, s.base.ID
 	c.Labels = s.base.Labels // a host's labels come from its command line
 	s.cfg.Store(&c)
 	for _, ch := range []chan struct{}{s.reload, s.spareWake} {
@@ -288,17 +287,6 @@ func (s *Scheduler) Reload(cfg *Config) error {
 		return fmt.Errorf("reload: changes to %s need a restart; kept the running values", strings.Join(keep, " and "))
 	}
 	return nil
-}
-
-// sameBackend reports whether a and b name the same backend with the same
-// settings (the connections are opened once, at start).
-func sameBackend(a, b *Config) bool {
-	if a.Backend != b.Backend {
-		return false
-	}
-	ra, rb := a.Redis, b.Redis
-	return slices.Equal(ra.NodeURLs(), rb.NodeURLs()) && ra.Prefix == rb.Prefix && ra.Timeout == rb.Timeout &&
-		a.Postgres == b.Postgres && a.MySQL == b.MySQL && a.Etcd.equal(&b.Etcd) && a.ZooKeeper.equal(&b.ZooKeeper)
 }
 
 // Healthy returns nil when a quorum of nodes answers and votes.

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"github.com/leasecron/leasecron/config"
+
 	"context"
 	"fmt"
 	"sync"
@@ -23,7 +25,7 @@ import (
 // the old ranking (no view: every host tries) the far host tries too.
 func TestStandbyWithoutView(t *testing.T) {
 	rc := redistest.Start(t, 1)
-	j := defaultJob()
+	j := config.DefaultJob()
 	j.Name, j.Schedule, j.Shell = "standby", "@every 1h", "true"
 	j.StandbyDelay = 10 * time.Millisecond // the first look soon after the test's tick
 	cfg := tickConfig(t, rc.URLs(), &j)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
 	redisbackend "github.com/leasecron/leasecron/lease/redis"
@@ -19,21 +20,21 @@ import (
 // jobs, with a 2 s TTL so that fresh nodes vote soon.
 func tickConfig(t *testing.T, nodes []string, jobs ...*Job) *Config {
 	t.Helper()
-	c := DefaultConfig()
+	c := config.Default()
 	c.ID = "h1"
-	c.Redis.Nodes = nodes
 	if len(nodes) == 0 {
-		c.Redis.Nodes = []string{"redis://127.0.0.1:1/0"} // never dialled
+		nodes = []string{"redis://127.0.0.1:1/0"} // never dialled
 	}
+	c.Backend = config.NewRedis(nodes...)
 	c.Lease.TTL, c.Lease.Renew = 2*time.Second, 500*time.Millisecond
 	for _, j := range jobs {
 		j.KillGrace = 300 * time.Millisecond
 		// A job built in code gets no defaults: those Validate requires.
 		if j.RetryBackoff == 0 {
-			j.RetryBackoff = defaultRetryBackoff
+			j.RetryBackoff = 10 * time.Second // the documented default
 		}
 		if j.HistoryLimit == 0 {
-			j.HistoryLimit = defaultHistoryLimit
+			j.HistoryLimit = 50 // the documented default
 		}
 	}
 	c.Jobs = jobs
@@ -154,6 +155,9 @@ func TestStartable(t *testing.T) {
 	}
 }
 
+// redisOf is the redis section of cfg.
+func redisOf(cfg *Config) *config.RedisConfig { return cfg.Backend.(*config.RedisConfig) }
+
 // tickScheduler starts three Redis nodes and a Scheduler for cfg's jobs on
 // them whose supervisor cannot start (so no job ever runs: an attempt to
 // run leaves a run record with result "error"), and waits until the nodes
@@ -162,7 +166,7 @@ func tickScheduler(t *testing.T, jobs ...*Job) (*Scheduler, *Config) {
 	t.Helper()
 	cluster := redistest.Start(t, 3)
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(cfg.Redis.Timeout), redlock.WithRestartGuard(cfg.Lease.TTL))
+	be, err := redisbackend.Open(redisOf(cfg).Nodes, redisOf(cfg).Prefix, redlock.WithTimeout(redisOf(cfg).Timeout), redlock.WithRestartGuard(cfg.Lease.TTL))
 	if err != nil {
 		t.Fatal(err)
 	}

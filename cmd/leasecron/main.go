@@ -42,8 +42,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/internal/supervisor"
-	"github.com/leasecron/leasecron/scheduler"
 )
 
 // Exit codes of every command.
@@ -236,7 +236,7 @@ func checkIDFlag(id string) error {
 	if id == "" {
 		return nil
 	}
-	if err := scheduler.ValidateID(id); err != nil {
+	if err := config.ValidateID(id); err != nil {
 		return usageErrorf("--id: %w", err)
 	}
 	return nil
@@ -351,8 +351,8 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // loadConfig loads path; a failure is a config error (exit code 2).
-func loadConfig(path string) (*scheduler.Config, error) {
-	cfg, err := scheduler.Load(path)
+func loadConfig(path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, &configError{err: err}
 	}

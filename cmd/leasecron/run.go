@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/scheduler"
 )
 
@@ -55,7 +56,7 @@ type runFlags struct {
 
 // apply sets what the command line overrides on a loaded config: the
 // host's id and labels and max_parallel (at start and on every reload).
-func (f *runFlags) apply(cfg *scheduler.Config) {
+func (f *runFlags) apply(cfg *config.Config) {
 	f.host.apply(cfg, f.labels)
 	if f.maxParallelSet {
 		cfg.MaxParallel = f.maxParallel
@@ -177,7 +178,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		metricsAddr = ln.Addr().String()
 	}
 	log.Info("leasecron starting", "version", Version(), "id", cfg.ID, "config", cfg.File,
-		"jobs", len(cfg.Jobs), "backend", cfg.Backend, "servers", len(be.Servers()), "metrics", metricsAddr,
+		"jobs", len(cfg.Jobs), "backend", cfg.Backend.Name(), "servers", len(be.Servers()), "metrics", metricsAddr,
 		"labels", formatLabels(cfg.Labels), "max_parallel", cfg.MaxParallel,
 		"containment", sched.Containment())
 	if why := sched.ContainmentReason(); why != "" {
@@ -288,7 +289,7 @@ func (c *RunCommand) reload(sched *scheduler.Scheduler, f runFlags, log *slog.Lo
 	notify("RELOADING=1\n" + daemon.SdNotifyMonotonicUsec())
 	defer notify("READY=1")
 	log.Info("SIGHUP: reloading the config", "config", f.config)
-	cfg, err := scheduler.Load(f.config)
+	cfg, err := config.Load(f.config)
 	if err != nil {
 		log.Error("reload failed; keeping the running config", "config", f.config, "err", err)
 		notify("STATUS=reload failed, kept the running config: " + firstLine(err))
