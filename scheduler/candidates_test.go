@@ -30,7 +30,7 @@ type dryFleet struct {
 // 3-node cluster, and waits until every one sees all n hosts.
 func startDryFleet(t *testing.T, n int, hb time.Duration, noStandby bool, jobs func() []*Job) *dryFleet {
 	t.Helper()
-	return startDryFleetWith(t, n, hb, jobs, func(_ int, s *Scheduler) { s.noStandby = noStandby })
+	return startDryFleetWith(t, n, hb, jobs, func(_ int, s *Scheduler) { s.setTestHooks(func(h *testHooks) { h.noStandby = noStandby }) })
 }
 
 // startDryFleetWith is startDryFleet with prep(i, s) called on each

@@ -155,7 +155,7 @@ func (f *follower) run(res lease.Result, lateBy time.Duration) {
 			return
 		case <-t.C:
 		}
-		if errors.Is(res.Err, lease.ErrNoQuorum) && !s.unpaced && !s.retries.wait(f.ctx) {
+		if errors.Is(res.Err, lease.ErrNoQuorum) && !s.test.unpaced && !s.retries.wait(f.ctx) {
 			return
 		}
 		if !s.now().Before(deadline) {

@@ -79,7 +79,7 @@ func startOnFreshServers(t *testing.T, keepUnvotable bool) (*logBuffer, func() i
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.keepUnvotable = keepUnvotable
+	s.setTestHooks(func(h *testHooks) { h.keepUnvotable = keepUnvotable })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Run(ctx) }()
@@ -168,7 +168,7 @@ func noQuorumRetries(t *testing.T, unpaced bool) (attempts, allowed int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.unpaced = unpaced
+	s.setTestHooks(func(h *testHooks) { h.unpaced = unpaced })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Run(ctx) }()

@@ -81,47 +81,19 @@ type Scheduler struct {
 	// run, which starts none).
 	contain supervisor.Containment
 
-	// standbyWithoutView restores, for the negative control of
-	// TestStandbyWithoutView only, the ranking of a standby time without
-	// a fresh view of the hosts: every host tries every job it stood
-	// back from.
-	standbyWithoutView bool
+	// test holds the switches tests set (export_test.go); zero in
+	// production.
+	test testHooks
 
-	// clock, when set, replaces the host's clock (tests step it), and
-	// recheck, when set, replaces clockRecheck (tests shorten it).
-	clock   func() time.Time
-	recheck time.Duration
-	// noStandby, set by tests, switches the standby hosts off (the
-	// negative control of the standby test).
-	noStandby bool
-	// rankIgnoresSlots and standbyFixedReach, set by tests, restore the
-	// ranking that ignored the hosts' run slots and the standby looks
-	// that let only ranks below 2×candidates try (negative controls of
-	// the max_parallel tests).
-	rankIgnoresSlots  bool
-	standbyFixedReach bool
-	// dropWhenFull, set by tests, leaves a tick this host has no run slot
-	// for to other hosts instead of following it (the negative control of
-	// the test where a slot frees up before the deadline).
-	dropWhenFull bool
-	// keepUnvotable, set by tests, keeps retrying ticks no quorum will
-	// vote for instead of giving them up (the negative control of the
-	// fresh-servers test).
-	keepUnvotable bool
 	// outlook is when a quorum votes again, shared by the ticks that
-	// found none; retries paces their retries (unpaced, set by tests:
-	// the negative control).
+	// found none; retries paces their retries.
 	outlook quorumOutlook
 	retries pacer
-	unpaced bool
 
 	// lapsedUntil is the latest validity end of the leases left to run
-	// out (see lapsed); Close waits for it. noLapseWait, set by tests,
-	// skips that wait (the negative control of the close-after-lapse
-	// test).
+	// out (see lapsed); Close waits for it.
 	lapseMu     sync.Mutex
 	lapsedUntil time.Time
-	noLapseWait bool
 
 	// started is when New ran (heartbeats carry it and derive their
 	// versions from it).
@@ -213,8 +185,8 @@ func (s *Scheduler) Close() error {
 
 // now is the scheduler's clock (skewed by ClockOffset in tests).
 func (s *Scheduler) now() time.Time {
-	if s.clock != nil {
-		return s.clock()
+	if s.test.clock != nil {
+		return s.test.clock()
 	}
 	return time.Now().Add(s.opts.ClockOffset)
 }
@@ -481,7 +453,7 @@ func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*
 				at = t
 			}
 		}
-		recheck := cmp.Or(s.recheck, clockRecheck)
+		recheck := cmp.Or(s.test.recheck, clockRecheck)
 		wait := recheck
 		var offset time.Duration
 		if !at.IsZero() {

@@ -75,7 +75,7 @@ func TestStandbyWithoutView(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.standbyWithoutView = c.oldRanks
+		s.setTestHooks(func(h *testHooks) { h.standbyWithoutView = c.oldRanks })
 		// The tick's ranks came from the 20-host view; no view now.
 		atTick := rankJobs(jobs, hosts, c.host, nil)
 		if s.liveHosts(cfg) != nil {

@@ -64,11 +64,13 @@ func TestLoopClockStep(t *testing.T) {
 		host:   "h1",
 		log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		reload: make(chan struct{}, 1),
-		clock:  func() time.Time { return time.Now().Add(time.Duration(offset.Load())) },
+	}
+	s.setTestHooks(func(h *testHooks) {
+		h.clock = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 		// The loop notices a step within 20ms (1s in production), so
 		// where each step lands is known to within that.
-		recheck: 20 * time.Millisecond,
-	}
+		h.recheck = 20 * time.Millisecond
+	})
 	s.cfg.Store(cfg)
 	t0 := time.Unix(1_900_000_000, 0) // a tick of @every 2s
 	offset.Store(int64(time.Until(t0.Add(-300 * time.Millisecond))))
