@@ -59,8 +59,8 @@ type Options struct {
 }
 
 // Scheduler fires the jobs of a Config on every host of a fleet so that
-// each tick of each job runs exactly once, on one host, under a Redlock
-// lease. Create it with New, run it with Run, and Close it afterwards.
+// each tick of each job runs exactly once, on one host, under a lease in
+// the backend. Create it with New, run it with Run, and Close it afterwards.
 type Scheduler struct {
 	opts Options
 	log  *slog.Logger
@@ -125,7 +125,7 @@ type healthState struct {
 	err     error
 }
 
-// New builds a Scheduler for cfg. It does not contact Redis yet.
+// New builds a Scheduler for cfg. It does not contact the backend yet.
 func New(cfg *Config, opts Options) (*Scheduler, error) {
 	if cfg == nil {
 		return nil, errors.New("scheduler: nil config")
@@ -397,7 +397,7 @@ func (s *Scheduler) healthLoop(ctx context.Context) {
 			// (quorumVotingAt) says when they vote.
 			s.quorumVotingAt(ctx)
 		default:
-			s.log.Warn("redis quorum unhealthy", "err", err)
+			s.log.Warn("backend quorum unhealthy", "err", err)
 		}
 		if s.opts.Notify != nil {
 			s.opts.Notify("STATUS=" + s.StatusLine())

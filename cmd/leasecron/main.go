@@ -1,6 +1,7 @@
 // Command leasecron is a job-coordination daemon for a server fleet: every
 // host runs it with the same schedule, and each tick of each job runs on
-// exactly one host, under a Redlock lease.
+// exactly one host, under a lease kept in Redis (Redlock), PostgreSQL,
+// MySQL, etcd or ZooKeeper.
 //
 // Usage:
 //
@@ -22,7 +23,7 @@
 // Exit codes, for every command:
 //
 //	0  success
-//	1  runtime failure (Redis unreachable, lease held, job failed to start, ...)
+//	1  runtime failure (backend unreachable, lease held, job failed to start, ...)
 //	2  usage or config error (bad flags, unknown command or job, invalid config file)
 //
 // `trigger` exits with the job's own exit code when the job ran and failed
@@ -199,7 +200,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 
 func (m *Main) usage(w io.Writer) {
 	fmt.Fprint(w, `leasecron coordinates scheduled jobs across a fleet: each tick of each job
-runs on exactly one host, under a Redlock lease on N Redis nodes.
+runs on exactly one host, under a lease kept in Redis (Redlock over N nodes),
+PostgreSQL, MySQL, etcd or ZooKeeper: the one backend section of the config.
 
 Usage:
 
