@@ -78,7 +78,7 @@ func startScaleStore(b *testing.B, name string) scaleStore {
 		reads := int64(0)
 		return scaleStore{
 			open: func(ctx context.Context, space string) (lease.Backend, error) {
-				return pgbe.Open(ctx, srv.URL(), pgbe.WithTable(space))
+				return pgbe.Open(ctx, pgbe.Config{URL: srv.URL(), Table: space})
 			},
 			section: func(space string) string { return "postgres:\n  url: " + srv.URL() + "\n  table: " + space + "\n" },
 			// Every statement of the backend is a transaction, and so is
@@ -102,7 +102,7 @@ func startScaleStore(b *testing.B, name string) scaleStore {
 	const guard = time.Second
 	return scaleStore{
 		open: func(_ context.Context, space string) (lease.Backend, error) {
-			return redisbe.Open(urls, space, redlock.WithTimeout(time.Second), redlock.WithRestartGuard(guard))
+			return redisbe.Open(context.Background(), redisbe.Config{Nodes: urls, Prefix: space, Options: []redlock.Option{redlock.WithTimeout(time.Second), redlock.WithRestartGuard(guard)}})
 		},
 		section: func(space string) string {
 			return "redis:\n  prefix: " + space + "\n  timeout: 1s\n  nodes: [" + strings.Join(urls, ", ") + "]\n"

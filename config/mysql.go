@@ -84,8 +84,8 @@ func (m *MySQLConfig) Summary(LeaseConfig) string { return "mysql " + mysql.Reda
 func (m *MySQLConfig) Open(ctx context.Context, o OpenOptions) (lease.Backend, error) {
 	octx, cancel := context.WithTimeout(ctx, openTimeout(m.Timeout, o))
 	defer cancel()
-	be, err := mysql.Open(octx, m.ConnString(), mysql.WithTable(m.Table),
-		mysql.WithTimeout(max(m.Timeout, o.MinTimeout)), mysql.WithDrift(o.Lease.Drift))
+	be, err := mysql.Open(octx, mysql.Config{DSN: m.ConnString(), Table: m.Table,
+		Timeout: max(m.Timeout, o.MinTimeout), Drift: o.Lease.Drift})
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}

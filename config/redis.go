@@ -102,7 +102,7 @@ func (r *RedisConfig) Summary(LeaseConfig) string { return plural(len(r.Nodes), 
 
 // Open connects to the Redlock nodes (with the password of PasswordFile),
 // with o.Lease's drift and its ttl as the restart guard.
-func (r *RedisConfig) Open(_ context.Context, o OpenOptions) (lease.Backend, error) {
+func (r *RedisConfig) Open(ctx context.Context, o OpenOptions) (lease.Backend, error) {
 	lopts := []redlock.Option{
 		redlock.WithTimeout(max(r.Timeout, o.MinTimeout)),
 		redlock.WithDrift(o.Lease.Drift),
@@ -127,7 +127,7 @@ func (r *RedisConfig) Open(_ context.Context, o OpenOptions) (lease.Backend, err
 	if o.UnsafeNoRestartDetection {
 		lopts = append(lopts, redlock.WithoutRestartDetection())
 	}
-	be, err := redisbackend.Open(r.NodeURLs(), r.Prefix, lopts...)
+	be, err := redisbackend.Open(ctx, redisbackend.Config{Nodes: r.NodeURLs(), Prefix: r.Prefix, Options: lopts})
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}

@@ -43,7 +43,7 @@ func startDryFleetWith(t *testing.T, n int, hb time.Duration, jobs func() []*Job
 		cfg := tickConfig(t, cluster.URLs(), jobs()...)
 		cfg.ID = fmt.Sprintf("h%d", i)
 		cfg.Heartbeat = hb
-		be, err := redisbackend.Open(redisOf(cfg).Nodes, redisOf(cfg).Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
+		be, err := redisbackend.Open(context.Background(), redisbackend.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL)}})
 		if err != nil {
 			t.Fatal(err)
 		}

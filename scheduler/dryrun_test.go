@@ -34,7 +34,7 @@ func TestDryRunStartsNoProcess(t *testing.T) {
 		j := config.DefaultJob()
 		j.Name, j.Schedule, j.Shell = "dry", "@every 1s", "true"
 		cfg := tickConfig(t, rc.URLs(), &j)
-		be, err := redisbackend.Open(rc.URLs(), "dry"+map[bool]string{true: "1", false: "0"}[dry])
+		be, err := redisbackend.Open(context.Background(), redisbackend.Config{Nodes: rc.URLs(), Prefix: "dry" + map[bool]string{true: "1", false: "0"}[dry]})
 		if err != nil {
 			t.Fatal(err)
 		}

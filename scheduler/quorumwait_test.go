@@ -68,7 +68,7 @@ func startOnFreshServers(t *testing.T, keepUnvotable bool) (*logBuffer, func() i
 		jobs = append(jobs, &Job{Name: fmt.Sprintf("daily-%02d", i), Schedule: spec, Shell: "true"})
 	}
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
-	be, err := redisbackend.Open(redisOf(cfg).Nodes, redisOf(cfg).Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
+	be, err := redisbackend.Open(context.Background(), redisbackend.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func noQuorumRetries(t *testing.T, unpaced bool) (attempts, allowed int) {
 		jobs = append(jobs, &Job{Name: fmt.Sprintf("nq-%03d", i), Schedule: "@hourly", Shell: "true"})
 	}
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
-	be, err := redisbackend.Open(redisOf(cfg).Nodes, redisOf(cfg).Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
+	be, err := redisbackend.Open(context.Background(), redisbackend.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func readsOnFreshServers(t *testing.T, down int) *logBuffer {
 		n.Kill()
 	}
 	cfg := tickConfig(t, cluster.URLs(), &Job{Name: "hourly", Schedule: "@hourly", Shell: "true"})
-	be, err := redisbackend.Open(redisOf(cfg).Nodes, redisOf(cfg).Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(10*time.Second))
+	be, err := redisbackend.Open(context.Background(), redisbackend.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(10 * time.Second)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func TestStandbyWithoutView(t *testing.T) {
 		{host: far, oldRanks: true, wantTries: true},
 	} {
 		// A short restart guard: the fresh node votes for a tick of now.
-		be, err := redisbackend.Open(rc.URLs(), fmt.Sprintf("sb%d", i), redlock.WithRestartGuard(20*time.Millisecond))
+		be, err := redisbackend.Open(context.Background(), redisbackend.Config{Nodes: rc.URLs(), Prefix: fmt.Sprintf("sb%d", i), Options: []redlock.Option{redlock.WithRestartGuard(20 * time.Millisecond)}})
 		if err != nil {
 			t.Fatal(err)
 		}

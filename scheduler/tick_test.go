@@ -168,7 +168,7 @@ func tickScheduler(t *testing.T, jobs ...*Job) (*Scheduler, *Config) {
 	t.Helper()
 	cluster := redistest.Start(t, 3)
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
-	be, err := redisbackend.Open(redisOf(cfg).Nodes, redisOf(cfg).Prefix, redlock.WithTimeout(redisOf(cfg).Timeout), redlock.WithRestartGuard(cfg.Lease.TTL))
+	be, err := redisbackend.Open(context.Background(), redisbackend.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(redisOf(cfg).Timeout), redlock.WithRestartGuard(cfg.Lease.TTL)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,8 +80,7 @@ func newHarness(t *testing.T, k int) leasetest.Harness {
 
 // dial opens a client on urls with the suite's timeout and restart guard.
 func dial(urls []string) (*redisbackend.Backend, error) {
-	return redisbackend.Open(urls, "conformance",
-		redlock.WithTimeout(conformanceTimeout), redlock.WithRestartGuard(conformanceTTL))
+	return redisbackend.Open(context.Background(), redisbackend.Config{Nodes: urls, Prefix: "conformance", Options: []redlock.Option{redlock.WithTimeout(conformanceTimeout), redlock.WithRestartGuard(conformanceTTL)}})
 }
 
 // batchTimeout is the per-node timeout of the batch test's clients.
@@ -96,7 +95,7 @@ func (h *harness) open(t testing.TB) lease.Backend {
 // until t ends.
 func (h *harness) openWith(t testing.TB, timeout time.Duration) lease.Backend {
 	t.Helper()
-	b, err := redisbackend.Open(h.cl.URLs(), "conformance", redlock.WithTimeout(timeout), redlock.WithRestartGuard(conformanceTTL))
+	b, err := redisbackend.Open(context.Background(), redisbackend.Config{Nodes: h.cl.URLs(), Prefix: "conformance", Options: []redlock.Option{redlock.WithTimeout(timeout), redlock.WithRestartGuard(conformanceTTL)}})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -19,18 +19,31 @@ type Backend struct {
 
 var _ lease.Backend = (*Backend)(nil)
 
-// Open connects to the Redlock nodes (see lease.New for the URL forms and
-// options) and returns a Backend whose keys start with prefix + ":".
-// The prefix must not contain braces (they would break the hash tag).
-func Open(urls []string, prefix string, opts ...redlock.Option) (*Backend, error) {
-	if strings.ContainsAny(prefix, "{}") {
-		return nil, errors.New("redis backend: prefix " + prefix + " must not contain braces")
+// Config names the Redlock nodes and how to use them.
+type Config struct {
+	// Nodes are the URLs of the Redis masters (see redlock.New for the
+	// forms); a lease needs len(Nodes)/2+1 of them.
+	Nodes []string
+	// Prefix starts every key: PREFIX:KEY. It must not contain braces
+	// (they would break the hash tag).
+	Prefix string
+	// Options configure the Redlock client: redlock.WithTimeout,
+	// WithDrift, WithRestartGuard, WithObserver, ...
+	Options []redlock.Option
+}
+
+// Open makes a Redlock client of cfg's nodes and returns a Backend whose
+// keys start with cfg.Prefix + ":". The client dials lazily: Open
+// contacts no node, and ctx is not kept.
+func Open(_ context.Context, cfg Config) (*Backend, error) {
+	if strings.ContainsAny(cfg.Prefix, "{}") {
+		return nil, errors.New("redis backend: prefix " + cfg.Prefix + " must not contain braces")
 	}
-	c, err := redlock.New(urls, opts...)
+	c, err := redlock.New(cfg.Nodes, cfg.Options...)
 	if err != nil {
 		return nil, err
 	}
-	return New(c, prefix), nil
+	return New(c, cfg.Prefix), nil
 }
 
 // New wraps an open client. Close closes it.
