@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
@@ -128,7 +129,7 @@ func TestEvictionConfiguredLater(t *testing.T) {
 func TestNoRunIDRefused(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 3)
-	p := redistest.NewProxy(t, cl.Nodes[0].Addr())
+	p := netproxy.New(t, cl.Nodes[0].Addr())
 	p.RewriteReplies("run_id:", "run_no:")
 	urls := cl.URLs()
 	urls[0] = "redis://" + p.Addr()
@@ -146,7 +147,7 @@ func TestNoRunIDRefused(t *testing.T) {
 	l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: 5 * time.Second})
 	_ = l.Release(ctxT(t, 5*time.Second))
 
-	plain := redistest.NewProxy(t, cl.Nodes[0].Addr())
+	plain := netproxy.New(t, cl.Nodes[0].Addr())
 	urls[0] = "redis://" + plain.Addr()
 	votingClient(t, urls) // fails the test unless all three vote
 }
@@ -158,7 +159,7 @@ func TestSameServerTwice(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 2)
 	_, port, _ := strings.Cut(cl.Nodes[0].Addr(), ":")
-	p := redistest.NewProxy(t, cl.Nodes[0].Addr())
+	p := netproxy.New(t, cl.Nodes[0].Addr())
 	for name, second := range map[string]string{
 		"localhost": "redis://localhost:" + port,
 		"proxy":     "redis://" + p.Addr(),

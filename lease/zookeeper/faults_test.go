@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/internal/testkit/zktest"
 	"github.com/leasecron/leasecron/lease"
 )
@@ -79,10 +79,10 @@ func TestNegativeControlValidityPastSession(t *testing.T) {
 // won and until when the holder believed its lock valid.
 func partitionScenario(t *testing.T, unsafeSpan time.Duration) (won, last time.Time) {
 	e := zktest.Start(t, 3)
-	var proxies []*redistest.Proxy
+	var proxies []*netproxy.Proxy
 	var via []string
 	for _, s := range e.Addrs() {
-		p := redistest.NewProxy(t, s)
+		p := netproxy.New(t, s)
 		proxies = append(proxies, p)
 		via = append(via, p.Addr())
 	}

@@ -4,7 +4,7 @@
 // election timeouts (50 ms and 500 ms) so that failovers take about a
 // second. Members can be killed (SIGKILL), restarted on the same ports
 // from the same data directory (they rejoin), and paused (SIGSTOP); Leader
-// says which member leads. Proxies (redistest.Proxy, one per member) sit
+// says which member leads. Proxies (netproxy.Proxy, one per member) sit
 // between a client and the members to cut or blackhole that one client.
 //
 // Every process is started by this package and killed by PID at the

@@ -18,8 +18,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/internal/testkit/proctest"
-	"github.com/leasecron/leasecron/internal/testkit/redistest"
 )
 
 const (
@@ -227,14 +227,14 @@ func (c *Cluster) Endpoint(i int) string {
 	return c.scheme() + "://127.0.0.1:" + strconv.Itoa(c.members[i].client)
 }
 
-// Proxies starts one redistest.Proxy per member and returns them with the
+// Proxies starts one netproxy.Proxy per member and returns them with the
 // client URLs that go through them: a client opened on those URLs can be
 // cut off or blackholed alone, the cluster and other clients unaffected.
-func (c *Cluster) Proxies() ([]*redistest.Proxy, []string) {
-	var ps []*redistest.Proxy
+func (c *Cluster) Proxies() ([]*netproxy.Proxy, []string) {
+	var ps []*netproxy.Proxy
 	var eps []string
 	for i := range c.members {
-		p := redistest.NewProxy(c.t, "127.0.0.1:"+strconv.Itoa(c.members[i].client))
+		p := netproxy.New(c.t, "127.0.0.1:"+strconv.Itoa(c.members[i].client))
 		ps = append(ps, p)
 		eps = append(eps, c.scheme()+"://"+p.Addr())
 	}

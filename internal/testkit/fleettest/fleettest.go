@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 )
 
@@ -179,7 +180,7 @@ type Fleet struct {
 	Store   *Store
 	Redis   *redistest.Cluster // the Redis nodes (nil on another backend)
 	Daemons []*Daemon
-	proxies [][]*redistest.Proxy // [daemon][server]
+	proxies [][]*netproxy.Proxy // [daemon][server]
 
 	// VotingAt is when the freshly started nodes have been up for a TTL
 	// (plus a margin), so that the daemons' restart detection lets them vote.
@@ -200,9 +201,9 @@ func New(t testing.TB, bins Binaries, cfg Config) *Fleet {
 	// A node that came up less than a TTL ago does not vote.
 	f.VotingAt = time.Now().Add(cfg.TTL + time.Second)
 	for i := 0; i < cfg.Daemons; i++ {
-		var ps []*redistest.Proxy
+		var ps []*netproxy.Proxy
 		for _, n := range f.Store.Servers {
-			ps = append(ps, redistest.NewProxy(t, n.Addr()))
+			ps = append(ps, netproxy.New(t, n.Addr()))
 		}
 		f.proxies = append(f.proxies, ps)
 		name := "h" + strconv.Itoa(i)
@@ -233,7 +234,7 @@ func New(t testing.TB, bins Binaries, cfg Config) *Fleet {
 func (f *Fleet) Config() Config { return f.cfg }
 
 // Proxy returns the link from daemon d to node n.
-func (f *Fleet) Proxy(d, n int) *redistest.Proxy { return f.proxies[d][n] }
+func (f *Fleet) Proxy(d, n int) *netproxy.Proxy { return f.proxies[d][n] }
 
 // StartAll starts every daemon.
 func (f *Fleet) StartAll() {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"net"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,7 +59,7 @@ func (s *Server) PID() int {
 	if s.proc == nil {
 		return 0
 	}
-	return s.proc.cmd.Process.Pid
+	return s.proc.PID()
 }
 
 // Kill SIGKILLs the server, like a crash of the machine's MariaDB, and
@@ -98,16 +97,8 @@ func (s *Server) Pause() {
 	if s.proc == nil {
 		s.t.Fatalf("mysqltest: Pause: server %s is not running", s.Addr())
 	}
-	if s.paused {
-		return
-	}
-	pid := s.proc.cmd.Process.Pid
-	if err := s.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		s.t.Fatalf("mysqltest: SIGSTOP to server %d: %v", pid, err)
-	}
-	s.paused = true
-	if err := proctest.WaitStopped(pid, 5*time.Second); err != nil {
-		s.t.Fatalf("mysqltest: %v", err)
+	if err := s.proc.Pause(); err != nil {
+		s.t.Fatalf("mysqltest: server %s: %v", s.Addr(), err)
 	}
 }
 
@@ -116,13 +107,12 @@ func (s *Server) Resume() {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc == nil || !s.paused {
+	if s.proc == nil {
 		return
 	}
-	if err := s.proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		s.t.Fatalf("mysqltest: SIGCONT: %v", err)
+	if err := s.proc.Resume(); err != nil {
+		s.t.Fatalf("mysqltest: server %s: %v", s.Addr(), err)
 	}
-	s.paused = false
 }
 
 // admin connects as root over the Unix socket.

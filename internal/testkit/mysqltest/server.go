@@ -53,15 +53,9 @@ type Server struct {
 	password string
 	port     int
 
-	mu     sync.Mutex
-	proc   *proc
-	paused bool
-	proxy  *netproxy.Proxy
-}
-
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when Wait returned
+	mu    sync.Mutex
+	proc  *proctest.Proc // nil while killed
+	proxy *netproxy.Proxy
 }
 
 // runAs is the user the server runs as: nil when the tests are not root.
@@ -197,19 +191,17 @@ func (s *Server) spawnLocked() error {
 		"--log-error=" + s.logPath(), "--max-connections=200", "--innodb-lock-wait-timeout=50"}, innodbOpts...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
-	cmd.SysProcAttr = proctest.SysProcAttr(s.who.cred())
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", cmd.Path, err)
+	p, err := proctest.Start(cmd, s.who.cred())
+	if err != nil {
+		return err
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	s.proc, s.paused = p, false
-	err := waitReady(s.socket(), s.Addr(), p.done, startTimeout)
+	s.proc = p
+	err = waitReady(s.socket(), s.Addr(), p.Done(), startTimeout)
 	if err != nil {
 		kerr := s.killLocked()
 		b, _ := os.ReadFile(s.logPath())
 		fresh := string(b[min(int(off), len(b)):])
-		err = errors.Join(fmt.Errorf("mysqltest: server %s (pid %d): %w\n--- %s:\n%s", s.Addr(), cmd.Process.Pid, err, s.logPath(), fresh), kerr)
+		err = errors.Join(fmt.Errorf("mysqltest: server %s (pid %d): %w\n--- %s:\n%s", s.Addr(), p.PID(), err, s.logPath(), fresh), kerr)
 		if proctest.AddrInUse(fresh) || strings.Contains(fresh, "Do you already have another") {
 			err = errors.Join(errAddrInUse, err)
 		}
@@ -276,20 +268,8 @@ func (s *Server) killLocked() error {
 		return nil
 	}
 	s.proc = nil
-	select {
-	case <-p.done:
-		return nil
-	default:
+	if err := p.Kill(killTimeout); err != nil {
+		return fmt.Errorf("mysqltest: server %s: %w", s.Addr(), err)
 	}
-	if s.paused {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		s.paused = false
-	}
-	_ = p.cmd.Process.Kill()
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(killTimeout):
-		return fmt.Errorf("mysqltest: server %s (pid %d) not reaped %s after SIGKILL", s.Addr(), p.cmd.Process.Pid, killTimeout)
-	}
+	return nil
 }

@@ -18,7 +18,7 @@
 // directory (PostgreSQL recovers every acknowledged commit), Pause and
 // Resume send SIGSTOP and SIGCONT to the postmaster and every backend, Terminate runs
 // pg_terminate_backend on the role's connections, and Proxy puts a
-// redistest.Proxy (generic TCP: latency, blackhole, cut) in front.
+// netproxy.Proxy (generic TCP: latency, blackhole, cut) in front.
 //
 // PostgreSQL refuses to run as root: when the tests run as root, the
 // server runs as the "postgres" system user if it exists, else as

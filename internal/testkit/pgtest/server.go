@@ -13,14 +13,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/internal/testkit/proctest"
-	"github.com/leasecron/leasecron/internal/testkit/redistest"
 )
 
 const (
@@ -50,15 +49,9 @@ type Server struct {
 	// maxConns is the server's max_connections (WithMaxConnections).
 	maxConns int
 
-	mu     sync.Mutex
-	proc   *proc
-	paused bool
-	proxy  *redistest.Proxy
-}
-
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when Wait returned
+	mu    sync.Mutex
+	proc  *proctest.Proc // nil while killed
+	proxy *netproxy.Proxy
 }
 
 // Start starts a PostgreSQL server on a free 127.0.0.1 port with a fresh
@@ -133,16 +126,13 @@ func (s *Server) spawnLocked() error {
 	cmd.Dir = s.dir
 	cmd.Env = append(serverEnv(), s.clockEnv()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = proctest.SysProcAttr(s.who.cred())
-	err = cmd.Start()
+	p, err := proctest.StartTree(cmd, s.who.cred())
 	_ = logf.Close()
 	if err != nil {
-		return fmt.Errorf("starting %s: %w", cmd.Path, err)
+		return err
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	s.proc, s.paused = p, false
-	c, err := waitConnect(socketDSN(s.dir, s.port, Database), p.done, startTimeout)
+	s.proc = p
+	c, err := waitConnect(socketDSN(s.dir, s.port, Database), p.Done(), startTimeout)
 	if err == nil {
 		c.Close(context.Background())
 		err = dial(s.Addr())
@@ -151,7 +141,7 @@ func (s *Server) spawnLocked() error {
 		kerr := s.killLocked()
 		b, _ := os.ReadFile(s.logPath())
 		fresh := string(b[min(int(off), len(b)):])
-		err = errors.Join(fmt.Errorf("pgtest: server %s (pid %d): %w\n--- %s:\n%s", s.Addr(), cmd.Process.Pid, err, s.logPath(), fresh), kerr)
+		err = errors.Join(fmt.Errorf("pgtest: server %s (pid %d): %w\n--- %s:\n%s", s.Addr(), p.PID(), err, s.logPath(), fresh), kerr)
 		if proctest.AddrInUse(fresh) {
 			err = errors.Join(errAddrInUse, err)
 		}
@@ -184,46 +174,8 @@ func (s *Server) killLocked() error {
 		return nil
 	}
 	s.proc = nil
-	pid := p.cmd.Process.Pid
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
-	// Stop the postmaster first so that it forks no more backends, then
-	// kill its children (found while they are still its children) and it.
-	_ = p.cmd.Process.Signal(syscall.SIGSTOP)
-	kids := children(pid)
-	for _, k := range kids {
-		_ = syscall.Kill(k, syscall.SIGKILL)
-	}
-	if s.paused {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		s.paused = false
-	}
-	_ = p.cmd.Process.Kill()
-	select {
-	case <-p.done:
-	case <-time.After(killTimeout):
-		return fmt.Errorf("pgtest: server %s (pid %d) not reaped %s after SIGKILL", s.Addr(), pid, killTimeout)
-	}
-	return waitGone(kids, killTimeout)
-}
-
-// signalAll sends sig to the postmaster and every one of its children.
-func (s *Server) signalAll(sig syscall.Signal) error {
-	p := s.proc.cmd.Process
-	if sig == syscall.SIGSTOP {
-		// Stopped first, the postmaster forks no backend we would miss.
-		if err := p.Signal(sig); err != nil {
-			return err
-		}
-	}
-	for _, k := range children(p.Pid) {
-		_ = syscall.Kill(k, sig)
-	}
-	if sig != syscall.SIGSTOP {
-		return p.Signal(sig)
+	if err := p.Kill(killTimeout); err != nil {
+		return fmt.Errorf("pgtest: server %s: %w", s.Addr(), err)
 	}
 	return nil
 }
@@ -249,11 +201,11 @@ func (s *Server) url(addr, user, password string) string {
 // Proxy returns the TCP proxy in front of the server (started on first
 // use); connect through ProxiedURL to be affected by its faults. It keeps
 // working across Restart.
-func (s *Server) Proxy() *redistest.Proxy {
+func (s *Server) Proxy() *netproxy.Proxy {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proxy == nil {
-		s.proxy = redistest.NewProxy(s.t, s.Addr())
+		s.proxy = netproxy.New(s.t, s.Addr())
 	}
 	return s.proxy
 }
@@ -268,7 +220,7 @@ func (s *Server) PID() int {
 	if s.proc == nil {
 		return 0
 	}
-	return s.proc.cmd.Process.Pid
+	return s.proc.PID()
 }
 
 // Kill SIGKILLs the postmaster and all its backends, like a crash of the
@@ -305,16 +257,8 @@ func (s *Server) Pause() {
 	if s.proc == nil {
 		s.t.Fatalf("pgtest: Pause: server %s is not running", s.Addr())
 	}
-	if s.paused {
-		return
-	}
-	pid := s.proc.cmd.Process.Pid
-	if err := s.signalAll(syscall.SIGSTOP); err != nil {
-		s.t.Fatalf("pgtest: SIGSTOP to server %d: %v", pid, err)
-	}
-	s.paused = true
-	if err := proctest.WaitStopped(pid, 5*time.Second); err != nil {
-		s.t.Fatalf("pgtest: %v", err)
+	if err := s.proc.Pause(); err != nil {
+		s.t.Fatalf("pgtest: server %s: %v", s.Addr(), err)
 	}
 }
 
@@ -323,13 +267,12 @@ func (s *Server) Resume() {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc == nil || !s.paused {
+	if s.proc == nil {
 		return
 	}
-	if err := s.signalAll(syscall.SIGCONT); err != nil {
-		s.t.Fatalf("pgtest: SIGCONT: %v", err)
+	if err := s.proc.Resume(); err != nil {
+		s.t.Fatalf("pgtest: server %s: %v", s.Addr(), err)
 	}
-	s.paused = false
 }
 
 // admin connects as the superuser over the Unix socket.

@@ -12,11 +12,13 @@ import (
 
 // Proc is one server process a test kit started: it is reaped by a
 // goroutine of its own, and Kill, Pause and Resume signal it by its PID
-// only (never a process group or a name).
+// only (never a process group or a name) — and, for a process started
+// with StartTree, its descendants found by their parent PIDs.
 type Proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error // cmd.Wait's result; read only after done is closed
+	tree bool  // signal the descendants too (StartTree)
 
 	mu     sync.Mutex
 	paused bool
@@ -32,6 +34,33 @@ func Start(cmd *exec.Cmd, cred *syscall.Credential) (*Proc, error) {
 	p := &Proc{cmd: cmd, done: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	return p, nil
+}
+
+// StartTree is Start for a server that forks workers each in a session of
+// its own (PostgreSQL's postmaster and backends), which a process group
+// would not reach: Kill, Pause and Resume signal its descendants too,
+// found through /proc while they are its children.
+func StartTree(cmd *exec.Cmd, cred *syscall.Credential) (*Proc, error) {
+	p, err := Start(cmd, cred)
+	if p != nil {
+		p.tree = true
+	}
+	return p, err
+}
+
+// descendants returns the PIDs to signal with the process itself.
+func (p *Proc) descendants() []int {
+	if !p.tree {
+		return nil
+	}
+	return children(p.PID())
+}
+
+// signalDescendants sends sig to every one of pids, ignoring those gone.
+func signalDescendants(pids []int, sig syscall.Signal) {
+	for _, k := range pids {
+		_ = syscall.Kill(k, sig)
+	}
 }
 
 // Err returns how the process exited (cmd.Wait's result); nil while it
@@ -68,7 +97,8 @@ func (p *Proc) Paused() bool {
 }
 
 // Kill sends SIGCONT if the process is paused, then SIGKILL, and waits up
-// to timeout until it is reaped. Killing an exited process does nothing.
+// to timeout until it is reaped (and, for StartTree, its descendants are
+// gone). Killing an exited process does nothing.
 func (p *Proc) Kill(timeout time.Duration) error {
 	p.mu.Lock()
 	paused := p.paused
@@ -76,6 +106,15 @@ func (p *Proc) Kill(timeout time.Duration) error {
 	p.mu.Unlock()
 	if p.Exited() {
 		return nil
+	}
+	var kids []int
+	if p.tree {
+		// Stopped first, the parent forks no more workers; its children
+		// are found while they are still its children.
+		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+		kids = p.descendants()
+		signalDescendants(kids, syscall.SIGKILL)
+		paused = true
 	}
 	if paused {
 		_ = p.cmd.Process.Signal(syscall.SIGCONT)
@@ -85,10 +124,10 @@ func (p *Proc) Kill(timeout time.Duration) error {
 	}
 	select {
 	case <-p.done:
-		return nil
 	case <-time.After(timeout):
 		return fmt.Errorf("pid %d not reaped %s after SIGKILL", p.PID(), timeout)
 	}
+	return waitGone(kids, timeout)
 }
 
 // Pause stops the process with SIGSTOP and waits until it is stopped.
@@ -98,9 +137,11 @@ func (p *Proc) Pause() error {
 	if p.Exited() {
 		return fmt.Errorf("pause of pid %d, which has exited", p.PID())
 	}
+	// The parent first, so that it forks no worker the signal would miss.
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("SIGSTOP to pid %d: %w", p.PID(), err)
 	}
+	signalDescendants(p.descendants(), syscall.SIGSTOP)
 	p.paused = true
 	return WaitStopped(p.PID(), 5*time.Second)
 }
@@ -113,6 +154,7 @@ func (p *Proc) Resume() error {
 		return nil
 	}
 	p.paused = false
+	signalDescendants(p.descendants(), syscall.SIGCONT)
 	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("SIGCONT to pid %d: %w", p.PID(), err)
 	}

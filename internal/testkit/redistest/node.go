@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/internal/testkit/proctest"
 )
 
@@ -60,7 +61,7 @@ type Node struct {
 	mu     sync.Mutex
 	proc   *proctest.Proc // nil while killed
 	client *redis.Client
-	proxy  *Proxy
+	proxy  *netproxy.Proxy
 }
 
 // newNode prepares a node in a fresh temporary directory and registers the
@@ -431,12 +432,12 @@ func (n *Node) Keys(pattern string) []string {
 // free loopback port on first use. Connect through Proxy().Addr() (or
 // Cluster.ProxiedURLs) to be affected by its faults; Client and URL bypass
 // it. The proxy keeps working across Restart.
-func (n *Node) Proxy() *Proxy {
+func (n *Node) Proxy() *netproxy.Proxy {
 	n.t.Helper()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.proxy == nil {
-		n.proxy = NewProxy(n.t, n.Addr())
+		n.proxy = netproxy.New(n.t, n.Addr())
 	}
 	return n.proxy
 }

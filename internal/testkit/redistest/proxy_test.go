@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 )
 
@@ -201,7 +202,7 @@ func TestProxySurvivesRestart(t *testing.T) {
 func TestNewProxy(t *testing.T) {
 	t.Parallel()
 	n := redistest.Start(t, 1).Nodes[0]
-	p := redistest.NewProxy(t, n.Addr())
+	p := netproxy.New(t, n.Addr())
 	c := urlClient(t, fmt.Sprintf("redis://%s/0", p.Addr()), nil)
 	if err := c.Ping(ctxT(t, 5*time.Second)).Err(); err != nil {
 		t.Fatal(err)
@@ -215,7 +216,7 @@ func TestNewProxy(t *testing.T) {
 func TestProxyRewriteReplies(t *testing.T) {
 	t.Parallel()
 	cl := redistest.Start(t, 1)
-	p := redistest.NewProxy(t, cl.Nodes[0].Addr())
+	p := netproxy.New(t, cl.Nodes[0].Addr())
 	p.RewriteReplies("run_id:", "run_no:")
 	c := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	defer c.Close()

@@ -1,10 +1,10 @@
 //go:build !linux
 
-package pgtest
+package proctest
 
 import "time"
 
-// children is not known without /proc: only the postmaster is signalled.
+// children is not known without /proc: only the process itself is signalled.
 func children(int) []int { return nil }
 
 // waitGone gives the signal a moment (no /proc outside Linux).

@@ -1,4 +1,4 @@
-package pgtest
+package proctest
 
 import (
 	"bytes"
