@@ -71,7 +71,8 @@ func measure(b *testing.B, conc int, server func() time.Duration, op func(ctx co
 	lats := make([][]time.Duration, conc)
 	var left atomic.Int64
 	left.Store(int64(b.N))
-	var firstErr atomic.Value
+	var errMu sync.Mutex
+	var firstErr error
 	var s0 time.Duration
 	if server != nil {
 		s0 = server()
@@ -90,15 +91,19 @@ func measure(b *testing.B, conc int, server func() time.Duration, op func(ctx co
 				lats[i] = append(lats[i], time.Since(t0))
 				cancel()
 				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					errMu.Unlock()
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	b.StopTimer()
-	if err, _ := firstErr.Load().(error); err != nil {
-		b.Fatal(err)
+	if firstErr != nil {
+		b.Fatal(firstErr)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(processCPU()-c0)/n/1e3, "client-cpu-µs/op")

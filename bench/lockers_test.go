@@ -60,7 +60,9 @@ func newLocker(lib string, addrs []string, ttl time.Duration) (locker, error) {
 		for i, a := range addrs {
 			urls[i] = "redis://" + a
 		}
-		opts := []redlock.Option{redlock.WithRestartGuard(time.Second)}
+		// The per-node timeout is the peers' read timeout: on a loaded
+		// machine the default 50 ms would fail rounds the peers wait for.
+		opts := []redlock.Option{redlock.WithRestartGuard(time.Second), redlock.WithTimeout(opTimeout)}
 		if lib == libLeaseNoFence {
 			opts = append(opts, redlock.WithoutFencing())
 		}

@@ -174,6 +174,13 @@ type Job struct {
 	// in [0, Jitter) that is the same on every host (a hash of the job
 	// and T). The tick (epoch, LEASECRON_TICK) stays T.
 	Jitter time.Duration
+	// MemoryMax (bytes), CPUMax (a share of one core: 0.5 is half a core)
+	// and TasksMax (processes and threads) are the limits of the job's
+	// cgroup v2; 0: no limit. A host that cannot apply a job's limits
+	// does not run it. At least 4MiB, 0.01 and 4 (see checkLimitField).
+	MemoryMax int64
+	CPUMax    float64
+	TasksMax  int
 
 	sched *schedule // compiled by Validate
 	path  string    // "jobs[i]" as in the file, for messages

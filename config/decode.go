@@ -173,7 +173,18 @@ func (d *decoder) jobField(j *Job, key string, v any, field string) bool {
 		if !d.take(field, v.leaf) {
 			return false
 		}
-		*map[string]*int{"retries": &j.Retries, "history_limit": &j.HistoryLimit, "candidates": &j.Candidates}[key] = v.v
+		*map[string]*int{"retries": &j.Retries, "history_limit": &j.HistoryLimit, "candidates": &j.Candidates,
+			"tasks_max": &j.TasksMax}[key] = v.v
+	case *fraction:
+		if !d.take(field, v.leaf) {
+			return false
+		}
+		j.CPUMax = v.v // cpu_max, the only job key that is a number
+	case *size:
+		if !d.take(field, v.leaf) {
+			return false
+		}
+		j.MemoryMax = v.v // memory_max
 	case *boolean:
 		if !d.take(field, v.leaf) {
 			return false
@@ -219,6 +230,9 @@ func (d *decoder) jobField(j *Job, key string, v any, field string) bool {
 // defaults, apart from the checks that need the whole job.
 func checkJobField(j *Job, key string) []string {
 	if msgs, ok := checkFleetField(j, key); ok {
+		return msgs
+	}
+	if msgs, ok := checkLimitField(j, key); ok {
 		return msgs
 	}
 	var msgs []string

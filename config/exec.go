@@ -7,11 +7,12 @@ import (
 
 // ExecJob returns the job `leasecron exec --name NAME` runs: a copy of the
 // file's job NAME when there is one (its timeout, kill_grace, env, dir,
-// history_limit, timezone; its command replaced by command or shell), else
-// a job with the documented defaults and the host's local time zone, as
-// cron reads a crontab. schedule, when not empty, is compiled in timezone
-// (when not empty, else the job's) and replaces the job's. The file's
-// defaults section is not applied to a name the file does not have.
+// history_limit, timezone, limits; its command replaced by command or
+// shell), else a job with the documented defaults and the host's local
+// time zone, as cron reads a crontab. schedule, when not empty, is
+// compiled in timezone (when not empty, else the job's) and replaces the
+// job's. The file's defaults section is not applied to a name the file
+// does not have.
 func (c *Config) ExecJob(name, schedule, timezone string, command []string, shell string) (*Job, error) {
 	if !validJobName.MatchString(name) {
 		return nil, fmt.Errorf("name %q may only contain letters, digits, '_', '.' and '-'", name)

@@ -43,6 +43,7 @@ type rawDefaults struct {
 	Env          map[string]text `yaml:"env"`
 	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
+	rawLimitKeys `yaml:",inline"`
 }
 
 // rawFleetKeys are the job keys of "Operating a fleet" (retries, history,
@@ -87,6 +88,7 @@ type rawJob struct {
 	Env          map[string]text `yaml:"env"`
 	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
+	rawLimitKeys `yaml:",inline"`
 }
 
 // field returns the leaf (or list, or map) of key in r, a *rawJob or a
@@ -97,6 +99,9 @@ func field(r any, key string) any {
 		if v := fleetField(&r.rawFleetKeys, key); v != nil {
 			return v
 		}
+		if v := limitField(&r.rawLimitKeys, key); v != nil {
+			return v
+		}
 		return map[string]any{
 			"name": &r.Name, "schedule": &r.Schedule, "command": &r.Command, "shell": &r.Shell,
 			"timeout": &r.Timeout, "overlap": &r.Overlap, "deadline": &r.Deadline, "kill_grace": &r.KillGrace,
@@ -104,6 +109,9 @@ func field(r any, key string) any {
 		}[key]
 	case *rawDefaults:
 		if v := fleetField(&r.rawFleetKeys, key); v != nil {
+			return v
+		}
+		if v := limitField(&r.rawLimitKeys, key); v != nil {
 			return v
 		}
 		return map[string]any{

@@ -270,7 +270,7 @@ func (v *validator) jobs() {
 			}
 		}
 		v.command(j, f)
-		for _, key := range append([]string{"timeout", "deadline", "kill_grace", "overlap", "env", "dir"}, fleetKeys...) {
+		for _, key := range append(append([]string{"timeout", "deadline", "kill_grace", "overlap", "env", "dir"}, fleetKeys...), limitKeys...) {
 			for _, msg := range checkJobField(j, key) {
 				v.errorf(f(key), j.Line, "%s", msg)
 			}

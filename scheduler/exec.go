@@ -61,9 +61,13 @@ var ErrNoLease = errors.New("the lease could not be taken")
 // job's history, and the slot completed when the command ran to its end.
 // It returns the run's record when the command ran; an *ExecSkipped when
 // it did not for a reason that is no failure; an error matching
-// ErrNoLease when the lease could not be taken.
+// ErrNoLease when the lease could not be taken; the error of CannotLimit,
+// before anything else, when the job's limits cannot be applied here.
 func (s *Scheduler) Exec(ctx context.Context, req ExecRequest) (RunRecord, error) {
 	cfg, j := s.cfg.Load(), req.Job
+	if err := s.CannotLimit(j); err != nil {
+		return RunRecord{}, err // never run unlimited; nothing taken or recorded
+	}
 	s.warm(ctx)
 	breq := lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Owner: "tick=manual host=" + s.host}
 	if !req.Tick.IsZero() {
@@ -86,11 +90,38 @@ func (s *Scheduler) Exec(ctx context.Context, req ExecRequest) (RunRecord, error
 		tick = s.now()
 	}
 	log := s.log.With("job", j.Name, "tick", execTickAttr(req.Tick))
+	// No heartbeat loop runs in exec: read the pause flags as it would,
+	// so that a pause --stop stops the command as it stops a daemon's run.
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() { defer close(polled); s.pauseStopLoop(pollCtx, cfg.Heartbeat) }()
 	rec, _ := s.runLeased(ctx, cfg, j, tick, l, 1, log)
+	stopPoll()
+	<-polled
 	if rec.Result == "error" {
 		return rec, errors.New(rec.Error)
 	}
 	return rec, nil
+}
+
+// pauseStopLoop reads the pause flags every interval until ctx ends and
+// stops the runs of jobs paused with --stop, as the daemon's heartbeat
+// loop does. A read that fails keeps the last one.
+func (s *Scheduler) pauseStopLoop(ctx context.Context, interval time.Duration) {
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := s.readPauses(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("could not read the pause flags; a pause --stop of this job is seen at the next read", "err", err)
+		}
+		s.stopPausedRuns()
+		t.Reset(interval)
+	}
 }
 
 func execTickAttr(tick time.Time) string {

@@ -29,7 +29,7 @@ func (s *Scheduler) rankStagger() time.Duration {
 // by are followed by one standby loop (see standby).
 func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick time.Time, jobs []*Job) {
 	cfg := s.cfg.Load()
-	pausesNow, live := s.unpaused(ctx, tick, jobs)
+	pausesNow, live := s.unpaused(ctx, tick, s.limitable(jobs))
 	rk := s.rankFor(cfg, live, s.liveHosts(cfg))
 	groups := map[time.Duration][]*Job{}
 	var standby []*Job

@@ -171,7 +171,8 @@ func (m *Metrics) Renew(job string, ok bool, latency time.Duration) {
 }
 
 // Abort counts a run of job stopped early, by reason: lease_lost, timeout,
-// shutdown, supervisor_lost or suspended.
+// shutdown, supervisor_lost, suspended, paused, or limit_memory,
+// limit_tasks and limit_cpu (a run that ran into its job's limit).
 func (m *Metrics) Abort(job, reason string) {
 	if m == nil {
 		return

@@ -120,7 +120,8 @@ func (f *follower) othersEligible() bool {
 // stores the retry state and returns when the retry is due; zero: the
 // tick is completed.
 func (s *Scheduler) planRetry(j *Job, tick time.Time, rec RunRecord, log *slog.Logger) time.Time {
-	retryable := rec.Result == "failed" || (rec.Result == "timeout" && j.RetryOnTimeout)
+	retryable := rec.Result == "failed" || rec.Result == ResultOOM || rec.Result == ResultLimit ||
+		(rec.Result == "timeout" && j.RetryOnTimeout)
 	if !retryable || j.Retries == 0 || rec.Tick.IsZero() {
 		return time.Time{}
 	}

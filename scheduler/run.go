@@ -33,10 +33,12 @@ type RunRecord struct {
 	End     time.Time `json:"end"`
 	Exit    int       `json:"exit"`
 	Signal  string    `json:"signal,omitempty"`
-	// Result is ok, failed (non-zero exit), timeout, aborted (lease lost),
-	// shutdown (stopped by the daemon's shutdown), stopped (its job was
-	// paused with --stop), error (could not start) or dry_run (won with
-	// Options.DryRun: not started, the tick completed).
+	// Result is ok, failed (non-zero exit), timeout, oom or limit (killed
+	// or held back by the job's memory_max, tasks_max or cpu_max: see
+	// ResultOOM, ResultLimit), aborted (lease lost), shutdown (stopped by
+	// the daemon's shutdown), stopped (its job was paused with --stop),
+	// error (could not start) or dry_run (won with Options.DryRun: not
+	// started, the tick completed). FailedResult says which are failures.
 	Result string `json:"result"`
 	Error  string `json:"error,omitempty"`
 }
@@ -246,10 +248,16 @@ wait:
 	default:
 		rec.Result = "failed"
 	}
+	if r := limitResult(rec.Result, w.exit); r != rec.Result {
+		rec.Result = r
+		log.Warn("the job ran into its limit", "limit", w.exit.Limit, "memory_max", j.MemoryMax, "tasks_max", j.TasksMax, "cpu_max", j.CPUMax)
+		s.opts.Metrics.Abort(j.Name, "limit_"+w.exit.Limit)
+	}
 	// A tick is completed when the job ran to its end (whatever its exit
-	// status) or hit its timeout. A run cut short by a lost lease or by
-	// shutdown is released without completion so another host takes over.
-	complete := rec.Result == "ok" || rec.Result == "failed" || rec.Result == "timeout"
+	// status) or hit its timeout or limit. A run cut short by a lost lease
+	// or by shutdown is released without completion so another host takes
+	// over.
+	complete := ranToEnd(rec.Result)
 	// Processes of the job that could not be confirmed dead may still be
 	// working: leave the lease to run out instead of handing it on now.
 	lapse := errors.Is(w.err, supervisor.ErrNotConfirmedDead) ||
@@ -357,7 +365,7 @@ func (s *Scheduler) startJob(j *Job, tick time.Time, l lease.Lease, manual bool,
 	deadline := supervisor.BootDeadline(l.ValidUntil().Add(-s.killMargin()))
 	proc, err := s.startSupervised(supervisor.Spec{
 		Path: path, Args: args, Env: env, Dir: j.Dir, KillGrace: j.KillGrace, Deadline: deadline,
-		Contain: s.contain, Name: j.Name,
+		Contain: s.contain, Name: j.Name, Limits: jobLimits(j),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", j.Name, err)
@@ -383,12 +391,16 @@ func (s *Scheduler) logLines(log *slog.Logger, stream string, r io.Reader) {
 }
 
 // Trigger runs job once now, under its lease, and waits for it. It does not
-// mark any tick completed. It fails at once if the lease is held.
+// mark any tick completed. It fails at once if the lease is held, or if
+// the job's limits cannot be applied on this host (CannotLimit).
 func (s *Scheduler) Trigger(ctx context.Context, name string) (RunRecord, error) {
 	cfg := s.cfg.Load()
 	j := cfg.Job(name)
 	if j == nil {
 		return RunRecord{}, fmt.Errorf("trigger: no job named %q in %s", name, cfg.File)
+	}
+	if err := s.CannotLimit(j); err != nil {
+		return RunRecord{}, fmt.Errorf("trigger: %w", err) // never run unlimited
 	}
 	// A fresh process: open the connections first, so that the node
 	// timeout measures the acquisition, not a dial and TLS handshake.

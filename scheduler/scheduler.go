@@ -249,6 +249,11 @@ func (s *Scheduler) Reload(cfg *Config) error {
 	c.Backend, c.Lease, c.ID = s.base.Backend, s.base.Lease, s.base.ID
 	c.Labels = s.base.Labels // a host's labels come from its command line
 	s.cfg.Store(&c)
+	for _, j := range c.Jobs {
+		if err := s.CannotLimit(j); err != nil {
+			s.log.Error("a job's limits cannot be applied on this host; this daemon will not run it", "job", j.Name, "err", err)
+		}
+	}
 	for _, ch := range []chan struct{}{s.reload, s.spareWake} {
 		select {
 		case ch <- struct{}{}:

@@ -23,7 +23,8 @@ func (s *Scheduler) startSupervised(spec supervisor.Spec) (*supervisor.Process, 
 		proc, err := sp.Start(context.Background(), spec)
 		_ = sp.Close() // a no-op once the spare started the job
 		if err == nil || errors.Is(err, supervisor.ErrStart) ||
-			errors.Is(err, supervisor.ErrDeadlinePassed) || errors.Is(err, supervisor.ErrInvalidSpec) {
+			errors.Is(err, supervisor.ErrDeadlinePassed) || errors.Is(err, supervisor.ErrInvalidSpec) ||
+			errors.Is(err, supervisor.ErrLimits) {
 			return proc, err
 		}
 		// The spare's supervisor is gone (killed while it waited, say):

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/leasecron/leasecron/config"
+	"github.com/leasecron/leasecron/scheduler"
 )
 
 // CheckCommand validates a config file without contacting the backend, the
@@ -51,6 +52,9 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 		fmt.Fprintf(c.stderr, "warning: %s\n", w)
 	}
 	fmt.Fprintf(c.stdout, "ok: %s, %s\n", plural(len(cfg.Jobs), "job"), cfg.Backend.Summary(cfg.Lease))
+	for _, p := range cfg.LimitProblems(scheduler.ProbeLimits) {
+		fmt.Fprintf(c.stderr, "warning: %s\n", p)
+	}
 	host.apply(cfg, labels)
 	if host.given() || hasRunOn(cfg) {
 		writeEligibility(c.stdout, cfg)
@@ -101,6 +105,11 @@ Flags:
 	-c, --config FILE   config file (default %s)
 	--id NAME           this host's id (default: id: of the file, or the hostname)
 	--label KEY=VALUE   a label of this host (repeatable; added to $LEASECRON_LABELS)
+
+A job with memory_max, cpu_max or tasks_max whose limits cannot be applied
+on this host (no cgroup v2, or its memory, cpu or pids controller not
+available where check runs) gets a warning naming file, line and why: the
+daemon does not run such a job on such a host.
 
 Exit codes: 0 valid (warnings may be printed), 2 invalid or unreadable.
 `, defaultConfig)

@@ -245,7 +245,9 @@ func (c *ExecCommand) Usage() {
 Runs COMMAND under the lease of job NAME, in front of the same crontab line
 on every host: no daemon needed. It reads the backend and lease sections of
 the config (the daemon's file works; so does one with no jobs); a job NAME
-in the file gives its timeout, kill_grace, env, dir and history_limit.
+in the file gives its timeout, kill_grace, env, dir, history_limit and
+limits (memory_max, cpu_max, tasks_max: exit 1, nothing run, when this
+host cannot apply them).
 
 With --schedule (the crontab's own spec, or @every D) "now + grace" maps to
 the schedule's latest tick, the slot, which is the lease's epoch: a slot
@@ -256,7 +258,8 @@ not one: the rest is the command. Without
 Either way the command runs as a daemon's job does: the lease renewed while
 it runs, the command killed before the lease could be lost, the
 LEASECRON_* environment (fencing token included), a record in 'leasecron
-history NAME', 'pause NAME' honoured. Its output goes to this command's
+history NAME', 'pause NAME' honoured ('pause --stop NAME' stops the running
+command: the flags are read every heartbeat). Its output goes to this command's
 stdout and stderr, as the command's would.
 
 Flags:
@@ -279,7 +282,8 @@ n; 127 when not found, 126 when it may not run; 143 when exec itself got
 SIGTERM or SIGINT and stopped it); 0 (or --skipped-exit) when the slot was
 done, held elsewhere, paused or past its deadline (the last one logged as a
 warning); 75 when the lease could not be taken (no quorum) or was lost
-while the command ran (it was then stopped); 2 usage or config error
+while the command ran, or 'pause --stop NAME' stopped it; 2 usage or
+config error
 (nothing run).
 `, defaultConfig)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -202,6 +203,15 @@ func logStart(log *slog.Logger, cfg *config.Config, sched *scheduler.Scheduler, 
 			"(setsid and a double fork are caught; a process moved out by another service is not) is killed only "+
 			"while the daemon runs, and a lost supervisor's lease is left to run out until all is confirmed dead",
 			"reason", why)
+	}
+	if have, why := sched.LimitControllers(); why != "" {
+		log.Info("per-job limits: not every cgroup controller is available for the jobs; jobs whose limits need a missing one are not run here",
+			"controllers", strings.Join(have, ","), "why", why)
+	}
+	for _, j := range cfg.Jobs {
+		if err := sched.CannotLimit(j); err != nil {
+			log.Error("a job's limits cannot be applied on this host; this daemon will not run it", "job", j.Name, "err", err)
+		}
 	}
 }
 

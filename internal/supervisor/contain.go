@@ -64,6 +64,10 @@ type Containment struct {
 	mode containMode
 	dir  string // containCgroup: the cgroup that holds the jobs' cgroups
 	why  string // the process tree: why cgroups are not used
+	// controllers are those of memory, cpu and pids enabled for the jobs'
+	// cgroups; noControllers says why the others are not.
+	controllers   []string
+	noControllers string
 }
 
 // String says which containment is in force: "cgroup PATH" or "process
@@ -99,36 +103,60 @@ func DetectContainment() Containment {
 	case "group":
 		return Containment{mode: containGroup, why: ContainmentEnv + " is set"}
 	}
-	dir, err := jobsCgroupDir()
+	dir, base, err := jobsCgroupDir()
 	if err != nil {
 		return Containment{mode: containTree, why: err.Error()}
 	}
-	return Containment{mode: containCgroup, dir: dir}
+	c := Containment{mode: containCgroup, dir: dir}
+	c.controllers, c.noControllers = enableControllers(base, dir, isRootCgroup(base))
+	return c
+}
+
+// isRootCgroup reports whether path is the root of the cgroup v2
+// hierarchy (it has no cgroup.events file).
+func isRootCgroup(path string) bool {
+	_, err := os.Stat(filepath.Join(path, "cgroup.events"))
+	return errors.Is(err, os.ErrNotExist)
 }
 
 // jobsCgroupDir creates (or reuses) the jobs' parent cgroup and checks
-// that job cgroups can be created and killed in it.
-func jobsCgroupDir() (string, error) {
+// that job cgroups can be created and killed in it. It returns it and the
+// daemon's cgroup, its parent.
+func jobsCgroupDir() (dir, base string, err error) {
 	mount, err := cgroup2Mount()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	own, err := ownCgroup()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	base := filepath.Join(mount, own)
-	if own != "/" {
+	if filepath.Base(own) == daemonCgroup {
+		// Moved there by a DetectContainment of this process (see
+		// enableControllers): its parent is the daemon's cgroup.
+		base = filepath.Join(mount, filepath.Dir(own))
+	} else {
+		base = filepath.Join(mount, own)
+	}
+	if own != "/" && filepath.Base(own) != daemonCgroup {
 		// "No internal processes": a cgroup with controllers enabled for
 		// its children cannot keep processes (the daemon) itself.
 		b, err := os.ReadFile(filepath.Join(base, "cgroup.subtree_control"))
 		if err != nil {
-			return "", fmt.Errorf("read the daemon's cgroup %s: %w", base, err)
+			return "", "", fmt.Errorf("read the daemon's cgroup %s: %w", base, err)
 		}
 		if s := strings.TrimSpace(string(b)); s != "" {
-			return "", fmt.Errorf("the daemon's cgroup %s has controllers enabled for its children (%s)", base, s)
+			return "", "", fmt.Errorf("the daemon's cgroup %s has controllers enabled for its children (%s)", base, s)
 		}
 	}
+	dir, err = jobsCgroupIn(base)
+	return dir, base, err
+}
+
+// jobsCgroupIn creates (or reuses) the jobs' parent cgroup in base, the
+// daemon's cgroup, and checks that job cgroups can be created and killed
+// in it.
+func jobsCgroupIn(base string) (string, error) {
 	dir := filepath.Join(base, jobsCgroup)
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("create cgroup %s: %w", dir, err)

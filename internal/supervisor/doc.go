@@ -79,6 +79,22 @@
 // be confirmed dead within [ConfirmTimeout] leaves Exit.DeadTime 0, and the
 // caller must not hand the job's lease on (leasecron lets it run out).
 //
+// # Resource limits
+//
+// [Spec].Limits (memory, a share of CPU, tasks) are written to the job's
+// cgroup (memory.max with memory.swap.max 0, cpu.max, pids.max) before the
+// job starts, so it never runs a line without them. [DetectContainment]
+// enables the memory, cpu and pids controllers for the jobs' cgroups: in
+// the daemon's cgroup and in leasecron-jobs; a daemon alone in a non-root
+// cgroup first moves itself into the leaf leasecron-daemon beside
+// leasecron-jobs ("no internal processes"). A controller bound to a cgroup
+// v1 hierarchy, not delegated, or in a cgroup shared with other processes
+// is not enabled; [Containment.CanLimit] says so, and a Spec whose limits
+// cannot be applied fails with [ErrLimits] instead of running unlimited.
+// After the job, [Exit].Limit names the limit it ran into, from the
+// cgroup's memory.events (oom_kill), pids.events (max) and cpu.stat
+// (nr_throttled).
+//
 // # Limits
 //
 // The supervisor itself must run: a SIGSTOP sent to the supervisor (it is

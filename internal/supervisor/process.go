@@ -48,6 +48,10 @@ type Spec struct {
 	// Name names the job's cgroup (with the daemon's pid and a random
 	// suffix); "" means "job".
 	Name string
+	// Limits are applied to the job's cgroup before it starts. Limits
+	// that Contain cannot apply (Containment.CanLimit) fail the start
+	// with ErrLimits: the job is never run without them.
+	Limits Limits
 }
 
 // Exit describes how a job ended.
@@ -76,6 +80,10 @@ type Exit struct {
 	// A SIGKILL sent only to clean up after the job leader exited on its
 	// own does not count.
 	TermTime, KillTime int64
+	// Limit names the limit of Spec.Limits the job ran into (LimitMemory,
+	// LimitTasks, LimitCPU), read from its cgroup's event counters after
+	// it ended; "" for none.
+	Limit string
 }
 
 // Process is a job running under a supervisor process. Its methods are safe
@@ -89,6 +97,7 @@ type Process struct {
 	// and the job's cgroup ("" without one).
 	contain Containment
 	cgroup  string
+	limits  Limits
 
 	mu     sync.Mutex
 	ctrl   *os.File // nil once closed
@@ -144,6 +153,9 @@ func checkSpec(ctx context.Context, spec Spec) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("supervisor: start: %w", err)
+	}
+	if err := spec.Contain.CanLimit(spec.Limits); err != nil {
+		return fmt.Errorf("%w: %w", ErrLimits, err)
 	}
 	return nil
 }
@@ -311,6 +323,9 @@ func (p *Process) wait() (Exit, error) {
 				ev.Error = fmt.Sprintf("job cgroup %s not empty %v after it was killed", p.cgroup, ConfirmTimeout)
 			}
 		}
+	}
+	if p.cgroup != "" {
+		exit.Limit = limitHit(p.cgroup, p.limits)
 	}
 	p.removeCgroup(exit.DeadTime != 0)
 	if exit.DeadTime == 0 {

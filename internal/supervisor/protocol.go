@@ -75,6 +75,10 @@ var (
 	ErrNotConfirmedDead = errors.New("supervisor: job processes not confirmed dead")
 	// ErrClosed: the control pipe was closed by Close or Wait.
 	ErrClosed = errors.New("supervisor: control pipe closed")
+	// ErrLimits: the Spec's Limits cannot be applied with its Containment
+	// (see Containment.CanLimit), or writing them to the job's cgroup
+	// failed; the job was not started.
+	ErrLimits = errors.New("supervisor: limits cannot be applied")
 	// ErrInvalidSpec: the Spec has no Path or a negative KillGrace.
 	ErrInvalidSpec = errors.New("supervisor: invalid spec")
 )

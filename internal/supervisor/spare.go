@@ -138,7 +138,16 @@ func (sp *Spare) Start(ctx context.Context, spec Spec) (*Process, error) {
 			_ = p.stderr.Close()
 			return nil, fmt.Errorf("%w: %w", ErrStart, err)
 		}
-		p.cgroup = cg
+		p.cgroup, p.limits = cg, spec.Limits
+		if err := applyLimits(cg, spec.Limits); err != nil {
+			removeCgroup(cg)
+			_ = specW.Close()
+			_ = p.Close()
+			_, _ = p.Wait()
+			_ = p.stdout.Close()
+			_ = p.stderr.Close()
+			return nil, fmt.Errorf("%w: %w", ErrLimits, err)
+		}
 	}
 	data, _ := json.Marshal(wireSpec{
 		Path:      spec.Path,

@@ -144,8 +144,8 @@ type holderCount struct {
 type tally struct {
 	req      Request
 	value    string
-	keys     []string // lock, fence, epoch (release uses keys[:1], fence keys[:2])
-	fenceExp any      // fence counter expiry ms (acquire.lua's ARGV[5])
+	keys     []string // the lease's hash (one: leaseKey), shared with the batch's calls
+	fenceExp any      // fence counter expiry ms (acquirebatch.lua's ARGV[2])
 	granted  int
 	bad      int // refused, failed or not voting
 	done     int64
@@ -211,8 +211,8 @@ func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) 
 
 	// One backing array each for the keys, arguments and refusal times of
 	// all tallies: a batch of 10,000 keys costs a few allocations per key
-	// (its value and key names), not a dozen.
-	keyArr := make([]string, 3*len(tallies))
+	// (its value and key name), not a dozen.
+	keyArr := make([]string, len(tallies))
 	ttls := make([]any, len(tallies))
 	epochs := make([]any, len(tallies))
 	freeArr := make([]time.Duration, n*len(tallies))
@@ -227,9 +227,8 @@ func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) 
 		t := &tallies[k]
 		r := &t.req
 		t.value = tokens[idx[k]] + " " + r.Owner
-		tag := "{" + r.Key + "}"
-		t.keys = keyArr[3*k : 3*k+3 : 3*k+3]
-		t.keys[0], t.keys[1], t.keys[2] = tag+":lock", tag+":fence", tag+":epoch"
+		t.keys = keyArr[k : k+1 : k+1]
+		t.keys[0] = leaseKey(r.Key)
 		if ms := r.TTL.Milliseconds(); ms != lastTTL {
 			lastTTL, ttlArg = ms, ms
 		}

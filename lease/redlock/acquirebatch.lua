@@ -1,67 +1,66 @@
--- acquirebatch.lua: acquire.lua for many leases in one call (one call per
--- node for a chunk of a batch; the single-key Acquire uses it too).
--- KEYS: for lease i (1-based), KEYS[3i-2] lock, KEYS[3i-1] fence counter,
---       KEYS[3i] completed epoch
--- ARGV[1] fencing floor (unix µs; "0" = no fencing), ARGV[2] fence counter
---         expiry ms (both as in acquire.lua, shared by every lease)
+-- acquirebatch.lua: take leases if free (or re-enter them with our own
+-- value): one call per node for a chunk of a batch, and per lease on a
+-- Redis Cluster (a single Acquire is a batch of one).
+-- Each lease is one hash (see leaseKey): h holder value, d lock deadline
+-- (server ms), f fence counter, e completed epoch, v and n note version
+-- and note. The lock is held while h is set and d is in the future.
+-- KEYS[i] the hash of lease i (1-based)
+-- ARGV[1] fencing floor (unix µs; "0" = no fencing): a grant also raises
+--         the fence counter to max(counter + 1, floor)
+-- ARGV[2] fence counter expiry ms: a hash without a completed epoch or a
+--         note is kept at least that long after each raise (and at least
+--         the lease's TTL), so a key nobody takes again leaves nothing
+--         behind; one with either is kept without TTL
 -- for lease i: ARGV[3i] value, ARGV[3i+1] ttl ms, ARGV[3i+2] epoch (0 = none)
--- Returns one string per lease, the fields of acquire.lua's reply:
---   "1 done fence" granted, "0 done fence pttl holder" held by another,
---   "2 done fence pttl holder" epoch already completed (holder may be
---   empty; it may contain spaces, so it comes last).
--- Each lease is decided exactly as acquire.lua decides it. Numbers from
--- Redis are Lua doubles: they are formatted with %d (a fence counter has
--- 16 digits, more than tostring's 14).
--- Every key is read with one MGET first; `wrote` keeps what this call
--- wrote since, so that a key listed twice reads its own write, as it
--- would with one call per lease.
+-- Returns one string per lease:
+--   "1 done fence" granted (fence: the counter after the grant),
+--   "0 done fence pttl holder" held by another,
+--   "2 done fence pttl holder" epoch already completed (pttl -2 and holder
+--   empty when no lock is held; the holder may contain spaces, so it
+--   comes last).
+-- Numbers from Redis are Lua doubles: they are formatted with %d (a fence
+-- counter has 16 digits, more than tostring's 14). A key listed twice
+-- reads this call's own write.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local floor = ARGV[1]
 local fexp = tonumber(ARGV[2])
 local out = {}
-local all = redis.call('MGET', unpack(KEYS))
-local wrote = {}
-local function get(j)
-  local v = wrote[KEYS[j]]
-  if v == nil then
-    v = all[j]
-  end
-  return v or nil
-end
-for i = 1, #KEYS / 3 do
-  local lock, fkey = KEYS[3 * i - 2], KEYS[3 * i - 1]
-  local value, ttl, e = ARGV[3 * i], ARGV[3 * i + 1], tonumber(ARGV[3 * i + 2])
-  local cur = get(3 * i - 2)
-  local had = get(3 * i - 1)
-  local fence = had or '0'
-  local done = get(3 * i) or '0'
-  if e > 0 and tonumber(done) >= e then
-    out[i] = '2 ' .. done .. ' ' .. fence .. ' ' .. string.format('%d', redis.call('PTTL', lock)) .. ' ' .. (cur or '')
-  elseif cur and cur ~= value then
-    out[i] = '0 ' .. done .. ' ' .. fence .. ' ' .. string.format('%d', redis.call('PTTL', lock)) .. ' ' .. cur
-  else
-    if cur then
-      redis.call('PEXPIRE', lock, ttl)
-    else
-      redis.call('SET', lock, value, 'PX', ttl)
-      wrote[lock] = value
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local value, ttl, e = ARGV[3 * i], tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
+  local s = redis.call('HMGET', key, 'h', 'd', 'f', 'e', 'v')
+  local cur, left = s[1], -2
+  if cur then
+    left = tonumber(s[2]) - now
+    if left <= 0 then
+      cur, left = nil, -2
     end
+  end
+  local fence = s[3] or '0'
+  local done = s[4] or '0'
+  if e > 0 and tonumber(done) >= e then
+    out[i] = '2 ' .. done .. ' ' .. fence .. ' ' .. string.format('%d', left) .. ' ' .. (cur or '')
+  elseif cur and cur ~= value then
+    out[i] = '0 ' .. done .. ' ' .. fence .. ' ' .. string.format('%d', left) .. ' ' .. cur
+  else
+    local keep = ttl
+    local deadline = string.format('%d', now + ttl)
     if floor ~= '0' then
-      local ms = fexp
-      if had then
-        -- (a missing counter has no expiry to keep)
-        local left = redis.call('PTTL', fkey)
-        if left > ms then
-          ms = left
-        end
-      end
       if tonumber(floor) > tonumber(fence) then
-        redis.call('SET', fkey, floor, 'PX', ms)
         fence = floor
       else
-        fence = string.format('%d', redis.call('INCR', fkey))
-        redis.call('PEXPIRE', fkey, ms)
+        fence = string.format('%d', tonumber(fence) + 1)
       end
-      wrote[fkey] = fence
+      keep = math.max(ttl, fexp)
+      redis.call('HSET', key, 'h', value, 'd', deadline, 'f', fence)
+    else
+      redis.call('HSET', key, 'h', value, 'd', deadline)
+    end
+    if not (s[4] or s[5]) then
+      if not (s[1] or s[3]) or redis.call('PTTL', key) < keep then
+        redis.call('PEXPIRE', key, keep)
+      end
     end
     out[i] = '1 ' .. done .. ' ' .. fence
   end

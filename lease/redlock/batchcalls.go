@@ -11,15 +11,14 @@ import (
 
 // A batch (and a single Acquire, a batch of one) sends its leases to a
 // plain or Sentinel node in chunks of batchChunk leases, one script call
-// per chunk (acquirebatch.lua decides each lease exactly as acquire.lua
-// does), and releases its lost attempts the same way (releasebatch.lua).
-// One call for many leases saves the node the per-call cost of a script
-// (command dispatch, the KEYS and ARGV tables), and the client a reply
-// of five elements per lease: each lease's answer is one short string.
-// The fencing round of a batch (only for keys whose nodes' counters
-// disagreed) is chunked the same way (fencebatch.lua). A Redis Cluster
-// gets one call per lease, as a script must not touch keys of several hash
-// slots.
+// per chunk (acquirebatch.lua), and releases its lost attempts the same
+// way (releasebatch.lua). One call for many leases saves the node the
+// per-call cost of a script (command dispatch, the KEYS and ARGV tables),
+// and the client a reply of several elements per lease: each lease's
+// answer is one short string. The fencing round of a batch (only for keys
+// whose nodes' counters disagreed) is chunked the same way
+// (fencebatch.lua). A Redis Cluster gets the same scripts with one lease
+// per call, as a script must not touch keys of several hash slots.
 
 var (
 	//go:embed acquirebatch.lua
@@ -53,9 +52,18 @@ func (ac *acquireCalls) forNode(n *node) []call {
 	return ac.chunked
 }
 
+// chunkOf returns the call of node n's round that carries lease k of an
+// attempt, and the lease's place in that call's reply.
+func chunkOf(n *node, k int) (ci, i int) {
+	if n.perShard {
+		return k, 0
+	}
+	return k / batchChunk, k % batchChunk
+}
+
 // buildAcquireCalls makes the calls for tallies (whose keys are
-// consecutive in keyArr, three per lease). floor and fenceExp are
-// acquire.lua's ARGV[4] and ARGV[5].
+// consecutive in keyArr, one per lease). floor and fenceExp are
+// acquirebatch.lua's ARGV[1] and ARGV[2].
 func (c *Client) buildAcquireCalls(tallies []tally, keyArr []string, ttls, epochs []any, floor, fenceExp any) *acquireCalls {
 	ac := &acquireCalls{}
 	n := len(tallies)
@@ -64,12 +72,12 @@ func (c *Client) buildAcquireCalls(tallies []tally, keyArr []string, ttls, epoch
 		perShard = perShard || nd.perShard
 		plain = plain || !nd.perShard
 	}
-	if plain {
-		chunks := (n + batchChunk - 1) / batchChunk
+	build := func(size int) []call {
+		chunks := (n + size - 1) / size
 		argArr := make([]any, 2*chunks+3*n)
-		ac.chunked = make([]call, 0, chunks)
-		for lo := 0; lo < n; lo += batchChunk {
-			hi := min(lo+batchChunk, n)
+		out := make([]call, 0, chunks)
+		for lo := 0; lo < n; lo += size {
+			hi := min(lo+size, n)
 			args := argArr[: 2+3*(hi-lo) : 2+3*(hi-lo)]
 			argArr = argArr[len(args):]
 			args[0], args[1] = floor, fenceExp
@@ -77,22 +85,20 @@ func (c *Client) buildAcquireCalls(tallies []tally, keyArr []string, ttls, epoch
 				j := 2 + 3*(k-lo)
 				args[j], args[j+1], args[j+2] = tallies[k].value, ttls[k], epochs[k]
 			}
-			ac.chunked = append(ac.chunked, call{script: acquireBatchScript, keys: keyArr[3*lo : 3*hi : 3*hi], args: args})
+			out = append(out, call{script: acquireBatchScript, keys: keyArr[lo:hi:hi], args: args})
 		}
+		return out
+	}
+	if plain {
+		ac.chunked = build(batchChunk)
 	}
 	if perShard {
-		argArr := make([]any, 5*n)
-		ac.perKey = make([]call, n)
-		for k := range tallies {
-			args := argArr[5*k : 5*k+5 : 5*k+5]
-			args[0], args[1], args[2], args[3], args[4] = tallies[k].value, ttls[k], epochs[k], floor, fenceExp
-			ac.perKey[k] = call{script: acquireScript, keys: tallies[k].keys, args: args}
-		}
+		ac.perKey = build(1)
 	}
 	return ac
 }
 
-// keyAns is one node's answer for one lease (acquire.lua's reply).
+// keyAns is one node's answer for one lease (acquirebatch.lua's reply).
 type keyAns struct {
 	status            int64 // 1 granted, 0 held by another, 2 epoch completed
 	done, fence, pttl int64
@@ -101,18 +107,7 @@ type keyAns struct {
 
 // keyAnswer returns node a.node's answer for lease k of the attempt.
 func (c *Client) keyAnswer(a answer, k int) (keyAns, error) {
-	if c.nodes[a.node].perShard {
-		if err := a.callErr(k); err != nil {
-			return keyAns{}, err
-		}
-		vals, _ := a.cmds[k].Val().([]any)
-		if len(vals) < 5 {
-			return keyAns{}, fmt.Errorf("unexpected reply %v", a.cmds[k].Val())
-		}
-		return keyAns{status: toInt64(vals[0]), done: toInt64(vals[1]), fence: toInt64(vals[2]),
-			holder: toString(vals[3]), pttl: toInt64(vals[4])}, nil
-	}
-	ci, i := k/batchChunk, k%batchChunk
+	ci, i := chunkOf(c.nodes[a.node], k)
 	if err := a.callErr(ci); err != nil {
 		return keyAns{}, err
 	}
@@ -158,7 +153,7 @@ func releaseCalls(nd *node, losers []*tally) []call {
 	if nd.perShard {
 		out := make([]call, len(losers))
 		for k, t := range losers {
-			out[k] = call{script: releaseScript, keys: t.keys[:1:1], args: []any{t.value}}
+			out[k] = call{script: releaseScript, keys: t.keys, args: []any{t.value}}
 		}
 		return out
 	}
@@ -176,37 +171,35 @@ func releaseCalls(nd *node, losers []*tally) []call {
 }
 
 // fenceCalls are the calls of a fencing round for winners, whose tokens
-// are set: chunked for plain and Sentinel nodes, one fence.lua call per
-// lease for Cluster nodes.
+// are set: chunked for plain and Sentinel nodes, one lease per call for
+// Cluster nodes.
 func (c *Client) fenceCalls(winners []*tally) *acquireCalls {
 	ac := &acquireCalls{}
-	tokens := make([]any, len(winners))
-	for k, t := range winners {
-		tokens[k] = strconv.FormatInt(t.fence, 10)
-	}
 	perShard, plain := false, false
 	for _, nd := range c.nodes {
 		perShard = perShard || nd.perShard
 		plain = plain || !nd.perShard
 	}
-	if plain {
-		for lo := 0; lo < len(winners); lo += batchChunk {
-			hi := min(lo+batchChunk, len(winners))
-			keys := make([]string, 0, 2*(hi-lo))
+	build := func(size int) []call {
+		var out []call
+		for lo := 0; lo < len(winners); lo += size {
+			hi := min(lo+size, len(winners))
+			keys := make([]string, 0, hi-lo)
 			args := make([]any, 1, 1+2*(hi-lo))
 			args[0] = winners[lo].fenceExp
 			for k := lo; k < hi; k++ {
-				keys = append(keys, winners[k].keys[0], winners[k].keys[1])
-				args = append(args, winners[k].value, tokens[k])
+				keys = append(keys, winners[k].keys[0])
+				args = append(args, winners[k].value, strconv.FormatInt(winners[k].fence, 10))
 			}
-			ac.chunked = append(ac.chunked, call{script: fenceBatchScript, keys: keys, args: args})
+			out = append(out, call{script: fenceBatchScript, keys: keys, args: args})
 		}
+		return out
+	}
+	if plain {
+		ac.chunked = build(batchChunk)
 	}
 	if perShard {
-		ac.perKey = make([]call, len(winners))
-		for k, t := range winners {
-			ac.perKey[k] = call{script: fenceScript, keys: t.keys[:2:2], args: []any{t.value, tokens[k], t.fenceExp}}
-		}
+		ac.perKey = build(1)
 	}
 	return ac
 }
@@ -214,15 +207,9 @@ func (c *Client) fenceCalls(winners []*tally) *acquireCalls {
 // fenceAnswer returns node a.node's answer for winner k of a fencing
 // round: whether it stored the token.
 func (c *Client) fenceAnswer(a answer, k int) (bool, error) {
-	ci, i := k, 0
-	if !c.nodes[a.node].perShard {
-		ci, i = k/batchChunk, k%batchChunk
-	}
+	ci, i := chunkOf(c.nodes[a.node], k)
 	if err := a.callErr(ci); err != nil {
 		return false, err
-	}
-	if c.nodes[a.node].perShard {
-		return isOne(a.cmds[ci].Val()), nil
 	}
 	vals, _ := a.cmds[ci].Val().([]any)
 	if i >= len(vals) {

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -79,9 +80,7 @@ func TestBatchFenceRound(t *testing.T) {
 	for i := range 200 {
 		k := key(t, fmt.Sprint(i))
 		reqs = append(reqs, redlock.Request{Key: k, TTL: 10 * time.Second, Owner: "a"})
-		if err := cl.Nodes[0].Client().Set(ctx, "{"+k+"}:fence", ahead, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
+		setLeaseField(t, cl.Nodes[0], k, "f", ahead)
 	}
 	for i, r := range c.TryAcquireBatch(ctx, reqs) {
 		if r.Err != nil {
@@ -92,7 +91,7 @@ func TestBatchFenceRound(t *testing.T) {
 			t.Errorf("key %d: token %d not above the previous one %d", i, r.Lease.Fence(), ahead)
 		}
 		for j, n := range cl.Nodes {
-			v, err := n.Client().Get(ctx, "{"+reqs[i].Key+"}:fence").Int64()
+			v, err := strconv.ParseInt(leaseField(t, n, reqs[i].Key, "f"), 10, 64)
 			if err != nil || v != r.Lease.Fence() {
 				t.Errorf("key %d: node %d's counter is %d (%v), want the token %d", i, j, v, err, r.Lease.Fence())
 			}

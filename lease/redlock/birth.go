@@ -16,11 +16,13 @@ import (
 // process, run_id and connections stay: FLUSHALL or FLUSHDB, or a master
 // that was made a replica of another server (the dataset is replaced by
 // the other's) and promoted again. INFO on a new connection does not see
-// that, so every round to a plain or Sentinel node ends with the marker
+// that, so every round to a plain or Sentinel node (but a round of
+// releases only: releasesOnly) ends with the marker
 // check of birth.lua (run inside the round's last script call, see
 // withBirth), which reads (and, in an empty dataset, writes once) a marker
 // key holding
-// the server time at which the dataset began and a random nonce. A marker
+// the server time at which the dataset began, a random nonce and the
+// writer's layout of keys (layout.go). A marker
 // that is missing or different from the one this client saw last means
 // the dataset was replaced: the node counts as restarted at that moment.
 // Every new connection reads the marker too, so that the first Ping of a
@@ -57,7 +59,7 @@ var (
 // birthCall is the marker check sent on its own: on a new connection, and
 // at the end of a round without script calls (Client.Warm's PINGs).
 func (n *node) birthCall() call {
-	return call{script: birthScript, keys: []string{birthKey}, args: []any{n.nonce}}
+	return call{script: birthScript, keys: []string{birthKey}, args: []any{n.markerTail()}}
 }
 
 // Rounds with script calls do not send birth.lua as a call of its own: the
@@ -70,7 +72,8 @@ func (n *node) birthCall() call {
 
 // birthWrapHead and birthWrapTail surround a script's body (in its
 // generation-checking variant, gen.go) to make its marker-checking variant. The variant takes the marker key as its last
-// KEYS entry and, as its last two ARGV entries, the client's nonce and "1"
+// KEYS entry and, as its last two ARGV entries, the client's nonce and
+// layout (markerTail) and "1"
 // when the server time is wanted; the body sees KEYS and ARGV without
 // them. It returns {body's reply, marker, server time µs ("0": not read),
 // master_replid};
@@ -142,7 +145,7 @@ func (n *node) withBirth(c call, clock bool) call {
 	args := make([]any, len(c.args)+3)
 	copy(args, c.args)
 	args[len(c.args)] = strconv.FormatInt(n.gen, 10)
-	args[len(c.args)+1] = n.nonce
+	args[len(c.args)+1] = n.markerTail()
 	args[len(c.args)+2] = "0"
 	if clock {
 		args[len(c.args)+2] = "1"
@@ -190,7 +193,11 @@ func (n *node) checkBirth(ctx context.Context, cn *redis.Conn) error {
 	bc := n.birthCall()
 	cmd := cn.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
 	vals, _ := cmd.Val().([]any)
-	return n.noteBirth(vals, cmd.Err(), time.Now())
+	err := n.noteBirth(vals, cmd.Err(), time.Now())
+	if errors.Is(err, ErrOtherLayout) {
+		return n.refuse(err)
+	}
+	return err
 }
 
 // noteBirth folds the marker check's answer ({marker, server time µs,
@@ -209,6 +216,9 @@ func (n *node) noteBirth(vals []any, err error, recv time.Time) error {
 	promoted := n.noteReplID(toString(vals[2]))
 	birth := recv // the marker could not be written: the data is new
 	if marker != "" {
+		if err := checkLayout(marker); err != nil {
+			return err
+		}
 		us, _, _ := strings.Cut(marker, " ")
 		b, err := strconv.ParseInt(us, 10, 64)
 		if err != nil {

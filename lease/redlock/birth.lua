@@ -1,8 +1,9 @@
 -- birth.lua: the node's data marker, read after every round of requests.
--- KEYS[1] the marker key; ARGV[1] a random nonce of the calling client.
+-- KEYS[1] the marker key; ARGV[1] a random nonce of the calling client and
+-- its layout of keys ("NONCE LAYOUT", see layout.go).
 -- The marker is written once into an empty dataset (the first round after a
 -- flush, a restart without persistence or a sync from an empty master) and
--- holds the server's time then, in µs, and the writer's nonce: a dataset
+-- holds the server's time then, in µs, the writer's nonce and its layout: a dataset
 -- that was replaced by another server's copy shows a different value.
 -- It also returns the server's master_replid, which changes on every
 -- restart and promotion: a master demoted and promoted again keeps its

@@ -14,7 +14,7 @@ import (
 // script without a marker-checking variant (one not listed in
 // roundScripts) still checks the data marker, on its own after it: a
 // FLUSHALL before the round is detected by that round. The same round
-// with a listed script (release.lua) detects it through the variant.
+// with a listed script (note.lua) detects it through the variant.
 func TestMarkerCheckedAfterUnwrappedScript(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -29,7 +29,7 @@ func TestMarkerCheckedAfterUnwrappedScript(t *testing.T) {
 			return call{script: s}
 		}},
 		{"listed script", func(*redis.Client) call {
-			return call{script: releaseScript, keys: []string{keysOf("x").lock}, args: []any{"v"}}
+			return call{script: noteScript, keys: []string{leaseKey("x")}, args: []any{"1", "n"}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

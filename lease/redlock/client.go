@@ -17,10 +17,6 @@ import (
 )
 
 var (
-	//go:embed acquire.lua
-	acquireSrc string
-	//go:embed fence.lua
-	fenceSrc string
 	//go:embed extend.lua
 	extendSrc string
 	//go:embed release.lua
@@ -34,8 +30,6 @@ var (
 
 	// The scripts are immutable after init; each is loaded on every new
 	// connection and called by EVALSHA.
-	acquireScript  = redis.NewScript(acquireSrc)
-	fenceScript    = redis.NewScript(fenceSrc)
 	extendScript   = redis.NewScript(extendSrc)
 	releaseScript  = redis.NewScript(releaseSrc)
 	completeScript = redis.NewScript(completeSrc)
@@ -50,12 +44,12 @@ var (
 		script *redis.Script
 		src    string
 	}{
-		{acquireScript, acquireSrc}, {fenceScript, fenceSrc}, {extendScript, extendSrc}, {releaseScript, releaseSrc},
+		{extendScript, extendSrc}, {releaseScript, releaseSrc},
 		{completeScript, completeSrc}, {noteScript, noteSrc}, {inspectScript, inspectSrc},
 		{acquireBatchScript, acquireBatchSrc}, {releaseBatchScript, releaseBatchSrc}, {fenceBatchScript, fenceBatchSrc},
 	}
 
-	allScriptSources = append([]string{acquireSrc, fenceSrc, extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc,
+	allScriptSources = append([]string{extendSrc, releaseSrc, completeSrc, noteSrc, inspectSrc, birthSrc,
 		acquireBatchSrc, releaseBatchSrc, fenceBatchSrc, entriesSrc, logSrc},
 		append(wrappedSources(), genSources()...)...)
 )
@@ -256,14 +250,11 @@ func (c *Client) validity(ttl time.Duration, start time.Time) time.Duration {
 	return ttl - time.Since(start) - (time.Duration(float64(ttl)*c.opts.drift) + 2*time.Millisecond)
 }
 
-// keys of one lease; they share the hash tag {key} so scripts work on a
-// Redis Cluster.
-type keys struct{ lock, fence, epoch, note string }
-
-func keysOf(key string) keys {
-	t := "{" + key + "}"
-	return keys{lock: t + ":lock", fence: t + ":fence", epoch: t + ":epoch", note: t + ":note"}
-}
+// leaseKey is the Redis key of a lease: one hash holding its lock, fence
+// counter, completed epoch and note (the layout is in acquirebatch.lua and
+// the package documentation). The braces make it a hash tag, so a lease's
+// key and a Cluster slot go together.
+func leaseKey(key string) string { return "{" + key + "}:lease" }
 
 func checkKey(key string) error {
 	if key == "" {

@@ -168,8 +168,8 @@ func completedTickScenario(t *testing.T) (c *redlock.Client, req redlock.Request
 		t.Fatal(err)
 	}
 	for i, nd := range cl.Nodes {
-		if got := nd.Keys("*:epoch"); len(got) != 1 {
-			t.Fatalf("node %d has epoch keys %v after Complete, want the mark", i, got)
+		if got := leaseField(t, nd, req.Key, "e"); got == "" {
+			t.Fatalf("node %d has no completed epoch after Complete", i)
 		}
 	}
 	cl.Nodes[0].Restart()
@@ -230,9 +230,7 @@ func TestEpochMarkOnAnyNodeRefuses(t *testing.T) {
 	cl := start(t, 3)
 	c := votingClient(t, cl.ProxiedURLs())
 	k := key(t)
-	if err := cl.Nodes[2].Client().Set(context.Background(), "{"+k+"}:epoch", 5, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	setLeaseField(t, cl.Nodes[2], k, "e", 5)
 	cl.Nodes[0].Proxy().SetDelay(100 * time.Millisecond)
 	cl.Nodes[1].Proxy().SetDelay(100 * time.Millisecond)
 	_, err := c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: k, TTL: time.Second, Epoch: 5})
@@ -339,11 +337,11 @@ func failbackEpoch(t *testing.T, tweak func(*redlock.Client)) (string, error) {
 	if err := la.Complete(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatalf("A complete: %v", err)
 	}
-	if got := cl.Nodes[2].Keys("*:epoch"); len(got) != 0 {
+	if got := leaseField(t, cl.Nodes[2], req.Key, "e"); got != "" {
 		t.Fatalf("node 2 was cut off from A but has the mark %v", got)
 	}
 	dl.lose(cl)
-	if got := cl.Nodes[0].Keys("*:epoch"); len(got) != 0 {
+	if got := leaseField(t, cl.Nodes[0], req.Key, "e"); got != "" {
 		t.Fatalf("node 0 kept the mark %v across the failback", got)
 	}
 	cl.Nodes[1].Pause()

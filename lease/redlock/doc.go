@@ -151,7 +151,8 @@
 // now; a promoted master met for the first time counts as promoted now)
 // and, for plain and Sentinel nodes, from a data marker read after every
 // round in the same pipeline (by the round's last script call, in the same
-// atomic step): the key leasecron:lease:birth, written once
+// atomic step; a round of releases only, which counts for no grant, mark
+// or read, skips it): the key leasecron:lease:birth, written once
 // into an empty dataset with the server's time (Redis TIME) and a random
 // nonce. A missing or changed marker is a data loss now; a marker seen for
 // the first time gives the age of the dataset, also to a client that meets
@@ -199,16 +200,18 @@
 // Fencing tokens: every successful acquisition gets Fence() strictly
 // greater than the Fence of every earlier acquisition of the key that was
 // handed out, under the conditions below. Each node keeps a counter per
-// key; a node that grants an acquisition raises it in the same script, only
+// key (the field f of its hash); a node that grants an acquisition raises it in the same script, only
 // where the lock is ours, to max(counter+1, the client's unix microseconds)
 // and returns it. When the granting quorum returned one value (the usual
 // case) that value, now stored on a quorum, is the token; otherwise a
 // second round writes the highest value seen to a quorum (again only where
 // the lock is ours) before the lease is handed out. Either way a Lease's
 // token is stored on a quorum of nodes where it held the lock. A counter
-// expires E after the last raise (E is the fence expiry: WithFenceExpiry,
-// default 1 hour, never less than the restart guard), so a key nobody takes
-// again leaves no counter behind.
+// is kept at least E after the last raise (E is the fence expiry: WithFenceExpiry,
+// default 1 hour, never less than the restart guard) and then expires with
+// its hash, so a key nobody takes again leaves no counter behind (the hash
+// of a key with a completed epoch or a note, kept without TTL, keeps it
+// too: a counter kept longer only makes the next token larger).
 //
 // Exactly when tokens increase: say W nodes stored the earlier token T at
 // time t (W >= N/2+1). Any voting quorum of a later acquisition at time t'
@@ -222,20 +225,35 @@
 // E (with a node's data lost: the restart guard), and a key is not
 // acquired more than once per microsecond on average.
 //
-// Keys and memory: a lease's keys are {key}:lock (only while held, with
-// the lease's TTL), {key}:fence (expires E after the last acquisition, about
-// 90 bytes), {key}:epoch (the completed epoch, about 90 bytes, kept without
-// TTL: a run-once mark that expired would let its epoch run again) and
-// {key}:note (SetNote's newest note, kept without TTL, about 100 bytes plus
-// the note). A lease released without an epoch leaves only its fencing
-// counter, which expires; a key used with epochs or notes keeps one mark
-// and one note per key, however many epochs pass (leasecron's daemon: one
-// of each per job, under 1 KB per node with its run record). Locking many
-// distinct keys costs one counter per key acquired within the last E.
-// Besides, each node holds the data marker leasecron:lease:birth and, for
-// each lane of a client that had a round fail on its connection within
+// Keys and memory (layout 2): a lease is one hash, {key}:lease, with the
+// fields h (the holder: token and owner, while held), d (the lock's
+// deadline in the server's unix milliseconds: the lock is held while h is
+// set and d has not passed on the server's clock, the clock Redis's own
+// key expiry uses), f (the fence counter), e (the completed epoch), v and
+// n (SetNote's newest note and its version). Each operation is one script
+// on that one key: an acquisition reads the hash once (HMGET) and writes
+// it once. A hash with a completed epoch or a note is kept without TTL (a
+// run-once mark that expired would let its epoch run again); any other
+// expires with the longest of its lock and, with fencing, E after the last
+// raise of its counter, so a lease released without an epoch leaves only
+// its counter, which expires, and a key used with epochs or notes keeps one
+// hash (about 140 bytes with its counter, plus the note) however many
+// epochs pass (leasecron's daemon: one per job, under 1 KB per node with
+// its run record). Locking many distinct keys costs one hash per key
+// acquired within the last E. Besides, each node holds the data marker
+// leasecron:lease:birth (whose third field is the layout, see below) and,
+// for each lane of a client that had a round fail on its connection within
 // the last day, a generation key leasecron:lease:gen:<nonce> (a number);
 // an ACL user of the client needs access to both.
+//
+// Layouts: clients that keep leases in different keys must not share a
+// node, as each would see the other's leases as free. The data marker
+// names the layout of the client that wrote it into the empty dataset
+// (a marker without one: layout 1, three keys per lease, {key}:lock,
+// :fence and :epoch, plus :note), and a client refuses a node whose
+// marker names another layout than its own, with ErrOtherLayout naming
+// the node (in Ping, and in every round's NodeErrors). A Redis Cluster
+// node has no marker and is not checked.
 //
 // Epochs: an acquisition with Epoch e is refused by a node whose completed
 // epoch for the key is >= e, and one such node's answer refuses the whole

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
@@ -148,17 +150,80 @@ func nodeErrorNames(err error) []string {
 	return names
 }
 
-// lockKeys returns the lock keys ("{...}:lock") present on node n.
+// leaseHash is the Redis key of lease k: one hash holding its lock (h,
+// deadline d in server ms), fence counter f, completed epoch e and note.
+func leaseHash(k string) string { return "{" + k + "}:lease" }
+
+// heldScript lists the leases whose lock is held (h set, d in the future).
+var heldScript = redis.NewScript(`local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {}
+for _, k in ipairs(redis.call('KEYS', '*:lease')) do
+  local s = redis.call('HMGET', k, 'h', 'd')
+  if s[1] and tonumber(s[2]) > now then
+    out[#out + 1] = k
+  end
+end
+return out`)
+
+// lockKeys returns the hashes ("{...}:lease") of the leases whose lock is
+// held on node n.
 func lockKeys(t testing.TB, n *redistest.Node) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ks, err := n.Client().Keys(ctx, "*:lock").Result()
+	ks, err := heldScript.Run(ctx, n.Client(), nil).StringSlice()
 	if err != nil {
-		t.Fatalf("KEYS on %s: %v", n.Addr(), err)
+		t.Fatalf("held leases on %s: %v", n.Addr(), err)
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// leaseField returns field f of lease k's hash on node n ("" if absent).
+func leaseField(t testing.TB, n *redistest.Node, k, f string) string {
+	t.Helper()
+	v, err := n.Client().HGet(context.Background(), leaseHash(k), f).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatalf("HGET %s %s on %s: %v", leaseHash(k), f, n.Addr(), err)
+	}
+	return v
+}
+
+// setScript writes fields of a lease's hash as the scripts would: "h"
+// with a TTL in ARGV[2] ms sets the lock with its deadline; "e" (a
+// completion mark) keeps the hash without TTL; a field "f" alone keeps
+// the TTL there is.
+var setScript = redis.NewScript(`local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[1] == 'h' then
+  redis.call('HSET', KEYS[1], 'h', ARGV[3], 'd', string.format('%d', now + tonumber(ARGV[2])))
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) and redis.call('HEXISTS', KEYS[1], 'e') == 0 then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
+else
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  if ARGV[1] == 'e' then
+    redis.call('PERSIST', KEYS[1])
+  end
+end
+return 1`)
+
+// setLock makes value the holder of lease k's lock on node n for ttl.
+func setLock(t testing.TB, n *redistest.Node, k, value string, ttl time.Duration) {
+	t.Helper()
+	if err := setScript.Run(context.Background(), n.Client(), []string{leaseHash(k)}, "h", ttl.Milliseconds(), value).Err(); err != nil {
+		t.Fatalf("set lock of %s on %s: %v", k, n.Addr(), err)
+	}
+}
+
+// setLeaseField writes field f ("e": the completed epoch, "f": the fence
+// counter) of lease k's hash on node n.
+func setLeaseField(t testing.TB, n *redistest.Node, k, f string, v any) {
+	t.Helper()
+	if err := setScript.Run(context.Background(), n.Client(), []string{leaseHash(k)}, f, 0, v).Err(); err != nil {
+		t.Fatalf("set %s of %s on %s: %v", f, k, n.Addr(), err)
+	}
 }
 
 // waitFor polls cond every 10 ms until it is true or d passed; it reports
@@ -267,4 +332,27 @@ func checkHolders(t *testing.T, errs chan error, rec *recorder) {
 	if ov := rec.overlaps(); len(ov) > 0 {
 		t.Fatalf("%d overlapping holders, e.g. %s", len(ov), ov[0])
 	}
+}
+
+// lockScript returns lease KEYS[1]'s holder and the time left on its
+// lock in ms ({"", -2} when no lock is held).
+var lockScript = redis.NewScript(`local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local s = redis.call('HMGET', KEYS[1], 'h', 'd')
+if not s[1] or tonumber(s[2]) <= now then
+  return {'', -2}
+end
+return {s[1], tonumber(s[2]) - now}`)
+
+// lockOf returns the holder value of lease k's lock on the server behind
+// c ("" when none is held) and the time left on it.
+func lockOf(t testing.TB, c redis.Scripter, k string) (string, time.Duration) {
+	t.Helper()
+	vals, err := lockScript.Run(context.Background(), c, []string{leaseHash(k)}).Slice()
+	if err != nil || len(vals) != 2 {
+		t.Fatalf("lock of %s: %v %v", k, vals, err)
+	}
+	v, _ := vals[0].(string)
+	ms, _ := vals[1].(int64)
+	return v, time.Duration(ms) * time.Millisecond
 }

@@ -194,9 +194,7 @@ func TestHoldLostToTakeover(t *testing.T) {
 	defer h.Release(context.Background())
 	waitFor(5*time.Second, func() bool { return vl.count() >= 2 })
 	for _, nd := range cl.Nodes {
-		if err := nd.Client().Set(context.Background(), "{"+k+"}:lock", "intruder", 10*time.Second).Err(); err != nil {
-			t.Fatal(err)
-		}
+		setLock(t, nd, k, "intruder", 10*time.Second)
 	}
 	select {
 	case <-h.Done():

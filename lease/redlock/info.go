@@ -19,10 +19,10 @@ func (c *Client) SetNote(ctx context.Context, key string, version int64, note st
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	k := keysOf(key)
+	k := leaseKey(key)
 	good, _, errs := c.simpleRound(ctx, "note",
 		func(int) call {
-			return call{script: noteScript, keys: []string{k.note}, args: []any{strconv.FormatInt(version, 10), note}}
+			return call{script: noteScript, keys: []string{k}, args: []any{strconv.FormatInt(version, 10), note}}
 		}, c.quorum, func(any) bool { return true }, false, false)
 	if good < c.quorum {
 		return fmt.Errorf("set note %s: %w%s", key, ErrNoQuorum, nodeSuffix(errs))
@@ -60,12 +60,12 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 	if err := checkKey(key); err != nil {
 		return Info{}, err
 	}
-	k := keysOf(key)
+	k := leaseKey(key)
 	start := time.Now()
 	abandon := make(chan struct{})
 	defer close(abandon)
 	ch, total := c.fanout(ctx, start, func(int) []call {
-		return []call{{script: inspectScript, keys: []string{k.lock, k.fence, k.epoch, k.note}}}
+		return []call{{script: inspectScript, keys: []string{k}}}
 	}, abandon, true)
 	timer := time.NewTimer(c.opts.timeout)
 	defer timer.Stop()
@@ -192,8 +192,7 @@ const pingKey = "lease.ping"
 func (c *Client) Ping(ctx context.Context) []NodeStatus {
 	out := make([]NodeStatus, len(c.nodes))
 	done := make(chan struct{}, len(c.nodes))
-	k := keysOf(pingKey)
-	probe := []call{{script: inspectScript, keys: []string{k.lock, k.fence, k.epoch, k.note}}}
+	probe := []call{{script: inspectScript, keys: []string{leaseKey(pingKey)}}}
 	for i, n := range c.nodes {
 		go func(i int, n *node) {
 			defer func() { done <- struct{}{} }()

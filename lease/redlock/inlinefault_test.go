@@ -82,7 +82,7 @@ func inlineTimeout(t *testing.T, kill bool, gen ...bool) (*redistest.Node, *redl
 	time.Sleep(time.Until(began.Add(hold + time.Second)))
 	var left []string
 	for _, lk := range lockKeys(t, rc.Nodes[0]) {
-		if lk == "{"+k+"}:lock" {
+		if lk == leaseHash(k) {
 			left = append(left, lk)
 		}
 	}

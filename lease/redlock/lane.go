@@ -93,9 +93,11 @@ func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
 	info := n.recheck(ctx, pipe)
 	// The last script call of the round also checks the data marker
 	// (birth.go); a round of PINGs, or one whose last script has no
-	// marker-checking variant, sends the check on its own after it.
+	// marker-checking variant, sends the check on its own after it. A
+	// round of releases only is not checked (see releasesOnly).
+	check := !n.perShard && !releasesOnly(live)
 	last := pos{-1, -1}
-	if !n.perShard {
+	if check {
 		for i := len(live) - 1; i >= 0; i-- {
 			if k := len(live[i].calls); k > 0 {
 				if birthWrapped[live[i].calls[k-1].script] != nil {
@@ -119,7 +121,7 @@ func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
 		}
 	}
 	var birth *redis.Cmd
-	if !n.perShard && last.i < 0 {
+	if check && last.i < 0 {
 		bc := n.birthCall()
 		birth = pipe.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
 	}
@@ -213,6 +215,29 @@ func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
 	for i, o := range live {
 		o.reply(cmds[i], nodeErr)
 	}
+}
+
+// releasesOnly reports whether every call of a round is a release (of a
+// lease, or of a batch's lost attempts). Such a round skips the data
+// marker check: its answers are never votes for a grant, a mark or a read
+// (a release counts only towards Release returning, and a lock lost with
+// the node's data is released already), and a data loss before it is
+// seen by the next round that counts, which checks the marker in the
+// same atomic step as its own work. That saves the server the check's
+// INFO replication and the marker read on half of the rounds of an
+// Acquire+Release.
+func releasesOnly(ops []*op) bool {
+	for _, o := range ops {
+		if len(o.calls) == 0 {
+			return false
+		}
+		for _, c := range o.calls {
+			if c.script != releaseScript && c.script != releaseBatchScript {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // stickyConn is a connection that one executor of a node's rounds (the

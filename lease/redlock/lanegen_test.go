@@ -49,7 +49,7 @@ func laneLateAcquire(t *testing.T, generations bool) []string {
 		left = left[:0]
 		for _, nd := range cl.Nodes[:2] {
 			for _, lk := range lockKeys(t, nd) {
-				if lk == "{"+k+"}:lock" {
+				if lk == leaseHash(k) {
 					left = append(left, nd.Addr()+" "+lk)
 				}
 			}

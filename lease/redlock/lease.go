@@ -72,7 +72,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		// before the round counts votes, as an Acquire with it would.
 		l.c.noteTTL(ttl)
 	}
-	k := keysOf(l.req.Key)
+	k := leaseKey(l.req.Key)
 	spread := "0"
 	if time.Now().Before(l.ValidUntil()) {
 		spread = "1"
@@ -80,7 +80,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	epoch := strconv.FormatInt(l.req.Epoch, 10)
 	good, start, errs := l.c.simpleRound(ctx, "extend",
 		func(int) call {
-			return call{script: extendScript, keys: []string{k.lock, k.epoch}, args: []any{l.value, ttl.Milliseconds(), epoch, spread}}
+			return call{script: extendScript, keys: []string{k}, args: []any{l.value, ttl.Milliseconds(), epoch, spread}}
 		}, l.c.quorum, isHeld, true, false)
 	if good < l.c.quorum {
 		reason := ErrNotHeld
@@ -113,10 +113,10 @@ func nodeSuffix(errs error) string {
 // are finished in the background (Client.Close waits for them). An error
 // means fewer than a quorum answered; the lease then expires by its TTL.
 func (l *Lease) Release(ctx context.Context) error {
-	k := keysOf(l.req.Key)
+	k := leaseKey(l.req.Key)
 	l.expire()
 	good, _, errs := l.c.simpleRound(ctx, "release",
-		func(int) call { return call{script: releaseScript, keys: []string{k.lock}, args: []any{l.value}} },
+		func(int) call { return call{script: releaseScript, keys: []string{k}, args: []any{l.value}} },
 		l.c.quorum, func(any) bool { return true }, false, false)
 	if good < l.c.quorum {
 		return fmt.Errorf("release %s: %w%s", l.req.Key, ErrNoQuorum, nodeSuffix(errs))
@@ -170,14 +170,14 @@ func (l *Lease) Complete(ctx context.Context) error {
 // nothing) stops once its outcome is decided. It returns how many nodes
 // marked the epoch (or would) and how many named a newer holder.
 func (l *Lease) completeRound(ctx context.Context, checkOnly bool) (good, newer int, errs error) {
-	k := keysOf(l.req.Key)
+	k := leaseKey(l.req.Key)
 	check := "0"
 	if checkOnly {
 		check = "1"
 	}
 	good, _, errs = l.c.simpleRound(ctx, "complete",
 		func(int) call {
-			return call{script: completeScript, keys: []string{k.lock, k.epoch, k.fence},
+			return call{script: completeScript, keys: []string{k},
 				args: []any{l.value, l.req.Epoch, strconv.FormatInt(l.fence, 10), check}}
 		}, l.c.quorum, func(v any) bool {
 			if isOne(v) {

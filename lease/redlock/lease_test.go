@@ -44,7 +44,7 @@ func TestAcquireReleaseExtend(t *testing.T) {
 			holding := 0
 			for i, node := range cl.Nodes {
 				switch got := lockKeys(t, node); {
-				case slices.Equal(got, []string{"{" + k + "}:lock"}):
+				case slices.Equal(got, []string{leaseHash(k)}):
 					holding++
 				case len(got) > 0:
 					t.Errorf("node %d lock keys = %v", i, got)

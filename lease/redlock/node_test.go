@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
@@ -230,17 +228,17 @@ func TestClusterNode(t *testing.T) {
 		l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 30 * time.Second, Owner: "o"})
 		leases = append(leases, l)
 		// The cluster's vote was needed, so it holds the lease.
-		if v, err := cc.Get(ctx, "{"+k+"}:lock").Result(); err != nil || !strings.HasPrefix(v, l.Token()+" ") {
-			t.Errorf("%s on the cluster: %q, %v", k, v, err)
+		if v, _ := lockOf(t, cc, k); !strings.HasPrefix(v, l.Token()+" ") {
+			t.Errorf("%s on the cluster: %q", k, v)
 		}
-		if v, err := cc.Get(ctx, "{"+k+"}:fence").Int64(); err != nil || v != l.Fence() {
+		if v, err := cc.HGet(ctx, leaseHash(k), "f").Int64(); err != nil || v != l.Fence() {
 			t.Errorf("%s fence on the cluster: %d, %v; lease has %d", k, v, err, l.Fence())
 		}
 	}
 	// The leases are spread over the cluster's masters.
 	used := 0
 	for _, n := range rc.Nodes {
-		if len(n.Keys("*:lock")) > 0 {
+		if len(n.Keys("*:lease")) > 0 {
 			used++
 		}
 	}
@@ -256,7 +254,7 @@ func TestClusterNode(t *testing.T) {
 		if err := l.Extend(ctx, time.Minute); err != nil {
 			t.Errorf("Extend %s: %v", l.Key(), err)
 		}
-		if ttl := cc.PTTL(ctx, "{"+l.Key()+"}:lock").Val(); ttl <= 30*time.Second {
+		if _, ttl := lockOf(t, cc, l.Key()); ttl <= 30*time.Second {
 			t.Errorf("%s: PTTL on the cluster after Extend(1m) = %s", l.Key(), ttl)
 		}
 		if err := l.Release(ctx); err != nil {
@@ -265,7 +263,7 @@ func TestClusterNode(t *testing.T) {
 	}
 	if !waitFor(5*time.Second, func() bool {
 		for _, n := range rc.Nodes {
-			if len(n.Keys("*:lock")) > 0 {
+			if len(lockKeys(t, n)) > 0 {
 				return false
 			}
 		}
@@ -287,7 +285,7 @@ func TestClusterNode(t *testing.T) {
 		if err := r.Lease.Complete(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if v, err := cc.Get(ctx, "{"+r.Lease.Key()+"}:epoch").Int64(); err != nil || v != 3 {
+		if v, err := cc.HGet(ctx, leaseHash(r.Lease.Key()), "e").Int64(); err != nil || v != 3 {
 			t.Errorf("%s: completed epoch on the cluster %d, %v", r.Lease.Key(), v, err)
 		}
 	}
@@ -335,10 +333,7 @@ func TestSentinelNode(t *testing.T) {
 	k := key(t)
 	lockOn := func(n *redistest.Node, k string) string {
 		t.Helper()
-		v, err := n.Client().Get(ctx, "{"+k+"}:lock").Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			t.Fatalf("GET the lock of %s on %s: %v", k, n.Addr(), err)
-		}
+		v, _ := lockOf(t, n.Client(), k)
 		return v
 	}
 	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: time.Minute, Owner: "o"})
@@ -461,11 +456,11 @@ func TestTLSNodes(t *testing.T) {
 	// TLS is checked by Warm below.
 	holders := 0
 	for _, n := range cl.Nodes {
-		v, err := n.Client().Get(ctx, "{"+l.Key()+"}:lock").Result()
-		if err == nil && strings.HasPrefix(v, l.Token()+" ") {
+		v, _ := lockOf(t, n.Client(), l.Key())
+		if strings.HasPrefix(v, l.Token()+" ") {
 			holders++
 		} else {
-			t.Logf("lock on %s: %q, %v", n.Addr(), v, err)
+			t.Logf("lock on %s: %q", n.Addr(), v)
 		}
 	}
 	if holders < 2 {

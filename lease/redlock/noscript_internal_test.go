@@ -38,10 +38,9 @@ func TestNoScriptRetryKeepsOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	acquire := func(key, value string) call {
-		k := keysOf(key)
-		return call{script: acquireScript, keys: []string{k.lock, k.fence, k.epoch}, args: []any{value, int64(5000), int64(0), "0", int64(5000)}}
+		return call{script: acquireBatchScript, keys: []string{leaseKey(key)}, args: []any{"0", int64(5000), value, int64(5000), int64(0)}}
 	}
-	release := call{script: releaseScript, keys: []string{keysOf("a").lock}, args: []any{"va x"}}
+	release := call{script: releaseScript, keys: []string{leaseKey("a")}, args: []any{"va x"}}
 	got := make(chan []*redis.Cmd, 1)
 	if !c.nodes[0].submit(&op{
 		calls: []call{acquire("a", "va x"), release, acquire("b", "vb x")},
@@ -66,10 +65,10 @@ func TestNoScriptRetryKeepsOrder(t *testing.T) {
 	if res[1].Err() != nil || res[2].Err() != nil {
 		t.Errorf("release a: %v, acquire b (resent): %v", res[1].Err(), res[2].Err())
 	}
-	if n := rdb.Exists(ctx, "{a}:lock").Val(); n != 0 {
+	if n := rdb.Exists(ctx, leaseKey("a")).Val(); n != 0 {
 		t.Error("the acquire of a was resent after its release: lock left behind")
 	}
-	if v := rdb.Get(ctx, "{b}:lock").Val(); v != "vb x" {
+	if v := rdb.HGet(ctx, leaseKey("b"), "h").Val(); v != "vb x" {
 		t.Errorf("lock b = %q, want the resent acquire's value", v)
 	}
 }

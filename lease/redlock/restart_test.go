@@ -181,9 +181,7 @@ func TestFencingQuorumRegister(t *testing.T) {
 	high := time.Now().Add(24*time.Hour).UnixMicro() + 12345
 	// Simulate an earlier holder whose token is above the time floor.
 	for _, nd := range cl.Nodes[1:] {
-		if err := nd.Client().Set(context.Background(), "{"+k+"}:fence", high, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
+		setLeaseField(t, nd, k, "f", high)
 	}
 	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: time.Second})
 	if l.Fence() != high+1 {

@@ -1,7 +1,6 @@
 package redlock_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -19,27 +18,22 @@ func TestExtendSpreads(t *testing.T) {
 	cl := start(t, 5)
 	c := votingClient(t, cl.URLs(), redlock.WithTimeout(200*time.Millisecond))
 	k := key(t)
-	lock := "{" + k + "}:lock"
 	ctx := ctxT(t, 30*time.Second)
 	// Nodes 3 and 4 hold someone else's lock for 300 ms.
 	for _, n := range cl.Nodes[3:] {
-		if err := n.Client().Set(ctx, lock, "foreign", 300*time.Millisecond).Err(); err != nil {
-			t.Fatal(err)
-		}
+		setLock(t, n, k, "foreign", 300*time.Millisecond)
 	}
 	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 10 * time.Second, Owner: "a", Epoch: 7})
 	if !waitFor(5*time.Second, func() bool { return len(lockKeys(t, cl.Nodes[3])) == 0 && len(lockKeys(t, cl.Nodes[4])) == 0 }) {
 		t.Fatal("the foreign locks did not expire")
 	}
 	// Node 4 has epoch 7 completed (as if a completion reached only it).
-	if err := cl.Nodes[4].Client().Set(ctx, "{"+k+"}:epoch", "7", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	setLeaseField(t, cl.Nodes[4], k, "e", 7)
 	if err := l.Extend(ctx, 0); err != nil {
 		t.Fatalf("Extend: %v", err)
 	}
 	owner := func(i int) string {
-		v, _ := cl.Nodes[i].Client().Get(ctx, lock).Result()
+		v, _ := lockOf(t, cl.Nodes[i].Client(), k)
 		return v
 	}
 	if !waitFor(2*time.Second, func() bool { return owner(3) != "" }) {
@@ -66,8 +60,8 @@ func TestExtendSpreads(t *testing.T) {
 		t.Errorf("Extend after validity = %v, want ErrNotHeld", err)
 	}
 	for i, n := range cl.Nodes[1:] {
-		if ks, _ := n.Client().Keys(context.Background(), "{"+k+"-short}:lock").Result(); len(ks) > 0 {
-			t.Errorf("node %d: expired lease was re-taken: %v", i+1, ks)
+		if v, _ := lockOf(t, n.Client(), k+"-short"); v != "" {
+			t.Errorf("node %d: expired lease was re-taken: %q", i+1, v)
 		}
 	}
 }

@@ -1,0 +1,82 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/leasecron/leasecron/config"
+	"github.com/leasecron/leasecron/internal/supervisor"
+	redisbackend "github.com/leasecron/leasecron/lease/redis"
+)
+
+// TestLimitResults: a failed run that hit its memory_max is oom, one that
+// hit its tasks_max is limit, as is a timeout while throttled at cpu_max;
+// those count as failures (on_failure) and complete the tick unless
+// retried, like failed. A run that hit nothing keeps its result.
+func TestLimitResults(t *testing.T) {
+	for _, tc := range []struct {
+		result, limit, want string
+	}{
+		{"failed", supervisor.LimitMemory, ResultOOM},
+		{"failed", supervisor.LimitTasks, ResultLimit},
+		{"timeout", supervisor.LimitCPU, ResultLimit},
+		{"failed", "", "failed"},
+		{"ok", supervisor.LimitMemory, "ok"},           // a child was OOM-killed, the job coped
+		{"aborted", supervisor.LimitMemory, "aborted"}, // cut short from outside
+	} {
+		if got := limitResult(tc.result, supervisor.Exit{Limit: tc.limit}); got != tc.want {
+			t.Errorf("limitResult(%s, %q) = %s, want %s", tc.result, tc.limit, got, tc.want)
+		}
+	}
+	for _, r := range []string{ResultOOM, ResultLimit} {
+		if !FailedResult(r) || !ranToEnd(r) {
+			t.Errorf("%s: FailedResult %v, ranToEnd %v; want both", r, FailedResult(r), ranToEnd(r))
+		}
+	}
+	for _, r := range []string{"ok", "aborted", "shutdown", "stopped", "dry_run"} {
+		if FailedResult(r) {
+			t.Errorf("%s counts as a failure", r)
+		}
+	}
+}
+
+// TestLimitsRefusedWithoutCgroups: a scheduler whose containment cannot
+// apply limits (the process-tree fallback, forced here) does not try the
+// ticks of a job with limits and refuses to start it, with the reason;
+// a job without limits is tried as before (the negative control: the
+// filter is not dropping everything).
+func TestLimitsRefusedWithoutCgroups(t *testing.T) {
+	limited, free := config.DefaultJob(), config.DefaultJob()
+	limited.Name, limited.Schedule, limited.Shell, limited.MemoryMax = "limited", "@hourly", "true", 64<<20
+	free.Name, free.Schedule, free.Shell = "free", "@hourly", "true"
+	cfg := tickConfig(t, nil, &limited, &free)
+	be, err := redisbackend.Open(context.Background(), redisbackend.Config{Nodes: redisOf(cfg).Nodes, Prefix: "limits"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, Options{Self: "/nonexistent/leasecron-supervisor", Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	forceProcessTree(s)
+	err = s.CannotLimit(cfg.Jobs[0])
+	if err == nil || !strings.Contains(err.Error(), "cannot be applied") || !strings.Contains(err.Error(), "process tree") {
+		t.Errorf("CannotLimit(limited) = %v; want the reason", err)
+	}
+	if err := s.CannotLimit(cfg.Jobs[1]); err != nil {
+		t.Errorf("CannotLimit(free) = %v", err)
+	}
+	if got := s.limitable(cfg.Jobs); len(got) != 1 || got[0].Name != "free" {
+		t.Errorf("limitable kept %v; want only free", got)
+	}
+	// The supervisor refuses too, before any process is started (Self
+	// does not exist: only the refusal can explain ErrLimits).
+	_, err = s.startSupervised(supervisor.Spec{Path: "/bin/true", Deadline: supervisor.BootNow() + 10e9,
+		Contain: s.contain, Limits: jobLimits(cfg.Jobs[0])})
+	if !errors.Is(err, supervisor.ErrLimits) {
+		t.Errorf("starting a job with limits: %v; want ErrLimits", err)
+	}
+}
