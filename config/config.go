@@ -182,6 +182,16 @@ type Job struct {
 	CPUMax    float64
 	TasksMax  int
 
+	// OutputLimit is how many bytes of each run's output (the last ones,
+	// cut at a line) its history record keeps; default (and 0) 64KiB.
+	OutputLimit int
+	// Redact are regular expressions whose matches in the job's output
+	// are replaced by [REDACTED] before it is logged, stored or published.
+	Redact []string
+	// SecretEnv names environment variables whose values are replaced by
+	// [REDACTED] in the job's output, like Redact's matches.
+	SecretEnv []string
+
 	sched *schedule // compiled by Validate
 	path  string    // "jobs[i]" as in the file, for messages
 }

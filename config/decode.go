@@ -157,6 +157,9 @@ func (d *decoder) job(r *rawJob, path string, defaults Job, set map[string]bool)
 // jobField copies one job (or defaults) key, v from field(), into j. It
 // returns false if the value was null or bad (bad values are reported).
 func (d *decoder) jobField(j *Job, key string, v any, field string) bool {
+	if ok, handled := d.outputJobField(j, key, v, field); handled {
+		return ok
+	}
 	switch v := v.(type) {
 	case *text:
 		if !d.take(field, v.leaf) {
@@ -233,6 +236,9 @@ func checkJobField(j *Job, key string) []string {
 		return msgs
 	}
 	if msgs, ok := checkLimitField(j, key); ok {
+		return msgs
+	}
+	if msgs, ok := checkOutputField(j, key); ok {
 		return msgs
 	}
 	var msgs []string

@@ -44,6 +44,8 @@ type rawDefaults struct {
 	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
 	rawLimitKeys `yaml:",inline"`
+	// rawOutputKeys: config_output.go
+	rawOutputKeys `yaml:",inline"`
 }
 
 // rawFleetKeys are the job keys of "Operating a fleet" (retries, history,
@@ -89,6 +91,8 @@ type rawJob struct {
 	Dir          text            `yaml:"dir"`
 	rawFleetKeys `yaml:",inline"`
 	rawLimitKeys `yaml:",inline"`
+	// rawOutputKeys: config_output.go
+	rawOutputKeys `yaml:",inline"`
 }
 
 // field returns the leaf (or list, or map) of key in r, a *rawJob or a
@@ -102,6 +106,9 @@ func field(r any, key string) any {
 		if v := limitField(&r.rawLimitKeys, key); v != nil {
 			return v
 		}
+		if v := outputField(&r.rawOutputKeys, key); v != nil {
+			return v
+		}
 		return map[string]any{
 			"name": &r.Name, "schedule": &r.Schedule, "command": &r.Command, "shell": &r.Shell,
 			"timeout": &r.Timeout, "overlap": &r.Overlap, "deadline": &r.Deadline, "kill_grace": &r.KillGrace,
@@ -112,6 +119,9 @@ func field(r any, key string) any {
 			return v
 		}
 		if v := limitField(&r.rawLimitKeys, key); v != nil {
+			return v
+		}
+		if v := outputField(&r.rawOutputKeys, key); v != nil {
 			return v
 		}
 		return map[string]any{

@@ -275,6 +275,7 @@ func (v *validator) jobs() {
 				v.errorf(f(key), j.Line, "%s", msg)
 			}
 		}
+		v.outputChecks(j, f) // config_output.go
 		loc, tzErr := loadLocation(j.Timezone)
 		if tzErr != nil {
 			if e := v.problem(f("timezone"), j.Line, tzErr.Error(), nil); e != nil {

@@ -48,14 +48,21 @@ type Record struct {
 	// ID) and Log returns them newest first. Stores keep it to the
 	// millisecond.
 	At time.Time
-	// Data is the record, at most MaxEntrySize bytes.
+	// Data is the record, at most MaxRecordSize bytes (a run's record
+	// holds the tail of the run's output).
 	Data []byte
 }
 
 // Limits on what Put and Append accept.
 const (
-	// MaxEntrySize bounds Entry.Data and Record.Data.
+	// MaxEntrySize bounds Entry.Data.
 	MaxEntrySize = 16 << 10
+	// MaxRecordSize bounds Record.Data. It fits every store with room to
+	// spare: ZooKeeper's znode data (jute.maxbuffer, 1 MiB by default),
+	// etcd's request (--max-request-bytes, 1.5 MiB by default, the record
+	// put with its ID key in one transaction), a MySQL MEDIUMBLOB (16 MiB)
+	// and max_allowed_packet, PostgreSQL's bytea and a Redis string.
+	MaxRecordSize = 512 << 10
 	// MaxNameSize bounds space, entry, log and record names.
 	MaxNameSize = 200
 	// MaxLogLimit bounds the limit of Append (and the n of Log).
@@ -137,7 +144,7 @@ func CheckEntry(space string, e Entry) error {
 }
 
 // CheckRecord checks what Append accepts: a good log name and record ID,
-// Data within MaxEntrySize, a non-zero At and 1 <= limit <= MaxLogLimit.
+// Data within MaxRecordSize, a non-zero At and 1 <= limit <= MaxLogLimit.
 func CheckRecord(log string, rec Record, limit int) error {
 	if err := CheckName("log", log); err != nil {
 		return err
@@ -145,8 +152,8 @@ func CheckRecord(log string, rec Record, limit int) error {
 	if err := CheckName("record id", rec.ID); err != nil {
 		return err
 	}
-	if len(rec.Data) > MaxEntrySize {
-		return fmt.Errorf("backend: record %s/%s: %d bytes of data, at most %d", log, rec.ID, len(rec.Data), MaxEntrySize)
+	if len(rec.Data) > MaxRecordSize {
+		return fmt.Errorf("backend: record %s/%s: %d bytes of data, at most %d", log, rec.ID, len(rec.Data), MaxRecordSize)
 	}
 	if rec.At.IsZero() {
 		return fmt.Errorf("backend: record %s/%s: zero At", log, rec.ID)

@@ -8,4 +8,16 @@
 // no driver and names no backend. A reload (Scheduler.Reload) applies a
 // new schedule and keeps the backend and lease sections, which need a
 // restart.
+//
+// # Run output
+//
+// A run's stdout and stderr are read line by line (lines longer than 16
+// KiB in pieces): each line goes to the log (or, for `leasecron exec`, raw
+// to Options.JobStdout and JobStderr) and, after the job's redact patterns
+// and secret_env values are replaced, into a tail bounded by the job's
+// output_limit. The tail is stored with the run's record in the job's
+// history (RunRecord.Output, within lease.MaxRecordSize) and, while the
+// job runs, published about once a second in the SpaceOutput entries
+// (LiveTail, ReadLiveTail) for `leasecron logs -f`. WriteOutputTail writes
+// a run's tail to a file, for hooks.
 package scheduler

@@ -24,7 +24,7 @@ func historyID(rec RunRecord) string {
 // run's lease is still held and renewed meanwhile, and the tick is
 // completed only after this returns.
 func (s *Scheduler) appendHistory(j *Job, rec RunRecord, log *slog.Logger) {
-	data, err := json.Marshal(rec)
+	data, err := encodeRecord(rec) // the output cut to fit lease.MaxRecordSize
 	if err != nil {
 		return
 	}

@@ -1,12 +1,10 @@
 package scheduler
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -41,6 +39,9 @@ type RunRecord struct {
 	// started, the tick completed). FailedResult says which are failures.
 	Result string `json:"result"`
 	Error  string `json:"error,omitempty"`
+	// Output is the tail of the run's output (output_limit bytes), in
+	// the job's history only (see Output).
+	Output *Output `json:"output,omitempty"`
 }
 
 // Duration is how long the run took.
@@ -141,10 +142,7 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	}
 	hold := lease.NewHold(l, s.be.Timeout(), holdOpts...)
 
-	var outWG sync.WaitGroup
-	outWG.Add(2)
-	go func() { defer outWG.Done(); s.logLines(log, "stdout", proc.Stdout()) }()
-	go func() { defer outWG.Done(); s.logLines(log, "stderr", proc.Stderr()) }()
+	out := s.captureOutput(j, rec, proc, log) // output.go, output_run.go
 	type waited struct {
 		exit supervisor.Exit
 		err  error
@@ -220,8 +218,8 @@ wait:
 			}
 		}
 	}
-	s.drainOutput(proc, &outWG, log)
-	rec.End = time.Now()
+	s.drainOutput(proc, &out.wg, log)
+	rec.End, rec.Output = time.Now(), out.result()
 	rec.Exit, rec.Signal = w.exit.Code, w.exit.Signal
 	switch {
 	case errors.Is(w.err, supervisor.ErrSupervisorLost):
@@ -276,6 +274,7 @@ wait:
 		}
 	}
 	s.finish(j, l, hold, rec, complete && !manual, lapse, log)
+	out.done(rec)
 	return rec, retryAt
 }
 
@@ -333,7 +332,9 @@ func (s *Scheduler) finish(j *Job, l lease.Lease, hold *lease.Hold, rec RunRecor
 		log.Error("could not complete/release the lease", "complete", complete, "err", err)
 	}
 	s.opts.Metrics.RunFinished(rec.Job, rec.Result, rec.Duration())
-	if b, jerr := json.Marshal(rec); jerr == nil {
+	note := rec
+	note.Output = nil // in the history only: a note stays small
+	if b, jerr := json.Marshal(note); jerr == nil {
 		if err := s.be.SetNote(ctx, l.Key(), rec.End.UnixMilli(), string(b)); err != nil {
 			log.Warn("could not record the run", "err", err)
 		}
@@ -371,23 +372,6 @@ func (s *Scheduler) startJob(j *Job, tick time.Time, l lease.Lease, manual bool,
 		return nil, fmt.Errorf("start %s: %w", j.Name, err)
 	}
 	return proc, nil
-}
-
-// logLines logs r line by line with the job's name until EOF, or copies
-// it to Options.JobStdout or JobStderr when set.
-func (s *Scheduler) logLines(log *slog.Logger, stream string, r io.Reader) {
-	if r == nil {
-		return
-	}
-	if w := map[string]io.Writer{"stdout": s.opts.JobStdout, "stderr": s.opts.JobStderr}[stream]; w != nil {
-		_, _ = io.Copy(w, r)
-		return
-	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		log.Info(sc.Text(), "stream", stream)
-	}
 }
 
 // Trigger runs job once now, under its lease, and waits for it. It does not

@@ -104,6 +104,9 @@ func ReadStatus(ctx context.Context, cfg *Config, be lease.Backend, now time.Tim
 			if recs, err := ReadHistory(ctx, be, j.Name, runs); err != nil {
 				js.Err = err.Error()
 			} else {
+				for i := range recs {
+					recs[i].Output = nil // `leasecron logs` shows it
+				}
 				js.Runs = recs
 			}
 		}

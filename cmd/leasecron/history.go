@@ -71,6 +71,9 @@ func (c *HistoryCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	for i := range recs {
+		recs[i].Output = nil // `leasecron logs` shows it
+	}
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")

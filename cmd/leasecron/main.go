@@ -16,6 +16,7 @@
 //	pause     pause jobs on every host (a fleet-wide flag in the backend)
 //	resume    resume paused jobs
 //	history   show the last runs of a job, from any host
+//	logs      show a job's run output from any host; -f follows a running one
 //	exec      run a command under a job's lease, in front of a crontab line
 //	import-crontab  turn crontabs into a jobs file
 //	version   print the version
@@ -132,6 +133,8 @@ func (m *Main) command(name string) command {
 		return &PauseCommand{stdout: m.Stdout, stderr: m.Stderr, resume: true}
 	case "history":
 		return &HistoryCommand{stdout: m.Stdout, stderr: m.Stderr}
+	case "logs":
+		return &LogsCommand{stdout: m.Stdout, stderr: m.Stderr}
 	case "exec":
 		return &ExecCommand{stdout: m.Stdout, stderr: m.Stderr, redisLog: m.redisLog}
 	case "import-crontab":
@@ -216,6 +219,7 @@ Commands:
 	pause     pause jobs on every host (a fleet-wide flag in the backend)
 	resume    resume paused jobs
 	history   show the last runs of a job, from any host
+	logs      show a job's run output from any host; -f follows a running one
 	exec      run a command under a job's lease, in front of a crontab line
 	import-crontab  turn crontabs into a jobs file
 	version   print the version

@@ -37,6 +37,7 @@ type RunCommand struct {
 // runFlags are the flags of `leasecron run`.
 type runFlags struct {
 	config, metrics     string
+	webConfig           string // --web.config.file (webconfig.go)
 	host                hostFlags
 	labels              map[string]string // resolved --label and LEASECRON_LABELS
 	maxParallel         int               // override of max_parallel when maxParallelSet
@@ -65,6 +66,7 @@ func (c *RunCommand) parse(args []string) (runFlags, error) {
 	fs.Var(&mp, "max-parallel", "")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "")
 	fs.StringVar(&f.metrics, "metrics", "", "")
+	fs.StringVar(&f.webConfig, "web.config.file", "", "")
 	fs.StringVar(&f.logFormat, "log-format", "text", "")
 	fs.StringVar(&f.logLevel, "log-level", "info", "")
 	fs.DurationVar(&f.clockOffset, "test-clock-offset", 0, "")
@@ -83,6 +85,9 @@ func (c *RunCommand) parse(args []string) (runFlags, error) {
 		return f, err
 	}
 	f.config = *config
+	if f.webConfig != "" && f.metrics == "" {
+		return f, usageErrorf("--web.config.file secures the --metrics listener: give --metrics too")
+	}
 	return f, nil
 }
 
@@ -150,6 +155,9 @@ func (c *RunCommand) setup(args []string) (runFlags, *slog.Logger, *config.Confi
 	c.redisLog.use(log)
 	cfg, err := loadConfig(f.config)
 	if err != nil {
+		return f, nil, nil, err
+	}
+	if err := checkWebConfig(f.webConfig); err != nil { // webconfig.go
 		return f, nil, nil, err
 	}
 	f.apply(cfg)
@@ -275,8 +283,12 @@ Flags:
 	                        also after a reload)
 	--dry-run               start no job: a won tick is recorded (result dry_run)
 	                        and completed, so the fleet's choices can be watched
-	--metrics ADDR          serve Prometheus metrics on http://ADDR/metrics and
+	--metrics ADDR          serve Prometheus metrics on http://ADDR/metrics,
 	                        health on /healthz (200 "ok", or 503 and the reason)
+	                        and the status page on / (a page per job at /job/NAME)
+	--web.config.file FILE  TLS, client certificates and basic auth (bcrypt) for
+	                        the --metrics listener, in the Prometheus exporters'
+	                        web config format (exporter-toolkit)
 	--log-format FORMAT     text (default) or json; logs go to stderr
 	--log-level LEVEL       debug, info (default), warn or error
 

@@ -128,7 +128,7 @@ func (c *RunCommand) serve(ctx context.Context, hup <-chan os.Signal, f runFlags
 		// Metrics and /healthz over HTTP.
 		srv := &http.Server{Handler: readOnly(web.mux), ReadHeaderTimeout: 10 * time.Second}
 		g.Add(func() error {
-			if err := srv.Serve(web.ln); !errors.Is(err, http.ErrServerClosed) {
+			if err := serveWeb(web.ln, srv, f.webConfig, log); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("metrics server: %w", err)
 			}
 			return nil

@@ -28,6 +28,9 @@ import (
 //go:embed web/status.html
 var statusHTML string
 
+//go:embed web/style.html
+var styleHTML string
+
 // statusRefresh is the page's <meta http-equiv="refresh"> period.
 const statusRefresh = 5 * time.Second
 
@@ -40,12 +43,14 @@ const statusCacheFor = time.Second
 type statusSource interface {
 	Status(ctx context.Context) (*scheduler.Status, error)
 	Running() map[string]time.Time
+	JobDetail(ctx context.Context, name string, ticks, runs int) (*scheduler.JobDetail, error)
 }
 
 // statusPage serves the web status page.
 type statusPage struct {
 	src     statusSource
 	tmpl    *template.Template
+	jobTmpl *template.Template // a job's page (web_job.go)
 	log     *slog.Logger
 	version string
 	config  string
@@ -63,7 +68,8 @@ type statusPage struct {
 func newStatusPage(src statusSource, config string, log *slog.Logger) *statusPage {
 	return &statusPage{
 		src:     src,
-		tmpl:    template.Must(template.New("status").Funcs(statusFuncs).Parse(statusHTML)),
+		tmpl:    template.Must(template.Must(template.New("status").Funcs(statusFuncs).Parse(statusHTML)).Parse(styleHTML)),
+		jobTmpl: template.Must(template.Must(template.New("job").Funcs(statusFuncs).Parse(jobHTML)).Parse(styleHTML)),
 		log:     log,
 		version: Version(),
 		config:  config,
@@ -114,6 +120,10 @@ func (p *statusPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "405 method not allowed: the status page is read-only", http.StatusMethodNotAllowed)
 		return
 	}
+	if name, ok := strings.CutPrefix(r.URL.Path, "/job/"); ok {
+		p.serveJob(w, r, name) // web_job.go
+		return
+	}
 	if r.URL.Path != "/" {
 		http.NotFound(w, r)
 		return
@@ -125,6 +135,11 @@ func (p *statusPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "could not render the status page", http.StatusInternalServerError)
 		return
 	}
+	writePage(w, buf.Bytes())
+}
+
+// writePage writes a rendered page with the headers every page has.
+func writePage(w http.ResponseWriter, page []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -132,7 +147,7 @@ func (p *statusPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	// No scripts, no frames, nothing from elsewhere: only the inline style.
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; form-action 'none'")
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(page)
 }
 
 // read returns the status, read from the backend at most once per
@@ -266,6 +281,8 @@ var statusFuncs = template.FuncMap{
 		return strings.Join(s, ", ")
 	},
 	"labels": formatLabels,
+	// lineTime is an output line's time: UTC, to the millisecond.
+	"lineTime": func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
 }
 
 // shortTime is t in UTC, without the date when t is on now's UTC day.

@@ -64,7 +64,7 @@ const demoPauseReason = "quarter close"
 
 // slowAgain matches the page's slow-report row while it runs on host-a
 // after an earlier run of it ended ok.
-var slowAgain = regexp.MustCompile(`(?s)<b>slow-report</b> <span class="badge run">running here</span></td>\s*<td>[^\n]*</td>\s*<td>[^\n]*</td>\s*<td>host-a · tick [^\n]*\n[^\n]*\n<td>host-a · tick [^<]*</td>\s*<td><span class="badge good">ok</span>`)
+var slowAgain = regexp.MustCompile(`(?s)<b>slow-report</b></a> <span class="badge run">running here</span></td>\s*<td>[^\n]*</td>\s*<td>[^\n]*</td>\s*<td>host-a · tick [^\n]*\n[^\n]*\n<td>host-a · tick [^<]*</td>\s*<td><span class="badge good">ok</span>`)
 
 // startDemo starts 3 real redis-server nodes and two daemons (host-a with
 // the metrics listener and label role=db, host-b without either) on
@@ -151,7 +151,7 @@ func TestStatusPage(t *testing.T) {
 		" · attempt 1 · failed exit 3 · ",
 		`<td>host-a <span class="badge run">this host</span></td>`, "<td>role=db</td>",
 		"<td>host-b</td>",
-		`<td title="runs on any host; eligible live hosts: host-a, host-b"><b>hello</b>`,
+		`<td title="runs on any host; eligible live hosts: host-a, host-b"><a href="job/hello"><b>hello</b></a>`,
 	}
 	for _, n := range nodes {
 		want = append(want, "<td>"+n+"</td>")

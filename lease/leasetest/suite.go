@@ -35,6 +35,7 @@ var subtests = []subtest{
 	{"Entries", false, testEntries},
 	{"EntryExpiry", false, testEntryExpiry},
 	{"Logs", false, testLogs},
+	{"BigRecords", false, testBigRecords},
 	{"StoreBadInputs", false, testStoreBadInputs},
 	{"Batch10000", true, testBatch},
 	{"Health", true, testHealth},

@@ -41,7 +41,7 @@
 // Append adds the ID unless it is there (ZADD NX: a retried Append adds
 // nothing) and, in the same script, deletes the oldest records (by At,
 // then ID) beyond limit. Memory per node: a log holds at most limit
-// records (limit <= MaxLogLimit, data <= MaxEntrySize each); a space holds
+// records (limit <= MaxLogLimit, data <= MaxRecordSize each); a space holds
 // its live entries plus those expired since its last Put or List.
 //
 // Quorum: a write goes to every node and succeeds once a quorum (N/2+1)
