@@ -181,6 +181,9 @@ type Job struct {
 	MemoryMax int64
 	CPUMax    float64
 	TasksMax  int
+	// Hooks run on the job's events (on_start, on_success, on_failure,
+	// on_missed), each on one host once per event (see hooks.go).
+	Hooks Hooks
 
 	// OutputLimit is how many bytes of each run's output (the last ones,
 	// cut at a line) its history record keeps; default (and 0) 64KiB.

@@ -780,5 +780,5 @@ jobs:
 	// Output:
 	// report skip 2025-03-10T05:00:00Z
 	// sync wait 2025-03-07T12:00:30Z
-	// jobs.yaml:12: jobs[1].tiemout: unknown key "tiemout" (allowed: name, schedule, command, shell, timeout, overlap, deadline, kill_grace, timezone, env, dir, retries, retry_backoff, retry_on_timeout, history_limit, run_on, candidates, standby_delay, jitter, memory_max, cpu_max, tasks_max, output_limit, redact, secret_env); did you mean "timeout"?
+	// jobs.yaml:12: jobs[1].tiemout: unknown key "tiemout" (allowed: name, schedule, command, shell, timeout, overlap, deadline, kill_grace, timezone, env, dir, retries, retry_backoff, retry_on_timeout, history_limit, run_on, candidates, standby_delay, jitter, memory_max, cpu_max, tasks_max, output_limit, redact, secret_env, on_start, on_success, on_failure, on_missed); did you mean "timeout"?
 }

@@ -195,6 +195,8 @@ func (d *decoder) jobField(j *Job, key string, v any, field string) bool {
 		j.RetryOnTimeout = v.v
 	case *rawRunOn:
 		return d.runOn(j, v, field)
+	case **rawHook:
+		return d.hook(j, key, *v, field)
 	case *overlapValue:
 		if !d.take(field, v.leaf) {
 			return false

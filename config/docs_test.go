@@ -95,6 +95,9 @@ func acceptedKeys() (all, defaults []string) {
 				continue
 			}
 			all = append(all, path)
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem() // a section that may be null (a hook)
+			}
 			if len(yamlFields(ft)) > 0 {
 				walk(ft, path+".")
 			}

@@ -46,6 +46,7 @@ type rawDefaults struct {
 	rawLimitKeys `yaml:",inline"`
 	// rawOutputKeys: config_output.go
 	rawOutputKeys `yaml:",inline"`
+	rawHookKeys   `yaml:",inline"`
 }
 
 // rawFleetKeys are the job keys of "Operating a fleet" (retries, history,
@@ -93,6 +94,7 @@ type rawJob struct {
 	rawLimitKeys `yaml:",inline"`
 	// rawOutputKeys: config_output.go
 	rawOutputKeys `yaml:",inline"`
+	rawHookKeys   `yaml:",inline"`
 }
 
 // field returns the leaf (or list, or map) of key in r, a *rawJob or a
@@ -109,6 +111,9 @@ func field(r any, key string) any {
 		if v := outputField(&r.rawOutputKeys, key); v != nil {
 			return v
 		}
+		if v := hookField(&r.rawHookKeys, key); v != nil {
+			return v
+		}
 		return map[string]any{
 			"name": &r.Name, "schedule": &r.Schedule, "command": &r.Command, "shell": &r.Shell,
 			"timeout": &r.Timeout, "overlap": &r.Overlap, "deadline": &r.Deadline, "kill_grace": &r.KillGrace,
@@ -122,6 +127,9 @@ func field(r any, key string) any {
 			return v
 		}
 		if v := outputField(&r.rawOutputKeys, key); v != nil {
+			return v
+		}
+		if v := hookField(&r.rawHookKeys, key); v != nil {
 			return v
 		}
 		return map[string]any{

@@ -273,6 +273,7 @@ func TestSecondsField(t *testing.T) {
 // TestPrevNext: for random times, Next(t) > t, Prev(t) <= t, no tick lies
 // in (Prev(t), t], Prev(Next(t)) == Next(t), and ticks are whole seconds.
 func TestPrevNext(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	lo, hi := utc("1990-01-01T00:00:00Z").UnixNano(), utc("2040-01-01T00:00:00Z").UnixNano()
 	for _, tc := range []struct{ spec, tz string }{

@@ -86,6 +86,7 @@ func (c *Config) validate() []*Error {
 	v.backend()
 	v.lease()
 	v.jobs()
+	v.hooks()
 	v.fleet()
 	v.timing()
 	if len(c.Jobs) == 0 && !v.failed("jobs") {

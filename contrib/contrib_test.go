@@ -107,7 +107,8 @@ func TestAlertRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	used := checkMetricNames(t, "alerts.yaml", string(rules), knownMetrics(t))
-	for _, want := range []string{"leasecron_quorum_healthy", "leasecron_runs_total", "leasecron_lease_acquire_total", "leasecron_job_aborts_total", "leasecron_lease_renew_total"} {
+	for _, want := range []string{"leasecron_quorum_healthy", "leasecron_runs_total", "leasecron_lease_acquire_total", "leasecron_job_aborts_total", "leasecron_lease_renew_total",
+		"leasecron_ticks_missed_total", "leasecron_hook_failures_total"} {
 		if !used[want] {
 			t.Errorf("no alert uses %s", want)
 		}
@@ -225,6 +226,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		"leasecron_runs_total", "leasecron_lease_acquire_total", "leasecron_lease_renew_seconds",
 		"leasecron_node_up", "leasecron_node_requests_total", "leasecron_job_aborts_total",
 		"leasecron_tick_start_delay_seconds", "leasecron_quorum_healthy",
+		"leasecron_ticks_missed_total", "leasecron_hooks_fired_total", "leasecron_hook_failures_total",
 	} {
 		if !used[want] {
 			t.Errorf("no panel shows %s", want)

@@ -99,6 +99,7 @@ func (f *dryFleet) runs(job string) []int {
 // host while its heartbeat has not expired yet (heartbeats every 2s
 // expire after 6s): the two ticks after the stop run in full.
 func TestCandidatesSpreadAndStandby(t *testing.T) {
+	t.Parallel()
 	missing := candidatesAfterStop(t, false)
 	if missing != 0 {
 		t.Errorf("%d runs missing in the two ticks after a host stopped, want none", missing)
@@ -109,6 +110,7 @@ func TestCandidatesSpreadAndStandby(t *testing.T) {
 // switched off misses the stopped host's runs, so the check above can
 // fail.
 func TestCandidatesStandbyNegativeControl(t *testing.T) {
+	t.Parallel()
 	if missing := candidatesAfterStop(t, true); missing == 0 {
 		t.Errorf("without standby hosts no run went missing after a host stopped: the check cannot fail")
 	}

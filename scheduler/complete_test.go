@@ -19,6 +19,7 @@ import (
 // ZooKeeper, whose lock key goes with the expired lease or session, such a
 // completion used to be refused and the tick ran a second time.
 func TestCompleteAfterLeaseRanOut(t *testing.T) {
+	t.Parallel()
 	for _, bc := range []struct {
 		name  string
 		start func(t *testing.T) func(t *testing.T) lease.Backend

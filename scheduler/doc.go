@@ -20,4 +20,14 @@
 // job runs, published about once a second in the SpaceOutput entries
 // (LiveTail, ReadLiveTail) for `leasecron logs -f`. WriteOutputTail writes
 // a run's tail to a file, for hooks.
+//
+// # Missed ticks and hooks
+//
+// A tick whose deadline passes without a run is recorded once across the
+// fleet in the job's history (result missed, or skipped, with a reason:
+// see missed.go), and a job's hooks (on_start, on_success, on_failure,
+// on_missed: a command or a signed webhook) fire once per event on one
+// host, queued so that they never hold the scheduler up (see hooks.go).
+// Both are guarded by leases on keys derived from the job's, with the
+// tick as their epoch, like the tick itself.
 package scheduler

@@ -22,6 +22,7 @@ import (
 // process). Negative control: the same scheduler without DryRun starts
 // its spare supervisors (the script) at once.
 func TestDryRunStartsNoProcess(t *testing.T) {
+	t.Parallel()
 	rc := redistest.Start(t, 1)
 	for _, dry := range []bool{true, false} {
 		dir := t.TempDir()

@@ -58,8 +58,9 @@ var ErrNoLease = errors.New("the lease could not be taken")
 // Exec runs req.Job once under its lease, as the daemon runs a tick: the
 // pause flag honoured, the lease renewed while the command runs and the
 // command killed before the lease could be lost, the run recorded in the
-// job's history, and the slot completed when the command ran to its end.
-// It returns the run's record when the command ran; an *ExecSkipped when
+// job's history, the slot completed when the command ran to its end, and
+// the job's hooks fired (the file's job of that name: on_start, on_success,
+// on_failure). It returns the run's record when the command ran; an *ExecSkipped when
 // it did not for a reason that is no failure; an error matching
 // ErrNoLease when the lease could not be taken; the error of CannotLimit,
 // before anything else, when the job's limits cannot be applied here.
@@ -90,6 +91,9 @@ func (s *Scheduler) Exec(ctx context.Context, req ExecRequest) (RunRecord, error
 		tick = s.now()
 	}
 	log := s.log.With("job", j.Name, "tick", execTickAttr(req.Tick))
+	// The job's hooks, as the daemon fires them; waited for (within
+	// hookDrain) before Exec returns.
+	defer s.startHooks()()
 	// No heartbeat loop runs in exec: read the pause flags as it would,
 	// so that a pause --stop stops the command as it stops a daemon's run.
 	pollCtx, stopPoll := context.WithCancel(ctx)

@@ -29,8 +29,9 @@ func (s *Scheduler) rankStagger() time.Duration {
 // by are followed by one standby loop (see standby).
 func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick time.Time, jobs []*Job) {
 	cfg := s.cfg.Load()
-	pausesNow, live := s.unpaused(ctx, tick, s.limitable(jobs))
-	rk := s.rankFor(cfg, live, s.liveHosts(cfg))
+	pausesNow, live := s.unpaused(ctx, wg, tick, s.limitable(jobs))
+	hosts := s.liveHosts(cfg)
+	rk := s.rankFor(cfg, live, hosts)
 	groups := map[time.Duration][]*Job{}
 	var standby []*Job
 	for _, j := range live {
@@ -38,6 +39,9 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 		switch {
 		case r < 0:
 			s.log.Debug("not eligible for the job on this host; not trying", "job", j.Name, "run_on", j.RunOn.String())
+			if hosts != nil && !anyEligible(j, hosts) {
+				s.noteMiss(ctx, wg, j, tick, MissNoEligibleHost)
+			}
 		case j.Candidates == 0:
 			groups[j.JitterFor(tick)] = append(groups[j.JitterFor(tick)], j)
 		case r < j.Candidates:
@@ -64,7 +68,7 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 			// reloaded and the flags changed since.
 			cfg := s.cfg.Load()
 			g = slices.DeleteFunc(g, func(j *Job) bool { return cfg.Job(j.Name) == nil })
-			pausesNow, g := s.unpaused(ctx, tick, g)
+			pausesNow, g := s.unpaused(ctx, wg, tick, g)
 			if len(g) > 0 {
 				s.tryGroup(ctx, hard, wg, cfg, tick, at, g, pausesNow)
 			}
@@ -80,12 +84,13 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 }
 
 // unpaused starts a fresh read of the pause flags and returns it (as a
-// function that waits for it) with the jobs that are not paused. Jobs the
+// function that waits for it) with the jobs that are not paused (the
+// paused ones are noted to be recorded as skipped: see noteMiss). Jobs the
 // last read says are paused wait for the fresh read (a resume just before
 // the tick counts; if it fails, they stay skipped); the others go on at
 // once and are checked against the fresh read when they win, before they
 // start.
-func (s *Scheduler) unpaused(ctx context.Context, tick time.Time, jobs []*Job) (func() (pauses, error), []*Job) {
+func (s *Scheduler) unpaused(ctx context.Context, wg *sync.WaitGroup, tick time.Time, jobs []*Job) (func() (pauses, error), []*Job) {
 	pausesNow := s.pauseReader(ctx)
 	p := s.cachedPauses()
 	for _, j := range jobs {
@@ -100,6 +105,7 @@ func (s *Scheduler) unpaused(ctx context.Context, tick time.Time, jobs []*Job) (
 	for _, j := range jobs {
 		if pi, ok := p.paused(j.Name); ok {
 			s.skipPaused(j, tick, pi)
+			s.noteMiss(ctx, wg, j, tick, MissPaused)
 			continue
 		}
 		live = append(live, j)
@@ -199,7 +205,7 @@ func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick 
 		pending = left
 		if len(try) > 0 {
 			s.opts.Metrics.Standby(len(try))
-			pausesNow, try := s.unpaused(ctx, tick, try)
+			pausesNow, try := s.unpaused(ctx, wg, tick, try)
 			if len(try) > 0 {
 				s.tryGroup(ctx, hard, wg, cfg, tick, at, try, pausesNow)
 			}
@@ -285,6 +291,11 @@ func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg 
 	}
 	if len(unvotable) > 0 {
 		s.giveUpUnvotable(ctx, tick, unvotable, unvotableErr)
+		for _, j := range jobs {
+			if slices.Contains(unvotable, j.Name) {
+				s.noteMiss(ctx, wg, j, tick, MissDataYounger)
+			}
+		}
 	}
 }
 

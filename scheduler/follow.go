@@ -28,6 +28,10 @@ type follower struct {
 	// tried again): a stale read could start a job paused since.
 	pausesNow func() (pauses, error)
 	log       *slog.Logger
+	// missReason, when set at the end of run, is why the tick did not
+	// run on this host: it is then recorded as missed unless it ran
+	// elsewhere (see recordMiss).
+	missReason string
 }
 
 // run follows the tick from the first attempt's result res; lateBy is how
@@ -35,7 +39,12 @@ type follower struct {
 func (f *follower) run(res lease.Result, lateBy time.Duration) {
 	s, j, tick, log := f.s, f.j, f.tick, f.s.log.With("job", f.j.Name, "tick", f.tick.UTC().Format(time.RFC3339))
 	f.log = log
-	defer f.freeSlot()
+	defer func() {
+		if f.missReason != "" {
+			s.recordMiss(f.ctx, j, tick, f.missReason)
+		}
+	}()
+	defer f.freeSlot() // before recordMiss waits
 	deadline := j.DeadlineFor(tick)
 	noQuorumWait := noQuorumFirst
 	noQuorumCap := max(noQuorumMax, deadline.Sub(tick)/noQuorumAttempts)
@@ -53,6 +62,9 @@ func (f *follower) run(res lease.Result, lateBy time.Duration) {
 		tries = 0
 	}
 	givenUp := func() {
+		if !runsElsewhere {
+			f.missReason = missReason(res.Err)
+		}
 		if runsElsewhere || errors.Is(res.Err, errHostFull) {
 			// Another host runs the tick, or this one stayed full (the
 			// tick was logged as such when it started).
@@ -86,6 +98,7 @@ func (f *follower) run(res lease.Result, lateBy time.Duration) {
 		case errors.Is(res.Err, errTickDeadline):
 			log.Warn("won the lease after the tick's deadline; not starting the job", "err", res.Err)
 			s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+			f.missReason = MissOther
 			return
 		case errors.Is(res.Err, lease.ErrEpochDone):
 			s.opts.Metrics.Acquire(j.Name, "done")
@@ -119,6 +132,7 @@ func (f *follower) run(res lease.Result, lateBy time.Duration) {
 				if j.Overlap != config.OverlapWait && tries == 1 {
 					log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
 					s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+					f.missReason = MissOverlap
 					return
 				}
 				if tries == 1 {
@@ -132,12 +146,14 @@ func (f *follower) run(res lease.Result, lateBy time.Duration) {
 			noQuorumWait = min(noQuorumWait*2, noQuorumMax)
 		case s.unvotable(res.Err):
 			s.giveUpUnvotable(f.ctx, tick, []string{j.Name}, res.Err)
+			f.missReason = MissDataYounger
 			return
 		case errors.Is(res.Err, lease.ErrNoQuorum) || errors.Is(res.Err, lease.ErrNotObtained):
 			wait = f.noQuorum(res.Err, &noQuorumWait, noQuorumCap, &youngerLogged)
 		default:
 			s.opts.Metrics.Acquire(j.Name, "error")
 			log.Error("acquire failed", "err", res.Err)
+			f.missReason = MissOther
 			return
 		}
 		if !s.now().Add(wait).Before(deadline) {
@@ -165,6 +181,7 @@ func (f *follower) run(res lease.Result, lateBy time.Duration) {
 		if pi, ok := s.cachedPauses().paused(j.Name); ok {
 			log.Info("job paused; no longer trying this tick", "paused_by", pi.By, "reason", pi.Reason)
 			s.opts.Metrics.Skipped(j.Name, "paused")
+			f.missReason = MissPaused
 			return
 		}
 		if !f.takeSlot() {
@@ -268,6 +285,7 @@ func (f *follower) won(l lease.Lease, deadline time.Time, first bool, lateBy tim
 			if errors.Is(err, errTickDeadline) {
 				f.log.Warn("won the lease after the tick's deadline; not starting the job", "err", err)
 				s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+				f.missReason = MissOther
 				return true, nil
 			}
 			return false, err
@@ -285,6 +303,7 @@ func (f *follower) won(l lease.Lease, deadline time.Time, first bool, lateBy tim
 	if pi, ok := p.paused(j.Name); ok {
 		s.release(l, f.log)
 		s.skipPaused(j, f.tick, pi)
+		f.missReason = MissPaused
 		return 0, true, nil
 	}
 	attempt := 1

@@ -25,6 +25,7 @@ const lapseTTL = 6 * time.Second
 // before the lapsed lease's ValidUntil. Negative control: with the wait
 // switched off the other client gets the key before that instant.
 func TestCloseWaitsForLapsedLease(t *testing.T) {
+	t.Parallel()
 	e := zktest.Start(t, 1)
 	t.Run("wait", func(t *testing.T) {
 		grantedAt, vu := closeAfterLapse(t, e.Addrs(), false)

@@ -69,6 +69,7 @@ func idleLastHost(t *testing.T, prep func(s *Scheduler)) (runs []int, ticks int)
 // (max_parallel 1, a run in progress), the idle eligible host that ranks
 // last by score ranks first by free slots and runs every tick.
 func TestMaxParallelIdleHostRunsEveryTick(t *testing.T) {
+	t.Parallel()
 	runs, ticks := idleLastHost(t, func(*Scheduler) {})
 	if runs[0] != 0 || runs[1] != 0 || runs[2] < ticks-1 {
 		t.Errorf("runs per host %v over %d ticks: want every tick on h2 (the idle host), none on the full ones", runs, ticks)
@@ -79,6 +80,7 @@ func TestMaxParallelIdleHostRunsEveryTick(t *testing.T) {
 // last, a standby host past 2 × candidates), the standby looks that double
 // the ranks that may try still get every tick run on the idle host.
 func TestMaxParallelStandbyWidens(t *testing.T) {
+	t.Parallel()
 	runs, ticks := idleLastHost(t, func(s *Scheduler) { s.setTestHooks(func(h *testHooks) { h.rankIgnoresSlots = true }) })
 	if runs[0] != 0 || runs[1] != 0 || runs[2] < ticks-1 {
 		t.Errorf("runs per host %v over %d ticks: want every tick on h2 (the idle host), none on the full ones", runs, ticks)
@@ -89,6 +91,7 @@ func TestMaxParallelStandbyWidens(t *testing.T) {
 // run slots and standby looks limited to 2 × candidates, the idle host
 // never tries and the full candidates cannot run: ticks are skipped.
 func TestMaxParallelIdleHostNegativeControl(t *testing.T) {
+	t.Parallel()
 	runs, ticks := idleLastHost(t, func(s *Scheduler) {
 		s.setTestHooks(func(h *testHooks) { h.rankIgnoresSlots, h.standbyFixedReach = true, true })
 	})
@@ -169,6 +172,7 @@ func slotFreedMidTick(t *testing.T, dropWhenFull bool) int {
 // TestFullHostFollowsTick: a host that is full at a tick follows it and
 // runs it when its slot frees up before the deadline.
 func TestFullHostFollowsTick(t *testing.T) {
+	t.Parallel()
 	if n := slotFreedMidTick(t, false); n != 1 {
 		t.Errorf("%d runs of the tick whose slot freed up a second after it, want 1", n)
 	}
@@ -177,6 +181,7 @@ func TestFullHostFollowsTick(t *testing.T) {
 // TestFullHostDropsTickNegativeControl: leaving the tick to other hosts
 // when full (there are none) skips it although the slot frees up.
 func TestFullHostDropsTickNegativeControl(t *testing.T) {
+	t.Parallel()
 	if n := slotFreedMidTick(t, true); n != 0 {
 		t.Errorf("%d runs of the tick with the full host dropping it: the test cannot see the skip", n)
 	}

@@ -34,6 +34,7 @@ type Metrics struct {
 	running     *prometheus.GaugeVec
 	quorum      prometheus.Gauge
 	fleet       *fleetMetrics
+	hooks       *hookMetrics
 }
 
 // latencyBuckets suit Redis round trips: 0.5 ms to 1 s (the per-node
@@ -62,7 +63,8 @@ var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25
 //	leasecron_jobs_running{job}                   runs in progress on this host
 //	leasecron_quorum_healthy                      1 if a quorum of nodes answered and votes
 //
-// and those of retries, pauses, heartbeats and history (see metrics_fleet.go).
+// and those of retries, pauses, heartbeats and history (see metrics_fleet.go),
+// of missed ticks and hooks (see metrics_hooks.go).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
 	const ns = "leasecron"
@@ -128,6 +130,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 if a quorum of Redis nodes answered the last health check and votes, else 0.",
 		}),
 		fleet: newFleetMetrics(f, ns),
+		hooks: newHookMetrics(f, ns),
 	}
 }
 

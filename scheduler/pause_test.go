@@ -16,6 +16,7 @@ import (
 // (an hour here), for a job's own flag and for --all; a job name that the
 // backend does not take as a name (too long) is paused through a digest.
 func TestSetPauseOrderIgnoresClocks(t *testing.T) {
+	t.Parallel()
 	cluster := redistest.Start(t, 1)
 	long := strings.Repeat("j", 230)
 	cfg := tickConfig(t, cluster.URLs(), &Job{Name: "a", Schedule: "@hourly", Shell: "true"}, &Job{Name: long, Schedule: "@hourly", Shell: "true"})

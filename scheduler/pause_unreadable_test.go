@@ -17,6 +17,9 @@ import (
 // (The fleet test TestPauseResumeFleet found a paused job run on
 // ZooKeeper under load: its read of the flags timed out and the daemon
 // used its last read.)
+//
+// It stays serial: its acquisitions have the test config's 50 ms request
+// timeout, which parallel tests on a loaded machine made it miss.
 func TestUnreadablePauseFlagsDoNotStartRun(t *testing.T) {
 	j := &Job{Name: "paused", Schedule: "@every 2s", Shell: "true", Deadline: 30 * time.Second}
 	s, cfg := tickScheduler(t, j)

@@ -111,6 +111,7 @@ func waitAttempts(t *testing.T, attempts func() int) {
 // first refusal: one attempt per job, none after it however long the
 // deadline lasts, and one log line for the batch.
 func TestFreshServersGiveUpUnvotableTicks(t *testing.T) {
+	t.Parallel()
 	logs, attempts := startOnFreshServers(t, false)
 	waitAttempts(t, attempts)
 	first := attempts()
@@ -134,6 +135,7 @@ func TestFreshServersGiveUpUnvotableTicks(t *testing.T) {
 // give-up switched off, the same ticks are retried until their deadline,
 // so the attempts keep growing with time.
 func TestFreshServersRetryUnvotableTicks(t *testing.T) {
+	t.Parallel()
 	_, attempts := startOnFreshServers(t, true)
 	waitAttempts(t, attempts)
 	first := attempts()
@@ -205,6 +207,9 @@ func TestNoQuorumRetriesPaced(t *testing.T) {
 
 // TestNoQuorumRetriesUnpacedNegativeControl: with the pace off, each
 // tick's own backoff alone lets 400 jobs retry more often than that.
+// This test and the one above stay serial: the storm is made by the CPU
+// (a loaded one retries fewer times a second), so they do not run beside
+// the package's parallel tests.
 func TestNoQuorumRetriesUnpacedNegativeControl(t *testing.T) {
 	if n, allowed := noQuorumRetries(t, true); n <= allowed {
 		t.Errorf("%d retries without a quorum and without the pace (bound %d): the test cannot see the storm", n, allowed)

@@ -42,6 +42,7 @@ func rankAll(jobs []*Job, hosts []HostBeat) map[string]ranking {
 // host, one order), and the assigned hosts' loads stay within the bound
 // (max/mean <= 1.1 + one job).
 func TestRankingIsOneOrder(t *testing.T) {
+	t.Parallel()
 	hosts := fleetOf(100, nil)
 	jobs := jobsOf(10_000, config.RunOn{})
 	all := rankAll(jobs, hosts)

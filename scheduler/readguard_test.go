@@ -63,6 +63,7 @@ func waitLine(t *testing.T, logs *logBuffer, subs ...string) bool {
 // two others fresh: once they vote, a quorum answers) is expected after
 // a start, not trouble: a debug line, no warning.
 func TestReadsInRestartGuardDoNotWarn(t *testing.T) {
+	t.Parallel()
 	logs := readsOnFreshServers(t, 1)
 	if !waitLine(t, logs, "level=DEBUG", heartbeatReadFailed, "servers do not vote yet") {
 		t.Fatalf("no debug line for a heartbeat read refused by servers in their restart guard; lines: %q", logs.lines(heartbeatReadFailed))
@@ -76,6 +77,7 @@ func TestReadsInRestartGuardDoNotWarn(t *testing.T) {
 // two of three down leave no quorum whatever the guard does, so the
 // failed read is a warning.
 func TestReadsWithoutQuorumWarn(t *testing.T) {
+	t.Parallel()
 	logs := readsOnFreshServers(t, 2)
 	if !waitLine(t, logs, "level=WARN", heartbeatReadFailed) {
 		t.Errorf("no warning for a heartbeat read without a quorum of servers up; lines: %q", logs.lines(heartbeatReadFailed))

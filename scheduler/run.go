@@ -36,9 +36,13 @@ type RunRecord struct {
 	// ResultOOM, ResultLimit), aborted (lease lost), shutdown (stopped by
 	// the daemon's shutdown), stopped (its job was paused with --stop),
 	// error (could not start) or dry_run (won with Options.DryRun: not
-	// started, the tick completed). FailedResult says which are failures.
+	// started, the tick completed); for a tick that did not run, missed
+	// or skipped (see Reason). FailedResult says which are failures.
 	Result string `json:"result"`
 	Error  string `json:"error,omitempty"`
+	// Reason says why a tick was missed or skipped (result missed or
+	// skipped: see MissNoQuorum and the other Miss constants).
+	Reason string `json:"reason,omitempty"`
 	// Output is the tail of the run's output (output_limit bytes), in
 	// the job's history only (see Output).
 	Output *Output `json:"output,omitempty"`
@@ -72,7 +76,13 @@ func killMarginFor(timeout time.Duration) time.Duration {
 // the job's history, and completes the tick (or releases the lease when
 // the run was cut short by a lost lease, shutdown or pause --stop, or
 // when it failed and is to be retried: then retryAt is when the retry is
-// due).
+// due). It fires the job's hooks: on_start once the job started, then
+// on_success or on_failure (see endEvent).
+//
+// Its phases: start the job (startRun), keep its lease (holdRun), wait
+// for its end or a reason to cut it short (watchRun), name the result
+// (result), decide how the tick ends (settle), record and complete it
+// (finish).
 func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick time.Time, l lease.Lease, attempt int, log *slog.Logger) (rec RunRecord, retryAt time.Time) {
 	manual := l.Epoch() == 0
 	rec = RunRecord{Job: j.Name, Host: s.host, Fence: l.Fence(), Start: time.Now(), Attempt: attempt}
@@ -93,28 +103,80 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 		return rec, time.Time{}
 	}
 
-	log.Debug("starting the job")
-	proc, err := s.startJob(j, tick, l, manual, attempt)
+	r, err := s.startRun(j, tick, l, manual, rec, log)
 	if err != nil {
 		log.Error("job could not be started", "err", err)
 		rec.End, rec.Result, rec.Exit, rec.Error = time.Now(), "error", -1, err.Error()
 		// It did not run: release so another host (or a retry) can try.
 		s.finish(j, l, nil, rec, false, false, log)
+		s.runEnded(j, rec, manual, false)
 		return rec, time.Time{}
 	}
-	stop := make(chan PauseInfo, 1)
+	defer r.done()
+	s.fireHook(j, runEvent(EventStart, rec, manual))
+	hold := s.holdRun(cfg, j, l, r.proc, log)
+	w, cut := s.watchRun(hard, j, r, hold, log)
+	s.drainOutput(r.proc, &r.out.wg, log)
+	rec.End, rec.Output = time.Now(), r.out.result()
+	rec.Exit, rec.Signal = w.exit.Code, w.exit.Signal
+	rec.Result, rec.Error = s.result(j, r, w, cut, log)
+	complete, lapse, retryAt := s.settle(j, tick, l, rec, w, manual, log)
+	s.finish(j, l, hold, rec, complete && !manual, lapse, log)
+	r.out.done(rec)
+	s.runEnded(j, rec, manual, !retryAt.IsZero())
+	return rec, retryAt
+}
+
+// activeRun is a job started by runLeased: its supervised process, the
+// readers of its output, its end and its pause --stop channel.
+type activeRun struct {
+	proc   *supervisor.Process
+	out    *runOutput // its output's readers and tail (output_run.go)
+	exited chan runExit
+	stop   chan PauseInfo
+	done   func() // forgets the run (status, metrics)
+}
+
+// runExit is how a job's supervised process ended.
+type runExit struct {
+	exit supervisor.Exit
+	err  error
+}
+
+// startRun starts run rec of the job, registers it as running and starts
+// the readers of its output and of its end.
+func (s *Scheduler) startRun(j *Job, tick time.Time, l lease.Lease, manual bool, rec RunRecord, log *slog.Logger) (*activeRun, error) {
+	log.Debug("starting the job")
+	proc, err := s.startJob(j, tick, l, manual, rec.Attempt)
+	if err != nil {
+		return nil, err
+	}
+	r := &activeRun{proc: proc, exited: make(chan runExit, 1), stop: make(chan PauseInfo, 1)}
 	s.mu.Lock()
-	s.running[j.Name] = &runState{tick: tick, proc: proc, started: rec.Start, stop: stop}
+	s.running[j.Name] = &runState{tick: tick, proc: proc, started: rec.Start, stop: r.stop}
 	s.mu.Unlock()
 	s.opts.Metrics.Running(j.Name, 1)
-	defer func() {
+	r.done = func() {
 		s.mu.Lock()
 		delete(s.running, j.Name)
 		s.mu.Unlock()
 		s.opts.Metrics.Running(j.Name, -1)
-	}()
+	}
 	log.Info("job started", "pid", proc.JobPID(), "valid_until", l.ValidUntil())
+	r.out = s.captureOutput(j, rec, proc, log) // output.go, output_run.go
+	go func() {
+		// Not after the output's EOF: a process outside the job's group
+		// (or one left by a dead supervisor) may hold the pipes open, and
+		// Wait is what kills the group when the supervisor is lost.
+		e, err := proc.Wait()
+		r.exited <- runExit{e, err}
+	}()
+	return r, nil
+}
 
+// holdRun keeps l renewed while the job runs, extending the supervisor's
+// deadline with each renewal.
+func (s *Scheduler) holdRun(cfg *Config, j *Job, l lease.Lease, proc *supervisor.Process, log *slog.Logger) *lease.Hold {
 	margin := s.killMargin()
 	holdOpts := []lease.HoldOption{
 		lease.RenewEvery(cfg.Lease.Renew),
@@ -140,31 +202,28 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 		// out even if the job refuses to die (the supervisor kills it).
 		holdOpts = append(holdOpts, lease.MaxLifetime(j.Timeout+j.KillGrace+time.Second))
 	}
-	hold := lease.NewHold(l, s.be.Timeout(), holdOpts...)
+	return lease.NewHold(l, s.be.Timeout(), holdOpts...)
+}
 
-	out := s.captureOutput(j, rec, proc, log) // output.go, output_run.go
-	type waited struct {
-		exit supervisor.Exit
-		err  error
-	}
-	exited := make(chan waited, 1)
-	go func() {
-		// Not after the output's EOF: a process outside the job's group
-		// (or one left by a dead supervisor) may hold the pipes open, and
-		// Wait is what kills the group when the supervisor is lost.
-		e, err := proc.Wait()
-		exited <- waited{e, err}
-	}()
-
+// watchRun waits for the job's end; a lost lease, the job's timeout, the
+// daemon's shutdown (hard) or a pause --stop stop it first. cut says
+// which of those did ("" when none).
+func (s *Scheduler) watchRun(hard context.Context, j *Job, r *activeRun, hold *lease.Hold, log *slog.Logger) (w runExit, cut string) {
 	var timeout <-chan time.Time
 	if j.Timeout > 0 {
 		t := time.NewTimer(j.Timeout)
 		defer t.Stop()
 		timeout = t.C
 	}
-	cut := "" // why the run was stopped early
-	terminate := func() {
-		switch err := proc.Terminate(j.KillGrace); {
+	// stopFor stops the run for why (the first reason only).
+	stopFor := func(why, metric string, logf func(string, ...any), msg string, args ...any) {
+		if cut != "" {
+			return
+		}
+		cut = why
+		logf(msg, args...)
+		s.opts.Metrics.Abort(j.Name, metric)
+		switch err := r.proc.Terminate(j.KillGrace); {
 		case err == nil:
 		case errors.Is(err, syscall.EPIPE) || errors.Is(err, supervisor.ErrClosed):
 			// The supervisor is gone: the job just ended, or the
@@ -176,106 +235,26 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	}
 	// Each case fires once: a closed channel left in the select would make
 	// it spin for as long as the job lingers.
-	holdDone, hardDone, stopC := hold.Done(), hard.Done(), (<-chan PauseInfo)(stop)
-	var w waited
-wait:
+	holdDone, hardDone, stopC := hold.Done(), hard.Done(), (<-chan PauseInfo)(r.stop)
 	for {
 		select {
-		case w = <-exited:
-			break wait
+		case w = <-r.exited:
+			return w, cut
 		case <-holdDone:
 			holdDone = nil
-			if cut == "" {
-				cut = "aborted"
-				log.Error("lease lost; stopping the job before its validity ends", "err", hold.Err())
-				s.opts.Metrics.Abort(j.Name, "lease_lost")
-				terminate()
-			}
+			stopFor("aborted", "lease_lost", log.Error, "lease lost; stopping the job before its validity ends", "err", hold.Err())
 		case <-timeout:
 			timeout = nil
-			if cut == "" {
-				cut = "timeout"
-				log.Warn("job timed out; stopping it", "timeout", j.Timeout)
-				s.opts.Metrics.Abort(j.Name, "timeout")
-				terminate()
-			}
+			stopFor("timeout", "timeout", log.Warn, "job timed out; stopping it", "timeout", j.Timeout)
 		case <-hardDone:
 			hardDone = nil
-			if cut == "" {
-				cut = "shutdown"
-				log.Warn("shutting down; stopping the job", "kill_grace", j.KillGrace)
-				s.opts.Metrics.Abort(j.Name, "shutdown")
-				terminate()
-			}
+			stopFor("shutdown", "shutdown", log.Warn, "shutting down; stopping the job", "kill_grace", j.KillGrace)
 		case pi := <-stopC:
 			stopC = nil
-			if cut == "" {
-				cut = "stopped"
-				log.Warn("job paused with --stop; stopping the run (the tick is released, not completed)",
-					"paused_by", pi.By, "reason", pi.Reason, "kill_grace", j.KillGrace)
-				s.opts.Metrics.Abort(j.Name, "paused")
-				terminate()
-			}
+			stopFor("stopped", "paused", log.Warn, "job paused with --stop; stopping the run (the tick is released, not completed)",
+				"paused_by", pi.By, "reason", pi.Reason, "kill_grace", j.KillGrace)
 		}
 	}
-	s.drainOutput(proc, &out.wg, log)
-	rec.End, rec.Output = time.Now(), out.result()
-	rec.Exit, rec.Signal = w.exit.Code, w.exit.Signal
-	switch {
-	case errors.Is(w.err, supervisor.ErrSupervisorLost):
-		// Never completed: the job did not run to its end under watch.
-		rec.Result, rec.Error = "aborted", w.err.Error()
-		s.opts.Metrics.Abort(j.Name, "supervisor_lost")
-		log.Error("the job's supervisor died without a report; killed what the job started",
-			"pgid", proc.JobPID(), "containment", s.contain.String(), "job_dead", w.exit.DeadTime > 0, "err", w.err)
-	case w.err != nil:
-		rec.Result, rec.Error = "error", w.err.Error()
-	case cut != "":
-		rec.Result = cut
-	case w.exit.Reason == supervisor.ReasonSuspended:
-		// The host was suspended: the lease may have expired on the
-		// servers while no timer ran here. The job is dead; its tick
-		// goes to whoever wins it next.
-		rec.Result = "aborted"
-		s.opts.Metrics.Abort(j.Name, "suspended")
-		log.Error("the host was suspended while the job ran; its supervisor killed it, as its lease may have expired meanwhile")
-	case w.exit.Reason == "deadline" || w.exit.Reason == "daemon-gone":
-		rec.Result = "aborted"
-	case w.exit.Code == 0 && w.exit.Signal == "":
-		rec.Result = "ok"
-	default:
-		rec.Result = "failed"
-	}
-	if r := limitResult(rec.Result, w.exit); r != rec.Result {
-		rec.Result = r
-		log.Warn("the job ran into its limit", "limit", w.exit.Limit, "memory_max", j.MemoryMax, "tasks_max", j.TasksMax, "cpu_max", j.CPUMax)
-		s.opts.Metrics.Abort(j.Name, "limit_"+w.exit.Limit)
-	}
-	// A tick is completed when the job ran to its end (whatever its exit
-	// status) or hit its timeout or limit. A run cut short by a lost lease
-	// or by shutdown is released without completion so another host takes
-	// over.
-	complete := ranToEnd(rec.Result)
-	// Processes of the job that could not be confirmed dead may still be
-	// working: leave the lease to run out instead of handing it on now.
-	lapse := errors.Is(w.err, supervisor.ErrNotConfirmedDead) ||
-		errors.Is(w.err, supervisor.ErrSupervisorLost) && w.exit.DeadTime == 0
-	if lapse {
-		complete = false
-		log.Error("the job's processes could not be confirmed dead; leaving its lease to run out instead of releasing it",
-			"valid_until", l.ValidUntil())
-	}
-	if complete && !manual {
-		// A failed run with retries left is released for the retry
-		// (stored first, while the lease is still renewed), not
-		// completed.
-		if retryAt = s.planRetry(j, tick, rec, log); !retryAt.IsZero() {
-			complete = false
-		}
-	}
-	s.finish(j, l, hold, rec, complete && !manual, lapse, log)
-	out.done(rec)
-	return rec, retryAt
 }
 
 // outputDrain bounds how long a run waits, once its job is dead, for the
@@ -396,6 +375,7 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (RunRecord, error)
 		return RunRecord{}, fmt.Errorf("trigger %s: %w", name, err)
 	}
 	log := s.log.With("job", j.Name, "tick", "manual")
+	defer s.startHooks()()
 	rec, _ := s.runLeased(ctx, cfg, j, s.now(), l, 1, log)
 	if rec.Result == "error" {
 		return rec, errors.New(rec.Error)

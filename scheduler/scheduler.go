@@ -112,6 +112,14 @@ type Scheduler struct {
 	ranked atomic.Pointer[rankCache]
 	pauses atomic.Pointer[pauses]
 
+	// hooks queues the jobs' hook events (see hooks.go). noHookGuard and
+	// noMissGuard, set by tests, fire hooks and record missed ticks
+	// without their leases (negative controls of the once-per-event
+	// tests).
+	hooks       *hookQueue
+	noHookGuard bool
+	noMissGuard bool
+
 	mu      sync.Mutex
 	running map[string]*runState // by job name
 	slots   int                  // run slots taken (max_parallel)
@@ -152,6 +160,7 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		reload:  make(chan struct{}, 1),
 		running: map[string]*runState{},
 		started: time.Now(),
+		hooks:   newHookQueue(),
 
 		spares:    make(chan *supervisor.Spare, maxSpares),
 		spareWake: make(chan struct{}, 1),
@@ -331,6 +340,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	// Ticks and takeovers stop with ctx; running jobs stop with hard.
 	hard, stopHard := context.WithCancel(context.Background())
 	defer stopHard()
+	// Hooks outlive the jobs: the events of runs that end in the
+	// shutdown grace are delivered (within hookDrain).
+	defer s.startHooks()()
 	var wg sync.WaitGroup
 
 	wg.Add(4)

@@ -24,6 +24,7 @@ import (
 // host ranked among the standby hosts still does. Negative control: with
 // the old ranking (no view: every host tries) the far host tries too.
 func TestStandbyWithoutView(t *testing.T) {
+	t.Parallel()
 	rc := redistest.Start(t, 1)
 	j := config.DefaultJob()
 	j.Name, j.Schedule, j.Shell = "standby", "@every 1h", "true"

@@ -57,6 +57,7 @@ type fired struct {
 // skips to the next tick; a step forward into a tick's deadline catches
 // that tick up (and only that one); a step back fires nothing again.
 func TestLoopClockStep(t *testing.T) {
+	t.Parallel()
 	j := &Job{Name: "step", Schedule: "@every 2s", Shell: "true", Deadline: time.Second}
 	cfg := tickConfig(t, nil, j)
 	var offset atomic.Int64
@@ -206,6 +207,7 @@ func lastRun(t *testing.T, s *Scheduler, job string) (lease.Info, RunRecord) {
 // during the acquisition (the daemon was paused, say) is released, and no
 // run is attempted for that tick.
 func TestLateWinNotStarted(t *testing.T) {
+	t.Parallel()
 	j := &Job{Name: "late", Schedule: "@every 2s", Shell: "true", Deadline: time.Second}
 	s, cfg := tickScheduler(t, j)
 	ctx := context.Background()
@@ -233,6 +235,7 @@ func TestLateWinNotStarted(t *testing.T) {
 // kill margin (the supervisor would kill the job at once) is released and
 // the tick retried within its deadline with a fresh lease.
 func TestShortValidityRetried(t *testing.T) {
+	t.Parallel()
 	j := &Job{Name: "short", Schedule: "@every 2s", Shell: "true", Deadline: 30 * time.Second}
 	s, cfg := tickScheduler(t, j)
 	ctx := context.Background()

@@ -92,6 +92,7 @@ func badNodes(t *testing.T) []struct {
 }
 
 func TestBadNodesTriggerAndStatus(t *testing.T) {
+	t.Parallel()
 	for _, tc := range badNodes(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			time.Sleep(time.Until(tc.ready))
@@ -140,6 +141,7 @@ func TestBadNodesTriggerAndStatus(t *testing.T) {
 // keeps running (a node may be fixed without restarting the fleet) but
 // runs no job, says why in its log, and stops cleanly.
 func TestBadNodesRunRunsNothing(t *testing.T) {
+	t.Parallel()
 	for _, tc := range badNodes(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			time.Sleep(time.Until(tc.ready))
@@ -182,8 +184,16 @@ func TestBadConfigNothingRuns(t *testing.T) {
 		"no backend":        "jobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
 		"bad postgres url":  "postgres:\n  url: postgres://u:" + badInputPassword + "@127.0.0.1:99999/ops\njobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
 		"no password file":  unreachable + "  password_file: /nonexistent/redis.pass\njobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
+		// Hooks: the secret of a good one (hook.key holds the password)
+		// is never shown beside the bad one's error.
+		"bad hook url":     unreachable + "jobs:\n  - {name: a, schedule: '@hourly', shell: 'true', on_failure: {url: 'ftp://x/'}, on_success: {url: 'https://x/', secret_file: hook.key}}\n",
+		"no hook secret":   unreachable + "jobs:\n  - {name: a, schedule: '@hourly', shell: 'true', on_failure: {url: 'https://x/', secret_file: /nonexistent/hook.key}}\n",
+		"unknown hook key": unreachable + "defaults:\n  on_missed: {url: 'https://x/', secret_file: hook.key, retires: 1}\njobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
 	}
 	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hook.key"), []byte(badInputPassword+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for name, text := range more {
 		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {

@@ -129,6 +129,7 @@ func assertEscapeesKilled(t *testing.T, d *procDaemon, o escapeOutcome) {
 // setsid and a double fork — and confirms it empty before it releases the
 // lease: the next run never starts beside them.
 func TestSupervisorSIGKILLCgroupKillsEscapees(t *testing.T) {
+	t.Parallel()
 	d, o := escapeScenario(t, lossTTL+4*time.Second)
 	requireContainment(t, d, "cgroup ")
 	assertEscapeesKilled(t, d, o)
@@ -138,6 +139,7 @@ func TestSupervisorSIGKILLCgroupKillsEscapees(t *testing.T) {
 // (forced: supervisor.ContainmentEnv) kills the escaped children too: they
 // were re-parented to the daemon, a child subreaper.
 func TestSupervisorSIGKILLProcessTreeKillsEscapees(t *testing.T) {
+	t.Parallel()
 	d, o := escapeScenario(t, lossTTL+4*time.Second, supervisor.ContainmentEnv+"=process-tree")
 	requireContainment(t, d, "process tree")
 	assertEscapeesKilled(t, d, o)
@@ -149,6 +151,7 @@ func TestSupervisorSIGKILLProcessTreeKillsEscapees(t *testing.T) {
 // left to run out, and no later run starts until the daemon has given up
 // on the kill and the lease's validity has passed.
 func TestSupervisorSIGKILLUnconfirmedLapses(t *testing.T) {
+	t.Parallel()
 	// The daemon tries to confirm for ConfirmTimeout (10s), renewing the
 	// lease meanwhile, then stops renewing: it runs out one TTL later.
 	d, o := escapeScenario(t, supervisor.ConfirmTimeout+lossTTL+6*time.Second,
@@ -176,6 +179,7 @@ func TestSupervisorSIGKILLUnconfirmedLapses(t *testing.T) {
 // children survive the supervisor's loss, the lease is released, and the
 // next run starts beside them: the checks above can fail.
 func TestNegativeControlGroupKillMissesEscapees(t *testing.T) {
+	t.Parallel()
 	d, o := escapeScenario(t, lossTTL+4*time.Second, supervisor.ContainmentEnv+"=group")
 	if !o.deadAt.IsZero() {
 		t.Fatalf("escaped children died %v after the kill with the group kill alone: the check cannot fail",

@@ -92,6 +92,7 @@ func TestExecSlotsOnce(t *testing.T) {
 // plain mutex (no --schedule, as flock or etcdctl lock would be) run
 // slots more than once — the check above can fail.
 func TestExecNegativeControlNoSchedule(t *testing.T) {
+	t.Parallel()
 	log := filepath.Join(t.TempDir(), "runs")
 	path := writeConfig(t, execConfig(execBackends["redis"](t)))
 	waitVoting(t, path)
@@ -234,6 +235,7 @@ func oncePerSlot(runs []execRun, start time.Time, period time.Duration, slots in
 // before the lease can move: a second exec waiting for the lease starts
 // only after both are gone.
 func TestExecKilledLeavesCommandDead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pids := filepath.Join(dir, "pids")
 	path := writeConfig(t, execBackends["redis"](t)+`lease:
@@ -323,6 +325,7 @@ func waitFor(t *testing.T, bound time.Duration, what string, ok func() bool) {
 // its own, a completed slot is skipped with --skipped-exit, a paused job
 // is skipped, and the run is in the job's history.
 func TestExecSkipsAndExits(t *testing.T) {
+	t.Parallel()
 	path := writeConfig(t, execBackends["redis"](t)+`lease:
   ttl: 10s
   renew: 2s

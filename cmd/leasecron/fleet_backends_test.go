@@ -48,6 +48,7 @@ func fleetCommands(t *testing.T, path, job string) {
 // TestPostgresFleetCommands: pause, resume, status and history on a real
 // PostgreSQL server, after a triggered run.
 func TestPostgresFleetCommands(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	config, _ := fenceJob(t, fmt.Sprintf("postgres:\n  url: %q\n  timeout: 500ms\n", srv.URL()))
 	path := writeConfig(t, config)
@@ -58,6 +59,7 @@ func TestPostgresFleetCommands(t *testing.T) {
 // TestMySQLFleetCommands: pause, resume, status and history on a real
 // MariaDB server, after a triggered run.
 func TestMySQLFleetCommands(t *testing.T) {
+	t.Parallel()
 	srv := mysqltest.Start(t)
 	config, _ := fenceJob(t, fmt.Sprintf("mysql:\n  dsn: %q\n  timeout: 500ms\n", srv.DSN()))
 	path := writeConfig(t, config)

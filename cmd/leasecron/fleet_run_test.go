@@ -103,6 +103,7 @@ func TestRunHostFlags(t *testing.T) {
 // TestRunDryRun: with --dry-run a won tick is recorded as dry_run (in the
 // dry-run history, apart from the live one) and the job does not start.
 func TestRunDryRun(t *testing.T) {
+	t.Parallel()
 	cl := redistest.Start(t, 3)
 	marker := filepath.Join(t.TempDir(), "ran")
 	path := writeConfig(t, fleetConfig(cl.URLs(), fmt.Sprintf(`  - name: marker
@@ -134,6 +135,7 @@ func TestRunDryRun(t *testing.T) {
 // shows no completed tick and no holder). The negative control is the
 // same pause without --stop: the run goes on.
 func TestPauseStopEndsRun(t *testing.T) {
+	t.Parallel()
 	cl := redistest.Start(t, 3)
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pid")

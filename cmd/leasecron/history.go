@@ -97,7 +97,7 @@ func writeHistory(w io.Writer, recs []scheduler.RunRecord) {
 	for _, r := range recs {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\n",
 			r.Host, formatTick(r.Tick), r.Attempt, formatTime(r.Start),
-			r.Duration().Round(time.Millisecond), r.Result, formatExit(r), r.Fence)
+			r.Duration().Round(time.Millisecond), formatResult(r), formatExit(r), r.Fence)
 	}
 	_ = tw.Flush()
 }
@@ -108,6 +108,15 @@ func formatTick(t time.Time) string {
 		return "manual"
 	}
 	return formatTime(t)
+}
+
+// formatResult is a run's result, with the reason of a missed or skipped
+// tick.
+func formatResult(r scheduler.RunRecord) string {
+	if r.Reason != "" {
+		return r.Result + " (" + r.Reason + ")"
+	}
+	return r.Result
 }
 
 // formatExit is a run's exit code, or the signal that ended it.
@@ -125,7 +134,8 @@ func (c *HistoryCommand) Usage() {
 Shows the last runs of JOB from any host, newest first: host, tick
 ("manual" for a trigger), attempt (1, then 2... for retries), start,
 duration, result (ok, failed, timeout, aborted, shutdown, stopped, error,
-dry_run), exit code (or the signal that ended the job) and fencing token.
+dry_run; missed or skipped with its reason for a tick that did not run,
+recorded once by one host after its deadline), exit code (or the signal that ended the job) and fencing token.
 Each host records its runs in the backend (history_limit per job, default
 50) before it completes the tick.
 

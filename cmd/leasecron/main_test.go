@@ -290,6 +290,7 @@ func TestTriggerUnknownJob(t *testing.T) {
 // TestTriggerNoQuorum: with no node reachable the job does not run and
 // trigger fails with exit code 1.
 func TestTriggerNoQuorum(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := cli(t, "trigger", "a", "-c", writeConfig(t, goodConfig))
 	if code != exitFailure {
 		t.Errorf("exit %d, want %d; stderr:\n%s", code, exitFailure, errOut)
@@ -301,6 +302,7 @@ func TestTriggerNoQuorum(t *testing.T) {
 
 // TestStatusNoQuorum: status still prints the tables, then fails.
 func TestStatusNoQuorum(t *testing.T) {
+	t.Parallel()
 	code, out, errOut := cli(t, "status", "-c", writeConfig(t, goodConfig), "--timeout", "5s")
 	if code != exitFailure || !strings.Contains(errOut, "no quorum") {
 		t.Errorf("exit %d, stderr:\n%s", code, errOut)
@@ -394,6 +396,7 @@ func (d *testDaemon) stop(t *testing.T) int {
 // TestRunLifecycle: READY=1 after start, a clean exit with STOPPING=1 when
 // stopped, also without Redis.
 func TestRunLifecycle(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "-c", writeConfig(t, goodConfig), "--id", "cli-test")
 	d.notes.await(t, "READY=1")
 	if code := d.stop(t); code != 0 {
@@ -408,6 +411,7 @@ func TestRunLifecycle(t *testing.T) {
 // TestRunReload: SIGHUP with a broken file keeps the daemon running and logs
 // why; RELOADING=1 (with MONOTONIC_USEC) and READY=1 are sent either way.
 func TestRunReload(t *testing.T) {
+	t.Parallel()
 	path := writeConfig(t, goodConfig)
 	d := startDaemon(t, "-c", path, "--log-format", "json")
 	d.notes.await(t, "READY=1")
@@ -478,6 +482,7 @@ func get(t *testing.T, url string) (int, string) {
 // TestRunMetrics: /metrics serves the scheduler's metrics, /healthz says
 // 503 and why when no quorum is reachable.
 func TestRunMetrics(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "-c", writeConfig(t, goodConfig), "--metrics", "127.0.0.1:0")
 	d.notes.await(t, "READY=1")
 	addr := d.metricsAddr(t)

@@ -228,6 +228,7 @@ func supervisorLossScenario(t *testing.T, env ...string) (*procDaemon, lossOutco
 // aborted without completing the tick, and the next run starts only after
 // the group is dead.
 func TestSupervisorSIGKILLKillsJobGroup(t *testing.T) {
+	t.Parallel()
 	d, o := supervisorLossScenario(t)
 	if o.deadAt.IsZero() {
 		t.Fatalf("job group %d still has live processes %v, %v after its supervisor was SIGKILLed; log:\n%s",
@@ -261,6 +262,7 @@ func TestSupervisorSIGKILLKillsJobGroup(t *testing.T) {
 // scenario finds the job's children alive past the lease's TTL and a later
 // run beside them.
 func TestNegativeControlNoLostGroupKill(t *testing.T) {
+	t.Parallel()
 	d, o := supervisorLossScenario(t, supervisor.NoLostGroupKillEnv+"=1")
 	if !o.deadAt.IsZero() && o.deadAt.Sub(o.killedAt) < lossTTL {
 		t.Fatalf("job group died %v after its supervisor without the daemon's kill: the check cannot fail", o.deadAt.Sub(o.killedAt))
@@ -277,6 +279,7 @@ func TestNegativeControlNoLostGroupKill(t *testing.T) {
 // the daemon waits for the job without burning CPU, measured as the
 // daemon's CPU time (/proc/PID/stat) over a window.
 func TestRunLeasedNoBusyLoop(t *testing.T) {
+	t.Parallel()
 	d := startProcDaemon(t, `echo $$ >> OUT/runs; exec sleep 300`, time.Second)
 	job, sup := d.firstRun(t)
 	killGroupAtEnd(t, job)
@@ -317,6 +320,7 @@ func TestRunLeasedNoBusyLoop(t *testing.T) {
 // after a short drain — and the next run starts; the daemon does not wait
 // for an EOF that never comes, renewing the lease forever.
 func TestJobOutputHeldOutsideGroup(t *testing.T) {
+	t.Parallel()
 	d := startProcDaemon(t, `echo $$ >> OUT/runs; sleep 1`, 0)
 	job, _ := d.firstRun(t)
 	held, err := os.OpenFile(filepath.Join("/proc", strconv.Itoa(job), "fd", "1"), os.O_WRONLY, 0)

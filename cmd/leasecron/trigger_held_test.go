@@ -17,6 +17,7 @@ import (
 // elsewhere — a backend's Acquire, which retries until its context ends,
 // would keep it waiting for as long as the holder runs.
 func TestTriggerFailsAtOnceWhenHeld(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

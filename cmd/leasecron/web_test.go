@@ -111,6 +111,7 @@ func startDemo(t *testing.T) (url string, nodes []string, page string) {
 // afterwards); other paths are 404; `status --json` uses snake_case keys
 // only.
 func TestStatusPage(t *testing.T) {
+	t.Parallel()
 	url, nodes, running := startDemo(t)
 	// While a job runs on host-a, the page shows it as the holder and in
 	// this host's section.
@@ -309,6 +310,7 @@ func screenshot(t *testing.T, url string, w, h int) []byte {
 // blank or error page. LEASECRON_SCREENSHOT=FILE keeps a copy (the README's
 // docs/status-page.png is made that way).
 func TestStatusPageScreenshot(t *testing.T) {
+	t.Parallel()
 	const w, h = 1480, 620
 	url, _, _ := startDemo(t)
 	b := screenshot(t, url, w, h)
@@ -346,6 +348,7 @@ func TestStatusPageScreenshot(t *testing.T) {
 // TestStatusPageNoQuorum: with no backend node reachable the page still
 // renders (200), says the quorum is lost and shows each node's error.
 func TestStatusPageNoQuorum(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "-c", writeConfig(t, goodConfig), "--metrics", "127.0.0.1:0")
 	d.notes.await(t, "READY=1")
 	code, body := get(t, "http://"+d.metricsAddr(t)+"/")

@@ -25,6 +25,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 // TestEpochsFencesNotes: refusal detail, epochs, fencing, release and
 // notes on a real cluster, between two clients.
 func TestEpochsFencesNotes(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	a, b := open(t, c.Endpoints(), "/t1/"), open(t, c.Endpoints(), "/t1/")
 	ctx := ctxT(t, 30*time.Second)
@@ -95,6 +96,7 @@ func TestEpochsFencesNotes(t *testing.T) {
 // TestExtendAfterRevoke: Extend reports ErrNotHeld once the etcd lease is
 // gone (revoked behind the client's back), and the key is free then.
 func TestExtendAfterRevoke(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	a := open(t, c.Endpoints(), "/t2/")
 	ctx := ctxT(t, 30*time.Second)
@@ -126,6 +128,7 @@ func TestExtendAfterRevoke(t *testing.T) {
 // chunks) in one batch each: every key is won exactly once, fences are
 // distinct per revision chunk, and completed epochs are refused.
 func TestBatchExclusive(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	// A 2 s timeout: a batch under the race detector on a loaded machine
 	// is slow, and a timed-out chunk is refused for both clients.

@@ -14,6 +14,7 @@ import (
 // each bad one without connecting, naming the field and never the
 // password.
 func TestCheckConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	notPEM := filepath.Join(dir, "ca.pem")
 	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
@@ -61,6 +62,7 @@ func TestCheckConfig(t *testing.T) {
 
 // TestGrantSeconds: lease.ttl maps to whole seconds, rounded up.
 func TestGrantSeconds(t *testing.T) {
+	t.Parallel()
 	for d, want := range map[time.Duration]int64{
 		time.Millisecond: 1, time.Second: 1, 1500 * time.Millisecond: 2, 2 * time.Second: 2, 90 * time.Second: 90,
 	} {

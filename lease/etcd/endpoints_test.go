@@ -28,6 +28,7 @@ const unorderedDialEnv = "LEASECRON_TEST_UNORDERED_DIAL"
 // this was the frozen-leader fleet's daemon exit 66: the etcd client's
 // Dial reads its endpoints without its lock.
 func TestProbesWhileEndpointsChange(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	b := openT(t, c.Endpoints(), "/t/"+filepath.Base(t.TempDir())+"/", testTimeout)
 	if os.Getenv(unorderedDialEnv) != "" {
@@ -94,6 +95,7 @@ const reprobeEvery = time.Second
 // switched off: its race detector must report a data race between the
 // client's Dial and SetEndpoints.
 func TestNegativeControlUnorderedDialRaces(t *testing.T) {
+	t.Parallel()
 	if !raceEnabled {
 		t.Skip("needs the race detector (go test -race)")
 	}

@@ -113,6 +113,7 @@ func overlap(a *held, bStart time.Time) error {
 // TestKillOneMember: with a follower killed, a held lease keeps renewing
 // for 3 TTLs, another client stays refused, and the member rejoins.
 func TestKillOneMember(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	a, b := open(t, c.Endpoints(), "/f1/"), open(t, c.Endpoints(), "/f1/")
 	h := hold(t, a, "job")
@@ -139,6 +140,7 @@ func TestKillOneMember(t *testing.T) {
 // reports the loss before the validity ends; after both members restart,
 // another client takes the key, not before A's validity ended.
 func TestKillTwoMembers(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	a, b := open(t, c.Endpoints(), "/f2/"), open(t, c.Endpoints(), "/f2/")
 	h := hold(t, a, "job")
@@ -164,6 +166,7 @@ func TestKillTwoMembers(t *testing.T) {
 // holds a lease and B keeps trying: A keeps it or reports its loss before
 // the validity ends, and B's window never overlaps A's.
 func TestLeaderPaused(t *testing.T) {
+	t.Parallel()
 	leaderPaused(t, false)
 }
 
@@ -172,6 +175,7 @@ func TestLeaderPaused(t *testing.T) {
 // report the loss before its validity ends, and B takes the key from the
 // new leader only after that.
 func TestLeaderPausedClientOnLeader(t *testing.T) {
+	t.Parallel()
 	leaderPaused(t, true)
 }
 
@@ -204,6 +208,7 @@ func leaderPaused(t *testing.T, onlyLeader bool) {
 // paused past its TTL): A's Hold reports the loss before its validity
 // ends, and B takes the key only after that validity ended.
 func TestBlackholedClient(t *testing.T) {
+	t.Parallel()
 	blackholed(t, 0)
 }
 
@@ -211,6 +216,9 @@ func TestBlackholedClient(t *testing.T) {
 // protection off: A overstates its validity by 1.5 s (as a client that
 // counted the rounded-up TTL from the reply, or trusted the KeepAlive
 // channel, could), and the interval check must find the overlap.
+//
+// It stays serial: the overlap it must see lasts 1.5 s, and beside the
+// parallel tests at load 60 B's takeover came later than that.
 func TestBlackholedClientNegativeControl(t *testing.T) {
 	blackholed(t, 1500*time.Millisecond)
 }
@@ -245,6 +253,7 @@ func blackholed(t *testing.T, bonus time.Duration) {
 // killed) is deleted once the cluster answers again, not left to hold the
 // key — and the next ticks of its job — for its whole TTL.
 func TestOrphanCleanedWhenQuorumReturns(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	b := open(t, c.Endpoints(), "/orphan/")
 	cli := c.Client("", "")

@@ -20,6 +20,7 @@ import (
 // TTL — the member that fails a probe is taken out of the clients'
 // endpoints, so their balancer stops sending it requests.
 func TestFrozenMemberLeftOut(t *testing.T) {
+	t.Parallel()
 	for i, g := range frozenMemberScenario(t, nil) {
 		if g > conformanceTTL {
 			t.Errorf("client %d: no key taken for %s of the freeze (bound: the TTL, %s)", i, g.Round(time.Millisecond), conformanceTTL)
@@ -33,6 +34,7 @@ func TestFrozenMemberLeftOut(t *testing.T) {
 // more often than not, and the check above sees a client stalled past the
 // TTL.
 func TestNegativeControlFrozenMemberKept(t *testing.T) {
+	t.Parallel()
 	worst := time.Duration(0)
 	for _, g := range frozenMemberScenario(t, etcd.SetUnsafeKeepFrozen) {
 		worst = max(worst, g)

@@ -105,6 +105,7 @@ func badInputs(t testing.TB, c *etcdtest.Cluster) []leasetest.BadInput {
 // TestBadInputs: every bad configuration fails, names its culprit and
 // never quotes the password.
 func TestBadInputs(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	for _, bi := range badInputs(t, c) {
 		if bi.Err == nil {
@@ -125,6 +126,7 @@ func TestBadInputs(t *testing.T) {
 // lands: two clients of one Harness see each other's leases, and a
 // member killed and restarted through it is Ready again.
 func TestHarness(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	h := harness(t, c)
 	a, b := h.Open(t), h.Open(t)
@@ -149,5 +151,6 @@ func TestHarness(t *testing.T) {
 // TestConformance runs the backend conformance suite on a real 3-member
 // cluster.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	leasetest.Run(t, harness(t, etcdtest.Start(t)))
 }

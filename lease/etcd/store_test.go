@@ -31,6 +31,7 @@ func leaseCount(t *testing.T, cli *clientv3.Client) int {
 // and survives the revocation of the old one. Negative control: with the
 // recycling switched off, the same Puts leave a lease each.
 func TestEntryLeasesRecycled(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	cli := c.Client("", "")
 	const n = 40
@@ -94,6 +95,7 @@ func TestEntryLeasesRecycled(t *testing.T) {
 // its own versions in random order, leave the highest version — the
 // compare-and-swap never lets a lower version overwrite a higher one.
 func TestPutConcurrentVersions(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	const clients, each = 6, 30
 	var bs []*etcd.Backend
@@ -144,6 +146,7 @@ func TestPutConcurrentVersions(t *testing.T) {
 // the log is not added again even with another At; a trimmed record
 // appended again is trimmed again; records before 1970 sort too.
 func TestLogKeysBounded(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	cli := c.Client("", "")
 	b := open(t, c.Endpoints(), "/logs/")
@@ -207,6 +210,7 @@ func TestLogKeysBounded(t *testing.T) {
 // client reads every acknowledged write back at once; no lower version
 // replaces a higher one.
 func TestStoreLeaderFaults(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t)
 	a := openT(t, c.Endpoints(), "/lf/", 400*time.Millisecond)
 	b := openT(t, c.Endpoints(), "/lf/", 400*time.Millisecond)

@@ -10,6 +10,7 @@ import (
 // TestEncodeAt: the log's time encoding sorts byte-wise like the times
 // (before and after 1970) and decodes to the same millisecond.
 func TestEncodeAt(t *testing.T) {
+	t.Parallel()
 	times := []time.Time{
 		time.UnixMilli(-1 << 62), time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC), time.UnixMilli(-1001), time.UnixMilli(-1),
 		time.UnixMilli(0), time.UnixMilli(1), time.Date(2026, 11, 23, 22, 0, 0, 123e6, time.UTC), time.UnixMilli(1 << 62),

@@ -17,6 +17,7 @@ import (
 // certificate or an untrusted server each fail, naming the endpoints and
 // never quoting the password.
 func TestTLSAndAuth(t *testing.T) {
+	t.Parallel()
 	const pw = "s3cret-pw"
 	c := etcdtest.Start(t, etcdtest.WithTLS())
 	c.EnableAuth(pw)

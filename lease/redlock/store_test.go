@@ -192,12 +192,16 @@ func TestLogMemoryBounded(t *testing.T) {
 	check(5)
 }
 
-// TestStoreMergesDivergedNodes: node 2 misses a Put and an Append (its
-// connection is cut), then node 0 is cut: the quorum that answers (1 and
-// 2) disagrees, and the reads must return the newest version and every
-// record. The control reads node 2 alone and finds the old state, so the
-// merge is what made the reads right. With two of three cut, every call
-// fails naming both.
+// TestStoreMergesDivergedNodes: node 2 misses a Put and an Append (a
+// client of nodes 0 and 1 alone makes them), then node 0 is cut: the
+// quorum that answers (1 and 2) disagrees, and the reads must return the
+// newest version and every record. The control reads node 2 alone and
+// finds the old state, so the merge is what made the reads right. With
+// two of three cut, every call fails naming both.
+//
+// (A client of all three with node 2's link cut would send node 2 the
+// writes anyway once the link healed, if its request lane got to them
+// late, as on a loaded machine: a write goes to every node.)
 func TestStoreMergesDivergedNodes(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 3)
@@ -205,25 +209,27 @@ func TestStoreMergesDivergedNodes(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	k, lg := key(t, "entries"), key(t, "log")
 	at := time.Now().Truncate(time.Millisecond)
+	// Nodes 0 and 1 only, for the writes node 2 must miss.
+	w := newClient(t, cl.ProxiedURLs()[:2], redlock.WithTimeout(testTimeout))
+	writer := c
 	put := func(v int64) {
 		t.Helper()
-		if err := c.PutEntry(ctx, k, redlock.Entry{Name: "e", Version: v, Data: []byte(fmt.Sprint("v", v))}); err != nil {
+		if err := writer.PutEntry(ctx, k, redlock.Entry{Name: "e", Version: v, Data: []byte(fmt.Sprint("v", v))}); err != nil {
 			t.Fatalf("Put v%d: %v", v, err)
 		}
 	}
 	appendRec := func(id string, d time.Duration) {
 		t.Helper()
-		if err := c.AppendLog(ctx, lg, redlock.Record{ID: id, At: at.Add(d)}, 10); err != nil {
+		if err := writer.AppendLog(ctx, lg, redlock.Record{ID: id, At: at.Add(d)}, 10); err != nil {
 			t.Fatalf("Append %s: %v", id, err)
 		}
 	}
 	put(1)
 	appendRec("a", 0)
 	waitWritten(t, cl, k, lg)
-	cl.Nodes[2].Proxy().Cut()
+	writer = w
 	put(2)
 	appendRec("b", time.Second)
-	cl.Nodes[2].Proxy().Heal()
 	cl.Nodes[0].Proxy().Cut()
 
 	e, ok, err := c.GetEntry(ctx, k, "e")

@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -46,6 +47,11 @@ func TestEntryExpiryOnServerClock(t *testing.T) {
 	}
 	for time.Since(t0) < ttl-500*time.Millisecond {
 		got, ok, err := r.Get(ctx, space, "h1")
+		if errors.Is(err, errTimeout) {
+			// No answer in time (a loaded machine): nothing to judge.
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

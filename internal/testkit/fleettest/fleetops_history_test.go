@@ -146,6 +146,9 @@ func historyAfterFaults(t *testing.T, backend string) {
 		}
 		runs := h.Job(job)
 		for _, rec := range recs {
+			if rec.Result == "missed" || rec.Result == "skipped" {
+				continue // a tick that did not run (a fault kept it from every host)
+			}
 			found := false
 			for _, r := range runs {
 				if r.Host == rec.Host && r.Token == rec.Fence && r.Tick == rec.Tick.Unix() && (r.Succeeded() || rec.Result != "ok") {

@@ -76,6 +76,9 @@ type Job struct {
 	FleetKeys
 	// What makes the recorder fail (exit non-zero at its end).
 	Fail
+	// Extra is added to the job's item as it is (YAML lines indented
+	// by 4 spaces: hooks, say).
+	Extra string
 }
 
 // Config describes a fleet. Zero fields take the defaults of DefaultConfig.
@@ -391,6 +394,7 @@ func (f *Fleet) render(name string, addrs []string, c Config) []byte {
 			fmt.Fprintf(&b, "    overlap: %s\n", j.Overlap)
 		}
 		j.FleetKeys.write(&b)
+		b.WriteString(j.Extra)
 	}
 	return b.Bytes()
 }

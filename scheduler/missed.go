@@ -1,0 +1,240 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/leasecron/leasecron/lease"
+)
+
+// A tick whose deadline passes without a run gets one record in the job's
+// history (result "missed", or "skipped" for a paused job or a tick the
+// previous run still held), with the reason, written by one host of the
+// fleet:
+//
+//   - Every host that saw why the tick could not run on it (it found no
+//     quorum, no eligible host, every slot full, the job paused...) notes
+//     the reason (noteMiss). A host that saw the tick run elsewhere notes
+//     nothing, so a healthy fleet spends nothing on this.
+//   - Just after the deadline, each such host tries the lease of a key
+//     derived from the job's ("JOB@missed") with the tick as its epoch,
+//     as for the tick itself. The one that wins checks that the tick has
+//     no run (its lease is neither completed nor held for it, and the
+//     history has no record of it), appends the record (its ID is the
+//     tick's, so a repeated append changes nothing), counts it
+//     (leasecron_ticks_missed_total), fires on_missed, and completes the
+//     lease: the others find the epoch done and stop.
+//   - A host that cannot reach a quorum keeps trying, with a backoff, for
+//     missedRecordFor after the deadline: a tick missed for want of a
+//     quorum is recorded once the quorum is back.
+
+// Reasons a tick was missed or skipped (RunRecord.Reason, the reason
+// label of leasecron_ticks_missed_total).
+const (
+	MissNoQuorum       = "no_quorum"        // too few servers answered or voted
+	MissNoEligibleHost = "no_eligible_host" // no live host matches run_on
+	MissAllFull        = "all_full"         // every candidate ran max_parallel jobs
+	MissDataYounger    = "data_younger"     // the servers lost their data since the tick
+	MissPaused         = "paused"           // skipped: the job was paused
+	MissOverlap        = "overlap"          // skipped: the previous run still held the lease (overlap: skip)
+	MissOther          = "other"            // any other failure to acquire
+)
+
+// missedRecordFor bounds how long after a tick's deadline a host keeps
+// trying to record it missed (the backend unreachable meanwhile).
+const missedRecordFor = time.Hour
+
+// missedMargin is how long after a tick's deadline its miss is checked: a
+// run that won the lease just before the deadline has started by then.
+func (s *Scheduler) missedMargin() time.Duration { return time.Second + 2*s.be.Timeout() }
+
+// missKey is the lease key that guards the missed record of job's ticks.
+func (s *Scheduler) missKey(job string) string { return s.key(job) + "@missed" }
+
+// skippedReason reports whether a tick missed for reason is recorded as
+// skipped (by the operator's or the job's own choice) rather than missed.
+func skippedReason(reason string) bool { return reason == MissPaused || reason == MissOverlap }
+
+// noteMiss notes that this host saw tick of j not run here for reason:
+// once the deadline passed, the tick is recorded as missed by one host of
+// the fleet unless it ran. It returns at once; the work is done by a
+// goroutine of the tick (wg, ctx: the scheduler's).
+func (s *Scheduler) noteMiss(ctx context.Context, wg *sync.WaitGroup, j *Job, tick time.Time, reason string) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.recordMiss(ctx, j, tick, reason)
+	}()
+}
+
+// recordMiss waits for tick's deadline, then records the tick as missed
+// for reason unless another host did or the tick ran.
+func (s *Scheduler) recordMiss(ctx context.Context, j *Job, tick time.Time, reason string) {
+	deadline := j.DeadlineFor(tick)
+	if !s.sleepUntil(ctx, deadline.Add(s.missedMargin())) {
+		return
+	}
+	log := s.log.With("job", j.Name, "tick", tick.UTC().Format(time.RFC3339), "reason", reason)
+	giveUp := time.Now().Add(missedRecordFor)
+	backoff := time.Second
+	for {
+		done, err := s.tryRecordMiss(ctx, j, tick, reason, log)
+		if done {
+			return
+		}
+		// Held: by a host checking the tick now (it may die), or by an
+		// attempt of this host's that timed out here but was granted;
+		// else no quorum: back off.
+		wait, _ := s.heldBy(err)
+		if wait == 0 {
+			wait, backoff = lease.Jitter(backoff), min(2*backoff, 10*time.Second)
+		}
+		if !time.Now().Add(wait).Before(giveUp) {
+			log.Error("could not record the missed tick", "err", err, "tried_for", missedRecordFor)
+			return
+		}
+		log.Debug("could not record the missed tick yet; retrying", "err", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// tryRecordMiss makes one attempt of recordMiss; done is false when it is
+// to be tried again (err says why).
+func (s *Scheduler) tryRecordMiss(ctx context.Context, j *Job, tick time.Time, reason string, log *slog.Logger) (done bool, err error) {
+	cfg := s.cfg.Load()
+	var l lease.Lease
+	if !s.noMissGuard {
+		// No EpochTime: a server that lost its data since the tick still
+		// votes here (a tick missed for that reason is recorded too); a
+		// record written twice is one record (its ID is the tick's).
+		req := lease.Request{Key: s.missKey(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(),
+			Owner: "missed tick=" + strconv.FormatInt(tick.Unix(), 10) + " host=" + s.host}
+		res := s.be.TryAcquireBatch(ctx, []lease.Request{req})[0]
+		switch {
+		case errors.Is(res.Err, lease.ErrEpochDone):
+			return true, nil // recorded (or found run) by a host
+		case res.Err != nil:
+			return false, res.Err // held by a host checking it now, or no quorum
+		}
+		l = res.Lease
+	}
+	ran, err := s.tickRan(ctx, j, tick)
+	if err != nil {
+		s.releaseGuard(l, log)
+		return false, err
+	}
+	if !ran {
+		if err := s.appendMiss(ctx, j, tick, reason); err != nil {
+			s.releaseGuard(l, log)
+			return false, err
+		}
+		result := "missed"
+		if skippedReason(reason) {
+			result = "skipped"
+		}
+		log.Warn("tick recorded as "+result, "deadline", j.DeadlineFor(tick).UTC().Format(time.RFC3339))
+		s.opts.Metrics.TickMissed(j.Name, reason)
+		if !skippedReason(reason) {
+			s.fireHook(j, HookEvent{Event: EventMissed, Job: j.Name, Tick: tick.UTC(), Result: result, Reason: reason})
+		}
+	}
+	if l != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), max(cfg.Lease.TTL, 5*time.Second))
+		defer cancel()
+		if err := l.Complete(cctx); err != nil {
+			log.Debug("could not complete the missed tick's lease; it runs out", "err", err)
+		}
+	}
+	return true, nil
+}
+
+// releaseGuard releases a guard lease (nil: none) that was not used.
+func (s *Scheduler) releaseGuard(l lease.Lease, log *slog.Logger) {
+	if l != nil {
+		s.release(l, log)
+	}
+}
+
+// tickRan reports whether tick of j ran (or runs) somewhere: its lease is
+// completed for it or a later tick, or held for it or a later tick, or
+// the job's history has a record of it (a run cut short, a failure to
+// start, a missed record).
+func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
+	defer cancel()
+	info, err := s.be.Inspect(rctx, s.key(j.Name))
+	if err != nil {
+		return false, err
+	}
+	if info.DoneEpoch >= tick.Unix() {
+		return true, nil
+	}
+	if ht, _, ok := parseOwner(info.Holder); ok && ht >= tick.Unix() {
+		return true, nil
+	}
+	recs, err := s.be.Log(rctx, s.logName(j.Name), min(max(j.HistoryLimit, 1), 100))
+	if err != nil {
+		return false, err
+	}
+	for _, r := range recs {
+		var rec RunRecord
+		if json.Unmarshal(r.Data, &rec) == nil && rec.Tick.Unix() == tick.Unix() && !rec.Tick.IsZero() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// missID is the history record ID of tick's missed record: one per tick.
+func missID(tick time.Time) string { return strconv.FormatInt(tick.Unix(), 10) + ".missed" }
+
+// appendMiss appends the missed (or skipped) record of tick of j.
+func (s *Scheduler) appendMiss(ctx context.Context, j *Job, tick time.Time, reason string) error {
+	result := "missed"
+	if skippedReason(reason) {
+		result = "skipped"
+	}
+	rec := RunRecord{Job: j.Name, Host: s.host, Tick: tick.UTC(), Start: tick.UTC(), End: tick.UTC(), Result: result, Reason: reason}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
+	defer cancel()
+	return s.be.Append(rctx, s.logName(j.Name), lease.Record{ID: missID(tick), At: tick, Data: data}, max(j.HistoryLimit, 1))
+}
+
+// anyEligible reports whether a host of hosts may run j.
+func anyEligible(j *Job, hosts []HostBeat) bool {
+	for _, h := range hosts {
+		if j.RunOn.Eligible(h.Host, h.Labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// missReason maps the last refusal a host got for a tick it gave up to
+// the reason of the miss.
+func missReason(err error) string {
+	switch {
+	case errors.Is(err, errHostFull):
+		return MissAllFull
+	case errors.Is(err, lease.ErrDataYounger):
+		return MissDataYounger
+	case errors.Is(err, lease.ErrNoQuorum):
+		return MissNoQuorum
+	}
+	return MissOther
+}
