@@ -93,20 +93,20 @@ func TestTickOffset(t *testing.T) {
 	for i := 0; s.fireOffset(at) == 0; i++ {
 		s.host = "a" + string(rune('0'+i))
 	}
-	if got := s.tickOffset(cfg, dueAt(cfg, next, at), at); got != s.fireOffset(at) {
+	if got := s.tickOffset(cfg, newTickQueue(cfg, next).due(at), at); got != s.fireOffset(at) {
 		t.Errorf("no view of the live hosts: offset %s, want the host's %s", got, s.fireOffset(at))
 	}
 	s.view.Store(&fleetView{hosts: []HostBeat{{Host: s.host}, {Host: "b"}}, read: time.Now()})
-	if got := s.tickOffset(cfg, dueAt(cfg, next, at), at); got != 0 {
+	if got := s.tickOffset(cfg, newTickQueue(cfg, next).due(at), at); got != 0 {
 		t.Errorf("ranked jobs only, with a view: offset %s, want 0", got)
 	}
 	next["everyone"] = at
-	if got := s.tickOffset(cfg, dueAt(cfg, next, at), at); got != s.fireOffset(at) {
+	if got := s.tickOffset(cfg, newTickQueue(cfg, next).due(at), at); got != s.fireOffset(at) {
 		t.Errorf("a job with candidates 0 is due: offset %s, want the host's %s", got, s.fireOffset(at))
 	}
 	s.view.Store(&fleetView{hosts: []HostBeat{{Host: s.host}}, read: time.Now().Add(-time.Hour)})
 	next["everyone"] = at.Add(time.Minute)
-	if got := s.tickOffset(cfg, dueAt(cfg, next, at), at); got != s.fireOffset(at) {
+	if got := s.tickOffset(cfg, newTickQueue(cfg, next).due(at), at); got != s.fireOffset(at) {
 		t.Errorf("a stale view: offset %s, want the host's %s", got, s.fireOffset(at))
 	}
 }

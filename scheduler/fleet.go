@@ -52,8 +52,9 @@ func storeName(name string) string {
 func beatTTL(c *Config) time.Duration { return 3 * c.Heartbeat }
 
 // heartbeatLoop announces this host every Heartbeat, reads the live hosts
-// and the pause flags, and stops runs of jobs paused with --stop. It
-// returns when ctx ends.
+// and the pause flags and notes the servers' health (one round, see
+// beat), and stops runs of jobs paused with --stop. It returns when ctx
+// ends.
 func (s *Scheduler) heartbeatLoop(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -65,13 +66,15 @@ func (s *Scheduler) heartbeatLoop(ctx context.Context) {
 		}
 		cfg := s.cfg.Load()
 		s.beat(ctx, cfg)
-		s.refreshPauses(ctx)
 		s.stopPausedRuns()
 		t.Reset(cfg.Heartbeat)
 	}
 }
 
-// beat writes this host's heartbeat and reads everyone's.
+// beat writes this host's heartbeat, reads everyone's and the pause
+// flags, and notes how each server answered, in one round
+// (lease.DoBeat: one round trip per server on backends that batch it),
+// so that an idle host costs its store one request per heartbeat.
 func (s *Scheduler) beat(ctx context.Context, cfg *Config) {
 	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
 	defer cancel()
@@ -85,18 +88,22 @@ func (s *Scheduler) beat(ctx context.Context, cfg *Config) {
 	// clock does; a restarted process starts from its wall clock, and an
 	// expired entry is replaced whatever its version.
 	v := s.started.UnixNano() + int64(time.Since(s.started))
-	if err := s.be.Put(rctx, s.hostsSpace(), lease.Entry{Name: storeName(s.host), Version: v, Data: data, TTL: beatTTL(cfg)}); err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("could not write this host's heartbeat", "err", err)
-		}
+	r := lease.DoBeat(rctx, s.be, lease.Beat{
+		Space: s.hostsSpace(), Entry: lease.Entry{Name: storeName(s.host), Version: v, Data: data, TTL: beatTTL(cfg)},
+		Read: []string{s.hostsSpace(), lease.SpacePause},
+	})
+	if r.PutErr != nil && ctx.Err() == nil {
+		s.log.Warn("could not write this host's heartbeat", "err", r.PutErr)
 	}
-	entries, err := s.be.List(rctx, s.hostsSpace())
-	if err != nil {
-		s.readFailed(ctx, "could not read the hosts' heartbeats; ranking with the last view", err)
+	if len(r.Health) > 0 && ctx.Err() == nil {
+		s.noteHealth(ctx, r.Health)
+	}
+	if r.ReadErr != nil {
+		s.readFailed(ctx, "could not read the hosts' heartbeats and the pause flags; using the last read", r.ReadErr)
 		return
 	}
 	view := &fleetView{read: time.Now()}
-	for _, e := range entries {
+	for _, e := range r.Lists[0] {
 		var h HostBeat
 		if json.Unmarshal(e.Data, &h) != nil || h.Host == "" {
 			continue
@@ -105,6 +112,7 @@ func (s *Scheduler) beat(ctx context.Context, cfg *Config) {
 	}
 	s.view.Store(view)
 	s.opts.Metrics.LiveHosts(len(view.hosts))
+	s.storePauses(decodePauses(r.Lists[1]))
 }
 
 // liveHosts returns the live hosts from a heartbeat read no older than
@@ -278,17 +286,6 @@ func setPause(ctx context.Context, be lease.Backend, job string, info PauseInfo)
 	return errors.New("other pause or resume commands kept overriding this one; check `leasecron status`")
 }
 
-// refreshPauses reads the pause flags into the cache that followers of a
-// tick consult; on error the last read stays (and is returned).
-func (s *Scheduler) refreshPauses(ctx context.Context) pauses {
-	p, err := s.readPauses(ctx)
-	if err != nil {
-		s.readFailed(ctx, "could not read the pause flags; using the last read", err)
-		return s.cachedPauses()
-	}
-	return p
-}
-
 // readPauses reads the pause flags into the cache and returns them; on
 // error the cache stays and the error is returned (a run about to start
 // must not trust a stale cache: a job paused since may not start).
@@ -300,9 +297,15 @@ func (s *Scheduler) readPauses(ctx context.Context) (pauses, error) {
 		return nil, err
 	}
 	p := decodePauses(entries)
+	s.storePauses(p)
+	return p, nil
+}
+
+// storePauses makes p the cached read of the pause flags and sets the
+// paused gauges.
+func (s *Scheduler) storePauses(p pauses) {
 	s.pauses.Store(&p)
 	s.notePaused(p)
-	return p, nil
 }
 
 // notePaused sets the paused gauge of every job whose state differs from

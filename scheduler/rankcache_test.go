@@ -86,7 +86,7 @@ func TestWarmRanking(t *testing.T) {
 	p := pauses{"held": {Paused: true}}
 	s.pauses.Store(&p)
 	next := map[string]time.Time{"a": at, "b": at, "later": at.Add(time.Minute), "held": at}
-	s.warmRanking(cfg, dueAt(cfg, next, at))
+	s.warmRanking(cfg, newTickQueue(cfg, next).due(at))
 	c := s.ranked.Load()
 	if c == nil || !slices.Equal(c.jobs, jobs[:2]) {
 		t.Fatalf("warmRanking ranked %+v, want jobs a and b", c)

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -123,7 +122,8 @@ type Scheduler struct {
 	mu      sync.Mutex
 	running map[string]*runState // by job name
 	slots   int                  // run slots taken (max_parallel)
-	health  healthState
+	// healthNow is the servers' health as last seen (health).
+	healthNow healthState
 }
 
 type healthState struct {
@@ -275,37 +275,6 @@ func (s *Scheduler) Reload(cfg *Config) error {
 	return nil
 }
 
-// Healthy returns nil when a quorum of nodes answers and votes.
-func (s *Scheduler) Healthy(ctx context.Context) error {
-	st := s.be.Health(ctx)
-	ok, waiting := 0, 0
-	var errs []error
-	for _, n := range st {
-		s.opts.Metrics.NodeUp(n.Server, n.Err == nil, n.Latency)
-		switch {
-		case n.Err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", n.Server, n.Err))
-		case !n.Voting:
-			waiting++
-			errs = append(errs, fmt.Errorf("%s: restarted recently, votes again in %s", n.Server, time.Until(n.VotingAt).Round(time.Second)))
-		default:
-			ok++
-		}
-	}
-	var err error
-	if ok < s.be.Quorum() {
-		err = fmt.Errorf("no quorum: %d of %d nodes usable, %d needed: %w", ok, len(st), s.be.Quorum(), errors.Join(errs...))
-		if ok+waiting >= s.be.Quorum() {
-			err = fmt.Errorf("%w: %w", errNotVotingYet, err)
-		}
-	}
-	s.opts.Metrics.QuorumHealthy(err == nil)
-	s.mu.Lock()
-	s.health = healthState{checked: time.Now(), ok: ok, nodes: len(st), err: err}
-	s.mu.Unlock()
-	return err
-}
-
 // StatusLine summarises the scheduler in one line for systemd's STATUS=.
 func (s *Scheduler) StatusLine() string {
 	cfg := s.cfg.Load()
@@ -317,12 +286,12 @@ func (s *Scheduler) StatusLine() string {
 	}
 	sort.Strings(names)
 	q := "quorum unknown"
-	if !s.health.checked.IsZero() {
+	if !s.healthNow.checked.IsZero() {
 		state := "ok"
-		if s.health.err != nil {
+		if s.healthNow.err != nil {
 			state = "LOST"
 		}
-		q = fmt.Sprintf("quorum %s (%d/%d nodes)", state, s.health.ok, s.health.nodes)
+		q = fmt.Sprintf("quorum %s (%d/%d nodes)", state, s.healthNow.ok, s.healthNow.nodes)
 	}
 	run := "idle"
 	if len(names) > 0 {
@@ -393,162 +362,6 @@ func (s *Scheduler) runningCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.running)
-}
-
-func (s *Scheduler) healthLoop(ctx context.Context) {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := s.Healthy(pctx)
-		cancel()
-		switch {
-		case err == nil || ctx.Err() != nil:
-		case errors.Is(err, errNotVotingYet):
-			// Expected after servers start or restart: one info line
-			// (quorumVotingAt) says when they vote.
-			s.quorumVotingAt(ctx)
-		default:
-			s.log.Warn("backend quorum unhealthy", "err", err)
-		}
-		if s.opts.Notify != nil {
-			s.opts.Notify("STATUS=" + s.StatusLine())
-		}
-		t.Reset(5 * time.Second)
-	}
-}
-
-// loop computes every job's next tick and hands each batch of jobs that
-// share a tick to fire. It returns when ctx is done.
-//
-// A tick is never fired after its deadline. When the loop wakes late for a
-// pending tick (the daemon was paused, the host suspended, or the clock
-// stepped forward), ticks that were overtaken by a later one or whose
-// deadline passed are dropped: the loop attempts only the latest tick,
-// Prev(now), if its deadline has not passed yet, and otherwise goes on
-// with Next(now). Waits are capped at clockRecheck so that a clock step is
-// noticed even while a tick is far ahead. When the clock steps back, the
-// pending tick stays pending until the clock reaches it again.
-func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*Job)) {
-	cfg := s.cfg.Load()
-	next := map[string]time.Time{}
-	schedule := func(cfg *Config, catchUp bool) {
-		now := s.now()
-		fresh := map[string]time.Time{}
-		for _, j := range cfg.Jobs {
-			if t, ok := next[j.Name]; ok && !catchUp {
-				// keep the pending tick if it is still what the schedule says
-				if n := j.Next(t.Add(-time.Second)); n.Equal(t) {
-					fresh[j.Name] = t
-					continue
-				}
-			}
-			if catchUp {
-				// On start, a tick that is still within its deadline is
-				// attempted too: it may have lost its host (completed
-				// ticks are refused by epoch).
-				fresh[j.Name] = current(j, now)
-			} else {
-				fresh[j.Name] = j.Next(now)
-			}
-		}
-		next = fresh
-	}
-	schedule(cfg, true)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		// Earliest tick.
-		var at time.Time
-		for _, t := range next {
-			if !t.IsZero() && (at.IsZero() || t.Before(at)) {
-				at = t
-			}
-		}
-		recheck := cmp.Or(s.test.recheck, clockRecheck)
-		wait := recheck
-		var offset time.Duration
-		if !at.IsZero() {
-			due := dueAt(cfg, next, at)
-			if s.until(at) > warmAhead {
-				// Before the wait is computed: a ranking not yet
-				// computed takes time (10 ms for 10,000 jobs × 100 hosts).
-				s.warmRanking(cfg, due)
-			}
-			offset = s.tickOffset(cfg, due, at)
-			wait = min(max(s.until(at)+offset, 0), recheck)
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.reload:
-			cfg = s.cfg.Load()
-			schedule(cfg, false)
-			s.log.Info("schedule reloaded", "jobs", len(cfg.Jobs))
-			continue
-		case <-timer.C:
-		}
-		now := s.now()
-		if at.IsZero() || now.Before(at.Add(offset)) {
-			continue
-		}
-		var batch []*Job
-		for _, j := range dueAt(cfg, next, at) {
-			if !startable(j, at, now) {
-				// Woken too late for at: its deadline passed or a later
-				// tick overtook it. c is the latest tick if it may still
-				// start, else the next one.
-				c := current(j, now)
-				s.log.Warn("tick missed: the daemon was paused or the clock jumped; skipping to the current tick",
-					"job", j.Name, "missed", at.UTC().Format(time.RFC3339),
-					"deadline", j.DeadlineFor(at).UTC().Format(time.RFC3339),
-					"now", now.UTC().Format(time.RFC3339Nano), "resume_with", c.UTC().Format(time.RFC3339))
-				next[j.Name] = c
-				continue
-			}
-			batch = append(batch, j)
-			next[j.Name] = j.Next(at)
-		}
-		if len(batch) > 0 {
-			fire(at, batch)
-		}
-	}
-}
-
-// startable reports whether tick of j may be attempted at now: no later
-// tick is due yet and the tick's deadline has not passed.
-func startable(j *Job, tick, now time.Time) bool {
-	if n := j.Next(tick); !n.IsZero() && !n.After(now) {
-		return false
-	}
-	return now.Before(j.DeadlineFor(tick))
-}
-
-// current is the tick of j to attempt at now: the latest tick at or before
-// now while its deadline has not passed, else the next tick.
-func current(j *Job, now time.Time) time.Time {
-	if p := j.Prev(now); !p.IsZero() && now.Before(j.DeadlineFor(p)) {
-		return p
-	}
-	return j.Next(now)
-}
-
-// dueAt returns the jobs of cfg whose next tick (next maps each job to
-// it) is at, in the config's order.
-func dueAt(cfg *Config, next map[string]time.Time, at time.Time) []*Job {
-	var due []*Job
-	for _, j := range cfg.Jobs {
-		if t, ok := next[j.Name]; ok && t.Equal(at) {
-			due = append(due, j)
-		}
-	}
-	return due
 }
 
 // tickOffset is how long after at this host fires due, the jobs due at

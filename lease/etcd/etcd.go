@@ -58,6 +58,8 @@ type Backend struct {
 
 	eps     endpointSet    // the client's endpoints (endpoints.go)
 	probeWG sync.WaitGroup // the reprobe loop; Close waits for it
+
+	beat beatState // what the last Beat wrote (beat.go)
 }
 
 var _ lease.Backend = (*Backend)(nil)

@@ -57,6 +57,9 @@ func testStoreReadsAfterDataLoss(t *testing.T, s *suite) {
 		check("List", len(es) == 1 && es[0].Name == "paused", err)
 		rs, err := b.Log(ctx(t, s.h.TTL), space, 5)
 		check("Log", len(rs) == 1 && rs[0].ID == "r1", err)
+		br := lease.DoBeat(ctx(t, s.h.TTL), b, lease.Beat{Space: space + ".hb",
+			Entry: lease.Entry{Name: "h1", Version: time.Now().UnixNano(), TTL: time.Minute}, Read: []string{space}})
+		check("Beat", br.ReadErr == nil && len(br.Lists[0]) == 1 && br.Lists[0][0].Name == "paused", br.ReadErr)
 		time.Sleep(lease.Jitter(20 * time.Millisecond))
 	}
 	t.Logf("%d reads within %s of the kill of servers %v, %d answered absent", reads, s.h.TTL, lost, silent)

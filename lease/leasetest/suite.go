@@ -33,6 +33,7 @@ var subtests = []subtest{
 	{"CloseAfterLapse", false, testCloseAfterLapse},
 	{"BadInputs", false, testBadInputs},
 	{"Entries", false, testEntries},
+	{"Beat", false, testBeat},
 	{"EntryExpiry", false, testEntryExpiry},
 	{"Logs", false, testLogs},
 	{"BigRecords", false, testBigRecords},

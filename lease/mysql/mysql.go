@@ -37,6 +37,9 @@ type Backend struct {
 	storeMu    sync.Mutex
 	storeReady atomic.Bool
 	closed     atomic.Bool
+	// beatSwept is when a Beat last swept the expired entries of its
+	// space (unix ns; see Beat).
+	beatSwept atomic.Int64
 }
 
 var _ lease.Backend = (*Backend)(nil)

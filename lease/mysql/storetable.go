@@ -17,6 +17,8 @@ var (
 	getSQL string
 	//go:embed list.sql
 	listSQL string
+	//go:embed lists.sql
+	listsSQL string
 	//go:embed append.sql
 	appendSQL string
 	//go:embed trim.sql
@@ -39,6 +41,7 @@ type storeStatements struct {
 	entries, log             string // quoted table names
 	entriesDDL, logDDL       string
 	put, sweep, get, list    string
+	lists                    string // lists.sql, {{spaces}} left for the placeholders
 	appendRec, trim, trail   string // trail: log.sql
 }
 
@@ -61,6 +64,7 @@ func newStoreStatements(db, table string) storeStatements {
 		sweep:     r.Replace(body(sweepSQL)),
 		get:       r.Replace(body(getSQL)),
 		list:      r.Replace(body(listSQL)),
+		lists:     r.Replace(body(listsSQL)),
 		appendRec: r.Replace(body(appendSQL)),
 		trim:      r.Replace(body(trimSQL)),
 		trail:     r.Replace(body(logSQL)),

@@ -22,6 +22,8 @@ var (
 	getSQL string
 	//go:embed list.sql
 	listSQL string
+	//go:embed lists.sql
+	listsSQL string
 	//go:embed append.sql
 	appendSQL string
 	//go:embed log.sql
@@ -48,6 +50,7 @@ type storeStatements struct {
 	entries, log                     string // quoted table names
 	schema, check                    string
 	put, get, list, appendRec, trail string // trail: log.sql
+	lists                            string // lists.sql
 }
 
 var (
@@ -95,6 +98,7 @@ func newStoreStatements(o options) storeStatements {
 		put:       r.Replace(put),
 		get:       r.Replace(getSQL),
 		list:      r.Replace(listSQL),
+		lists:     r.Replace(listsSQL),
 		appendRec: r.Replace(appendSQL),
 		trail:     r.Replace(logSQL),
 	}

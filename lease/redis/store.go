@@ -63,3 +63,19 @@ func (b *Backend) Log(ctx context.Context, log string, n int) ([]lease.Record, e
 	}
 	return b.c.ReadLog(ctx, b.logKey(log), n)
 }
+
+// Beat writes the entry and reads the spaces of b in one call per node
+// (lease.Client.Beat), with each node's health from its answer.
+func (b *Backend) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
+	reads := make([]string, len(bt.Read))
+	for i, s := range bt.Read {
+		reads[i] = b.entriesKey(s)
+	}
+	r := b.c.Beat(ctx, b.entriesKey(bt.Space), bt.Entry, reads)
+	out := lease.BeatResult{PutErr: r.PutErr, Lists: r.Lists, ReadErr: r.ReadErr}
+	for _, p := range r.Nodes {
+		out.Health = append(out.Health, lease.ServerStatus{Server: p.Node, Err: p.Err, Latency: p.Latency,
+			Voting: p.Voting, VotingAt: p.VotingAt, RestartedAt: p.RestartedAt})
+	}
+	return out
+}

@@ -114,10 +114,12 @@ end
 return {bres, b, bnow, brid}
 `
 
-// birthWrapped maps each round script to its marker-checking variant.
+// birthWrapped maps each lane script (the rounds' and the store's) to
+// its marker-checking variant: a store call checks the marker inside its
+// own script too, not with a call of its own after it.
 var birthWrapped = func() map[*redis.Script]*redis.Script {
 	m := map[*redis.Script]*redis.Script{}
-	for _, s := range roundScripts {
+	for _, s := range laneScripts() {
 		m[s.script] = redis.NewScript(birthWrapHead + genHead + s.src + birthWrapTail)
 	}
 	return m
@@ -126,8 +128,8 @@ var birthWrapped = func() map[*redis.Script]*redis.Script {
 // wrappedSources are the sources of the marker-checking variants (loaded
 // on every connection with the others).
 func wrappedSources() []string {
-	out := make([]string, 0, len(roundScripts))
-	for _, s := range roundScripts {
+	out := make([]string, 0, len(roundScripts)+2)
+	for _, s := range laneScripts() {
 		out = append(out, birthWrapHead+genHead+s.src+birthWrapTail)
 	}
 	return out

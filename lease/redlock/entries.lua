@@ -12,6 +12,10 @@
 --                                higher version was kept
 --   get NAME                  -> {VERSION, TTL, DATA}, or {} if absent or expired
 --   list                      -> {NAME, VERSION, TTL, DATA, ...} of the live entries
+--   beat NAME VERSION TTL DATA -> {put's reply, list's reply of the space
+--                                KEYS[3..4], of KEYS[5..6], ...}: a
+--                                heartbeat put in KEYS[1..2] and the spaces
+--                                its host watches read, in one call
 -- Expired entries count as absent everywhere; put and list delete the
 -- expired ones (up to 1000 a call, the oldest first), get the one it met.
 -- When every entry of a space has a TTL, both keys expire (PEXPIREAT) with
@@ -40,37 +44,37 @@ local function newer(a, b)
   return false
 end
 
-local function sweep()
-  local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', string.format('%.0f', now), 'LIMIT', 0, 1000)
+local function sweep(h, x)
+  local gone = redis.call('ZRANGEBYSCORE', x, '-inf', string.format('%.0f', now), 'LIMIT', 0, 1000)
   if #gone > 0 then
-    redis.call('HDEL', KEYS[1], unpack(gone))
-    redis.call('ZREM', KEYS[2], unpack(gone))
+    redis.call('HDEL', h, unpack(gone))
+    redis.call('ZREM', x, unpack(gone))
   end
 end
 
 -- settle gives both keys the expiry of the last entry when every entry
 -- has a TTL, and no expiry otherwise.
-local function settle()
-  local n = redis.call('HLEN', KEYS[1])
+local function settle(h, x)
+  local n = redis.call('HLEN', h)
   if n == 0 then
     return
   end
-  if redis.call('ZCARD', KEYS[2]) == n then
-    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if redis.call('ZCARD', x) == n then
+    local last = redis.call('ZRANGE', x, -1, -1, 'WITHSCORES')
     local at = string.format('%.0f', tonumber(last[2]))
-    redis.call('PEXPIREAT', KEYS[1], at)
-    redis.call('PEXPIREAT', KEYS[2], at)
+    redis.call('PEXPIREAT', h, at)
+    redis.call('PEXPIREAT', x, at)
   else
-    redis.call('PERSIST', KEYS[1])
-    redis.call('PERSIST', KEYS[2])
+    redis.call('PERSIST', h)
+    redis.call('PERSIST', x)
   end
 end
 
-local op = ARGV[1]
-if op == 'put' then
+-- put stores ARGV[2..5] (name, version, TTL, data) in the space h, x.
+local function put(h, x)
   local name, ver, ttl = ARGV[2], ARGV[3], tonumber(ARGV[4])
-  sweep()
-  local cur = redis.call('HGET', KEYS[1], name)
+  sweep(h, x)
+  local cur = redis.call('HGET', h, name)
   if cur then
     local cver, cexp = parse(cur)
     if live(cexp) and not newer(ver, cver) then
@@ -80,13 +84,35 @@ if op == 'put' then
   local exp = '0'
   if ttl > 0 then
     exp = string.format('%.0f', now + ttl)
-    redis.call('ZADD', KEYS[2], exp, name)
+    redis.call('ZADD', x, exp, name)
   else
-    redis.call('ZREM', KEYS[2], name)
+    redis.call('ZREM', x, name)
   end
-  redis.call('HSET', KEYS[1], name, ver .. ' ' .. exp .. ' ' .. ARGV[4] .. ' ' .. ARGV[5])
-  settle()
+  redis.call('HSET', h, name, ver .. ' ' .. exp .. ' ' .. ARGV[4] .. ' ' .. ARGV[5])
+  settle(h, x)
   return 1
+end
+
+-- list returns the live entries of the space h, x.
+local function list(h, x)
+  sweep(h, x)
+  local all = redis.call('HGETALL', h)
+  local out = {}
+  for i = 1, #all, 2 do
+    local ver, exp, ttl, data = parse(all[i + 1])
+    if live(exp) then
+      out[#out + 1] = all[i]
+      out[#out + 1] = ver
+      out[#out + 1] = ttl
+      out[#out + 1] = data
+    end
+  end
+  return out
+end
+
+local op = ARGV[1]
+if op == 'put' then
+  return put(KEYS[1], KEYS[2])
 elseif op == 'get' then
   local cur = redis.call('HGET', KEYS[1], ARGV[2])
   if not cur then
@@ -100,17 +126,11 @@ elseif op == 'get' then
   end
   return {ver, ttl, data}
 elseif op == 'list' then
-  sweep()
-  local all = redis.call('HGETALL', KEYS[1])
-  local out = {}
-  for i = 1, #all, 2 do
-    local ver, exp, ttl, data = parse(all[i + 1])
-    if live(exp) then
-      out[#out + 1] = all[i]
-      out[#out + 1] = ver
-      out[#out + 1] = ttl
-      out[#out + 1] = data
-    end
+  return list(KEYS[1], KEYS[2])
+elseif op == 'beat' then
+  local out = {put(KEYS[1], KEYS[2])}
+  for i = 3, #KEYS - 1, 2 do
+    out[#out + 1] = list(KEYS[i], KEYS[i + 1])
   end
   return out
 end

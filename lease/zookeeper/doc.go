@@ -61,6 +61,7 @@
 //	ROOT/@entries/SPACE/NAME       persistent: "VERSION TTL_NS\n" then the entry's data
 //	ROOT/@logs/LOG/AT-ID           persistent: the record's data
 //	ROOT/@clock                    persistent, empty: written to read the servers' clock
+//	ROOT/@beats/SPACE              persistent: the entries Beat wrote in SPACE, one JSON object
 //
 // AT is the record's time in ms, offset by 2^63 and zero-padded to 20
 // digits, so that names sort by At, then ID. Parents are created on the
@@ -114,4 +115,21 @@
 // rare case ZooKeeper documents: a leader that lost its quorum without
 // knowing it yet, until it steps down.) A List or Log reads the
 // entries' or records' data with pipelined requests, at most 32 in flight.
+//
+// # Heartbeats
+//
+// A host's heartbeat round (Beat) writes its entry into the space's one
+// beat znode, ROOT/@beats/SPACE (name -> version, TTL, data and the
+// leader's clock when written; a compare-and-set on the znode's version,
+// like Put), and then reads the spaces it watches as List does. Read as
+// one znode per host, every host reading every host's heartbeat would
+// cost the ensemble requests growing with the square of the fleet; read
+// as one znode, a host's round costs a constant few requests (the beat
+// znode's read and write, and each other space's children). The reads
+// come after the write's reply, which the server sends once it applied
+// the write and every write before it, so they need no sync. List and
+// Get read the beat znode beside the entry znodes (per name, the higher
+// version); heartbeats are written by Beat only. The beat znode of
+// "hosts" holds a few hundred bytes per live host, within jute.maxbuffer
+// (1 MB) for fleets of over a thousand hosts.
 package zookeeper

@@ -35,7 +35,7 @@ const fanOut = 32
 // reservedKey reports whether key is the name of a znode the store keeps
 // under the root.
 func reservedKey(key string) bool {
-	return key == entriesNode || key == logsNode || key == clockNode
+	return key == entriesNode || key == logsNode || key == clockNode || key == beatsNode
 }
 
 func (b *Backend) spacePath(space string) string {
@@ -184,6 +184,24 @@ func (b *Backend) get(ctx context.Context, space, name string) (lease.Entry, boo
 	if err := b.sync(ctx); err != nil {
 		return lease.Entry{}, false, err
 	}
+	e, ok, err := b.getZnode(ctx, space, name)
+	if err != nil {
+		return lease.Entry{}, false, err
+	}
+	beats, err := b.beatEntries(ctx, space)
+	if err != nil {
+		return lease.Entry{}, false, err
+	}
+	for _, be := range beats {
+		if be.Name == name && (!ok || be.Version > e.Version) {
+			return be, true, nil
+		}
+	}
+	return e, ok, nil
+}
+
+// getZnode reads the entry znode name of space (after a sync).
+func (b *Backend) getZnode(ctx context.Context, space, name string) (lease.Entry, bool, error) {
 	path := b.spacePath(space) + "/" + name
 	var raw []byte
 	var st *zk.Stat
@@ -231,6 +249,20 @@ func (b *Backend) list(ctx context.Context, space string) ([]lease.Entry, error)
 	if err := b.sync(ctx); err != nil {
 		return nil, err
 	}
+	out, err := b.listZnodes(ctx, space)
+	if err != nil {
+		return nil, err
+	}
+	beats, err := b.beatEntries(ctx, space)
+	if err != nil {
+		return nil, err
+	}
+	return mergeBeats(out, beats), nil
+}
+
+// listZnodes returns the live entry znodes of space, sorted by name,
+// without a sync first.
+func (b *Backend) listZnodes(ctx context.Context, space string) ([]lease.Entry, error) {
 	dir := b.spacePath(space)
 	names, err := b.children(ctx, dir)
 	if err != nil {

@@ -80,6 +80,10 @@ type Backend struct {
 	// and logs without syncing the server first.
 	unsafeNoSync bool
 
+	// beatMu guards beatHealth, when a Beat last ran Health (beat.go).
+	beatMu     sync.Mutex
+	beatHealth time.Time
+
 	// clock estimates the servers' clock, for entries' expiry.
 	clock serverClock
 
