@@ -17,7 +17,7 @@ import (
 func TestHoldStopLetsLeaseLapse(t *testing.T) {
 	node := redistest.Start(t, 1) // fresh: restart detection would keep it from voting for a TTL
 	open := func() lease.Backend {
-		b, err := redlock.Open(node.URLs(), "holdstop", redlock.WithTimeout(time.Second), redlock.WithoutRestartDetection())
+		b, err := redlock.Open(context.Background(), redlock.Config{Nodes: node.URLs(), Prefix: "holdstop", Options: []redlock.Option{redlock.WithTimeout(time.Second), redlock.WithoutRestartDetection()}})
 		if err != nil {
 			t.Fatal(err)
 		}

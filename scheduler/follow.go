@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"github.com/leasecron/leasecron/config"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -181,7 +183,7 @@ func (f *follower) held(rerr *lease.RefusedError, attempt int, st *followState) 
 		// An older tick (or a manual run) still holds the job. overlap:
 		// skip applies to the tick's first attempt; a tick already under
 		// way (a retry, a takeover) waits.
-		if j.Overlap != OverlapWait && st.tries == 1 {
+		if j.Overlap != config.OverlapWait && st.tries == 1 {
 			log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
 			s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
 			f.missReason = MissOverlap
@@ -215,7 +217,7 @@ func (f *follower) pause(err error, wait time.Duration, st *followState) bool {
 		return false
 	case <-t.C:
 	}
-	if errors.Is(err, lease.ErrNoQuorum) && !s.unpaced && !s.retries.wait(f.ctx) {
+	if errors.Is(err, lease.ErrNoQuorum) && !s.test.unpaced && !s.retries.wait(f.ctx) {
 		return false
 	}
 	if !s.now().Before(st.deadline) {

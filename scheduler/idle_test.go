@@ -50,7 +50,7 @@ func idleCallsPerBeat(t *testing.T, noBeat bool) float64 {
 	}
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
 	cfg.Heartbeat = 100 * time.Millisecond
-	be, err := redlock.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
+	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL)}})
 	if err != nil {
 		t.Fatal(err)
 	}

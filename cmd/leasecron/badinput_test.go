@@ -171,7 +171,7 @@ func TestBadNodesRunRunsNothing(t *testing.T) {
 // testdata, and a few more, make run and trigger fail at once with exit
 // code 2, naming the file, before anything starts.
 func TestBadConfigNothingRuns(t *testing.T) {
-	files, _ := filepath.Glob("../../scheduler/testdata/bad_*.yaml")
+	files, _ := filepath.Glob("../../config/testdata/bad_*.yaml")
 	more := map[string]string{
 		"zero ttl":          unreachable + "lease:\n  ttl: 0s\njobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
 		"negative timeout":  unreachable + "jobs:\n  - {name: a, schedule: '@hourly', shell: 'true', timeout: -5s}\n",

@@ -56,15 +56,12 @@ var _ lease.Backend = (*Backend)(nil)
 // (or Warm) dials. With one it logs in, which needs a member to answer
 // within Timeout; a failed TLS handshake is then explained in the error.
 // ctx's values (not its cancellation) are kept for the client's requests.
-func Open(ctx context.Context, cfg Config, opts ...Option) (*Backend, error) {
+func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := CheckConfig(cfg); err != nil {
 		return nil, fmt.Errorf("etcd backend: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	o := options{drift: DefaultDrift, maxTxnOps: DefaultMaxTxnOps, retryEvery: DefaultRetryEvery}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := options{drift: cfg.Drift, maxTxnOps: cfg.MaxTxnOps, retryEvery: cfg.RetryEvery}
 	if err := lease.CheckDrift(o.drift); err != nil {
 		return nil, fmt.Errorf("etcd backend: %w", err)
 	}
@@ -110,7 +107,7 @@ func (b *Backend) refuse(key string, err error, detail string) *lease.RefusedErr
 	return &lease.RefusedError{Key: key, Reason: lease.ErrNoQuorum, NodeErrs: b.nodeErr(err), Detail: detail}
 }
 
-// Acquire takes the lease, retrying every WithRetryEvery (± 25 %) while it
+// Acquire takes the lease, retrying every Config.RetryEvery (± 25 %) while it
 // is held by another owner or the cluster does not answer, until ctx ends.
 // When ctx ends it returns the last refusal that named a holder, if any
 // (a later attempt that timed out says less).

@@ -1,6 +1,10 @@
 package mysql
 
-import "sync/atomic"
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
 
 // WithoutReconnect turns off the retry of a statement on a fresh
 // connection (and of a deadlocked statement) and the driver's liveness
@@ -23,3 +27,26 @@ func WithWallClockTakeover() Option { return func(o *options) { o.test.wallClock
 func WithServerClockStep(step *atomic.Int64) Option {
 	return func(o *options) { o.test.clockStep = step }
 }
+
+// OpenWith is Open of DSN dsn with opts applied over the
+// defaults: the tests' way to reach the options.
+func OpenWith(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
+	return open(ctx, Config{DSN: dsn}, opts...)
+}
+
+// WithTable sets the lease table: NAME or DATABASE.NAME, each part made of
+// letters, digits and underscores (not starting with a digit), at most 55
+// bytes for NAME (64 for DATABASE). Default DefaultTable
+// ("leasecron_leases") in the DSN's database. Entries and logs go to
+// NAME_entries and NAME_log beside it.
+func WithTable(name string) Option { return func(o *options) { o.table = name } }
+
+// WithTimeout sets the per-request timeout: every statement (and the
+// connect it may need) is bounded by it, so a paused or unreachable server
+// cannot hang a call. Default DefaultTimeout (2 s). It must be positive.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithDrift sets the clock drift factor subtracted from every validity:
+// validity = ttl - elapsed - (ttl*drift + 2ms). Default DefaultDrift
+// (0.01). It must be in [0, 1).
+func WithDrift(f float64) Option { return func(o *options) { o.drift = f } }

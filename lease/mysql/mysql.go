@@ -48,13 +48,13 @@ var _ lease.Backend = (*Backend)(nil)
 // connection each time, when the connection it used turned out dead.
 const reconnectAttempts = 3
 
-// Open returns a Backend on the server of dsn, a go-sql-driver/mysql data
+// Open returns a Backend on the server of cfg.DSN, a go-sql-driver/mysql data
 // source name (user:password@tcp(host:3306)/dbname?tls=true; see CheckDSN
 // for the parameters it may carry and ForcedDSN for those the backend
 // sets), with a pool of connections.
 //
 // Open connects and creates the lease table if it is missing (see
-// schema.sql and WithTable). It fails when the DSN or an option is
+// schema.sql and Config.Table). It fails when the DSN or a setting is
 // invalid, the server refuses the credentials, the database does not
 // exist, the user may not create the missing table (the error names the
 // table and the privilege), or the table exists without the expected
@@ -63,8 +63,14 @@ const reconnectAttempts = 3
 // and fails, naming the server, until it answers. ctx bounds the whole of
 // Open, and each request is bounded by the timeout. Errors never contain
 // the password.
-func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
-	o := defaultOptions()
+func Open(ctx context.Context, cfg Config) (*Backend, error) {
+	return open(ctx, cfg)
+}
+
+// open is Open with test options (export_test.go) over cfg's.
+func open(ctx context.Context, c Config, opts ...Option) (*Backend, error) {
+	dsn := c.DSN
+	o := c.options()
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -284,7 +290,7 @@ func (b *Backend) Warm(ctx context.Context) error {
 	return b.call(ctx, b.timeout, func(ctx context.Context) error { return b.db.PingContext(ctx) })
 }
 
-// Timeout is the per-request timeout (WithTimeout; default 2 s).
+// Timeout is the per-request timeout (Config.Timeout; default 2 s).
 func (b *Backend) Timeout() time.Duration { return b.timeout }
 
 // Quorum is 1: one server decides.

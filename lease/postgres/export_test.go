@@ -1,7 +1,9 @@
 package postgres
 
 import (
+	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -44,3 +46,28 @@ func WithWallClockTakeover() Option { return func(o *options) { o.test.wallClock
 func WithServerClockStep(step *atomic.Int64) Option {
 	return func(o *options) { o.test.clockStep = step }
 }
+
+// OpenWith is Open of URL connString with opts applied over the
+// defaults: the tests' way to reach the options.
+func OpenWith(ctx context.Context, connString string, opts ...Option) (*Backend, error) {
+	return open(ctx, Config{URL: connString}, opts...)
+}
+
+// WithTable sets the lease table: NAME or SCHEMA.NAME, each part made of
+// letters, digits and underscores (not starting with a digit), at most 63
+// bytes. The name is quoted as written, so it is case-sensitive; use lower
+// case. Default DefaultTable ("leasecron_leases") in the role's
+// search_path (normally the public schema). Entries and logs go to
+// NAME_entries and NAME_log in the same schema (NAME cut to 55 bytes if
+// longer).
+func WithTable(name string) Option { return func(o *options) { o.table = name } }
+
+// WithTimeout sets the per-request timeout: every statement (and the
+// connect it may need) is bounded by it, so a paused or unreachable server
+// cannot hang a call. Default DefaultTimeout (2 s). It must be positive.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithDrift sets the clock drift factor subtracted from every validity:
+// validity = ttl - elapsed - (ttl*drift + 2ms). Default DefaultDrift
+// (0.01). It must be in [0, 1).
+func WithDrift(f float64) Option { return func(o *options) { o.drift = f } }

@@ -43,12 +43,12 @@ var _ lease.Backend = (*Backend)(nil)
 // connection each time, when the connection it used turned out dead.
 const reconnectAttempts = 3
 
-// Open returns a Backend on the server of connString, a URL
+// Open returns a Backend on the server of cfg.URL
 // (postgres://user:password@host:5432/dbname?sslmode=verify-full; see
 // pgx's ParseConfig for the options), with a pool of connections.
 //
 // Open connects and creates the lease table if it is missing (see
-// schema.sql and WithTable). It fails when the URL or an option is
+// schema.sql and Config.Table). It fails when the URL or a setting is
 // invalid, the server refuses the credentials, the database does not
 // exist, the role may not create the missing table (the error names the
 // table, the server and the privilege), or the table exists without the
@@ -67,8 +67,14 @@ const reconnectAttempts = 3
 // when it closes the connection); to bound statements on the server side
 // as well, set one on the role: ALTER ROLE leasecron SET
 // statement_timeout = '5s'.
-func Open(ctx context.Context, connString string, opts ...Option) (*Backend, error) {
-	o := defaultOptions()
+func Open(ctx context.Context, cfg Config) (*Backend, error) {
+	return open(ctx, cfg)
+}
+
+// open is Open with test options (export_test.go) over cfg's.
+func open(ctx context.Context, c Config, opts ...Option) (*Backend, error) {
+	connString := c.URL
+	o := c.options()
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -285,7 +291,7 @@ func (b *Backend) Warm(ctx context.Context) error {
 	return b.call(ctx, b.timeout, func(ctx context.Context, c *pgx.Conn) error { return c.Ping(ctx) })
 }
 
-// Timeout is the per-request timeout (WithTimeout; default 2 s).
+// Timeout is the per-request timeout (Config.Timeout; default 2 s).
 func (b *Backend) Timeout() time.Duration { return b.timeout }
 
 // Quorum is 1: one server decides.

@@ -60,7 +60,7 @@ var (
 )
 
 // siblingName returns the name of the table or index named after the
-// lease table table (NAME or SCHEMA.NAME, as WithTable checked it) with
+// lease table table (NAME or SCHEMA.NAME, as Config.Table was checked) with
 // suffix: qualified is quoted and in the lease table's schema, bare is the
 // quoted last part alone (an index's name). NAME is cut so that NAME +
 // suffix fits in maxIdent bytes (NAME is ASCII).

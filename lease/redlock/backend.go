@@ -12,21 +12,34 @@ import (
 // through that interface, a library user directly.
 var _ lease.Backend = (*Client)(nil)
 
-// Open connects to the Redlock nodes (see New for the URL forms and
-// options) and returns a Client whose lease, entry and log keys start
-// with prefix + ":" (leasecron: "leasecron"), so that several fleets, or
-// other data, can share the nodes. The prefix must not contain braces
-// (they would break the hash tag). Errors and Lease.Key name the keys
-// without the prefix.
-func Open(urls []string, prefix string, opts ...Option) (*Client, error) {
-	if strings.ContainsAny(prefix, "{}") {
-		return nil, errors.New("redis backend: prefix " + prefix + " must not contain braces")
+// Config names the Redlock nodes and how to use them (Open).
+type Config struct {
+	// Nodes are the URLs of the Redis masters (see New for the forms); a
+	// lease needs len(Nodes)/2+1 of them.
+	Nodes []string
+	// Prefix starts every lease, entry and log key: PREFIX:KEY
+	// (leasecron: "leasecron"), so that several fleets, or other data,
+	// can share the nodes. It must not contain braces (they would break
+	// the hash tag).
+	Prefix string
+	// Options configure the client: WithTimeout, WithDrift,
+	// WithRestartGuard, WithObserver, ...
+	Options []Option
+}
+
+// Open makes a Client of cfg's nodes whose keys start with cfg.Prefix +
+// ":"; errors and Lease.Key name the keys without the prefix. It is the
+// shape every leasecron driver opens with; the client dials lazily, so
+// Open contacts no node and ctx is not kept.
+func Open(_ context.Context, cfg Config) (*Client, error) {
+	if strings.ContainsAny(cfg.Prefix, "{}") {
+		return nil, errors.New("redis backend: prefix " + cfg.Prefix + " must not contain braces")
 	}
-	c, err := New(urls, opts...)
+	c, err := New(cfg.Nodes, cfg.Options...)
 	if err != nil {
 		return nil, err
 	}
-	c.prefix = prefix + ":"
+	c.prefix = cfg.Prefix + ":"
 	return c, nil
 }
 

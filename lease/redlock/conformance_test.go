@@ -79,8 +79,7 @@ func newHarness(t *testing.T, k int) leasetest.Harness {
 
 // dial opens a client on urls with the suite's timeout and restart guard.
 func dial(urls []string) (*redlock.Client, error) {
-	return redlock.Open(urls, "conformance",
-		redlock.WithTimeout(conformanceTimeout), redlock.WithRestartGuard(conformanceTTL))
+	return redlock.Open(context.Background(), redlock.Config{Nodes: urls, Prefix: "conformance", Options: []redlock.Option{redlock.WithTimeout(conformanceTimeout), redlock.WithRestartGuard(conformanceTTL)}})
 }
 
 // batchTimeout is the per-node timeout of the batch test's clients.
@@ -95,7 +94,7 @@ func (h *harness) open(t testing.TB) lease.Backend {
 // until t ends.
 func (h *harness) openWith(t testing.TB, timeout time.Duration) lease.Backend {
 	t.Helper()
-	b, err := redlock.Open(h.cl.URLs(), "conformance", redlock.WithTimeout(timeout), redlock.WithRestartGuard(conformanceTTL))
+	b, err := redlock.Open(context.Background(), redlock.Config{Nodes: h.cl.URLs(), Prefix: "conformance", Options: []redlock.Option{redlock.WithTimeout(timeout), redlock.WithRestartGuard(conformanceTTL)}})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/scheduler"
+	"github.com/leasecron/leasecron/config"
 )
 
 // TestCandidatesHostKilledMidTick: 5 daemons; job c has candidates 2. The
@@ -27,7 +27,7 @@ func TestCandidatesHostKilledMidTick(t *testing.T) {
 		spread = append(spread, name)
 		cfg.Jobs = append(cfg.Jobs, Job{Name: name, Every: 2 * time.Second, Sleep: 100 * time.Millisecond, FleetKeys: FleetKeys{Candidates: 2}})
 	}
-	jit := scheduler.Job{Name: "jittery", Jitter: 1500 * time.Millisecond}
+	jit := config.Job{Name: "jittery", Jitter: 1500 * time.Millisecond}
 	cfg.Jobs = append(cfg.Jobs, Job{Name: jit.Name, Every: 2 * time.Second, Sleep: 100 * time.Millisecond, FleetKeys: FleetKeys{Candidates: 2, Jitter: jit.Jitter}})
 	f := startVoting(t, cfg)
 

@@ -1,11 +1,13 @@
-package scheduler
+package config
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strings"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/mysql"
 )
 
@@ -55,9 +57,44 @@ func (m *MySQLConfig) ConnString() string {
 	return dsn
 }
 
-// mysql copies the mysql section into c.
-func (d *decoder) mysql(raw *rawConfig, c *Config) {
-	r, dst := &raw.MySQL, &c.MySQL
+// NewMySQL returns a mysql section of dsn with the documented defaults:
+// Table "leasecron_leases", Timeout 2s.
+func NewMySQL(dsn string) *MySQLConfig {
+	return &MySQLConfig{DSN: dsn, Table: defaultMySQLTable, Timeout: defaultMySQLTimeout}
+}
+
+// Name returns "mysql".
+func (m *MySQLConfig) Name() string { return "mysql" }
+
+// RequestTimeout returns Timeout, the per-request timeout.
+func (m *MySQLConfig) RequestTimeout() time.Duration { return m.Timeout }
+
+// Equal reports whether o is a mysql section with the same DSN (and
+// password), table and timeout.
+func (m *MySQLConfig) Equal(o Section) bool {
+	x, ok := o.(*MySQLConfig)
+	return ok && m.ConnString() == x.ConnString() && m.Table == x.Table && m.Timeout == x.Timeout
+}
+
+// Summary names the database, without its password: "mysql DSN".
+func (m *MySQLConfig) Summary(LeaseConfig) string { return "mysql " + mysql.Redact(m.DSN) }
+
+// Open connects to the database (with the password of PasswordFile) and
+// creates the lease tables if they are missing.
+func (m *MySQLConfig) Open(ctx context.Context, o OpenOptions) (lease.Backend, error) {
+	octx, cancel := context.WithTimeout(ctx, openTimeout(m.Timeout, o))
+	defer cancel()
+	be, err := mysql.Open(octx, mysql.Config{DSN: m.ConnString(), Table: m.Table,
+		Timeout: max(m.Timeout, o.MinTimeout), Drift: o.Lease.Drift})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	return be, nil
+}
+
+// section builds the mysql section from the file.
+func (r *rawMySQL) section(d *decoder) Section {
+	dst := NewMySQL("")
 	if d.take("mysql.dsn", r.DSN.leaf) {
 		dst.DSN = r.DSN.v
 	}
@@ -70,6 +107,7 @@ func (d *decoder) mysql(raw *rawConfig, c *Config) {
 	if d.take("mysql.password_file", r.PasswordFile.leaf) {
 		dst.PasswordFile = r.PasswordFile.v
 	}
+	return dst
 }
 
 // checkMySQLTable says what is wrong with a mysql table name, or "".
@@ -99,8 +137,7 @@ func checkMySQLTable(table string) string {
 // mysql checks the mysql section: a DSN that mysql.CheckDSN accepts
 // (parsed, never connected to), a valid table name, a password_file that
 // can be read.
-func (v *validator) mysql() {
-	m := &v.c.MySQL
+func (m *MySQLConfig) check(v *validator) {
 	switch {
 	case strings.TrimSpace(m.DSN) == "":
 		v.errorf("mysql.dsn", 0, "missing dsn (such as leasecron@tcp(db1:3306)/ops?tls=true)")

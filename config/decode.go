@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"fmt"
@@ -115,7 +115,7 @@ func (d *decoder) texts(field string, items []*text, ifNull string) []string {
 // defaults reads the defaults section into a Job holding the defaults,
 // and the set of keys it sets. Bad values are reported here, once.
 func (d *decoder) defaults(r *rawDefaults) (Job, map[string]bool) {
-	j := defaultJob()
+	j := DefaultJob()
 	set := map[string]bool{}
 	for _, key := range defaultsKeys {
 		f := "defaults." + key

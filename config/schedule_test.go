@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"math/rand/v2"
@@ -12,9 +12,9 @@ import (
 // compile returns a validated job with the given schedule and time zone.
 func compile(t *testing.T, spec, tz string) *Job {
 	t.Helper()
-	c := DefaultConfig()
+	c := Default()
 	c.ID = "h1"
-	c.Redis.Nodes = []string{"redis://127.0.0.1:6379/0"}
+	c.Backend = NewRedis("redis://127.0.0.1:6379/0")
 	j := &Job{Name: "j", Schedule: spec, Timezone: tz, Shell: "true", KillGrace: time.Second}
 	c.Jobs = []*Job{j}
 	if err := c.Validate(); err != nil {

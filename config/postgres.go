@@ -1,6 +1,7 @@
-package scheduler
+package config
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/postgres"
 )
 
@@ -75,9 +77,48 @@ func (p *PostgresConfig) TableName() (schema, table string) {
 	return "", p.Table
 }
 
-// postgres copies the postgres section into c.
-func (d *decoder) postgres(raw *rawConfig, c *Config) {
-	r, dst := &raw.Postgres, &c.Postgres
+// NewPostgres returns a postgres section of url with the documented
+// defaults: Table "leasecron_leases", Timeout 2s.
+func NewPostgres(url string) *PostgresConfig {
+	return &PostgresConfig{URL: url, Table: defaultPostgresTable, Timeout: defaultPostgresTimeout}
+}
+
+// Name returns "postgres".
+func (p *PostgresConfig) Name() string { return "postgres" }
+
+// RequestTimeout returns Timeout, the per-request timeout.
+func (p *PostgresConfig) RequestTimeout() time.Duration { return p.Timeout }
+
+// Equal reports whether o is a postgres section with the same URL (and
+// password), table and timeout.
+func (p *PostgresConfig) Equal(o Section) bool {
+	x, ok := o.(*PostgresConfig)
+	return ok && p.ConnString() == x.ConnString() && p.Table == x.Table && p.Timeout == x.Timeout
+}
+
+// Summary names the database, without its password: "postgres URL".
+func (p *PostgresConfig) Summary(LeaseConfig) string { return "postgres " + postgres.Redact(p.URL) }
+
+// Open connects to the database (with the password of PasswordFile) and
+// creates the lease table if it is missing.
+func (p *PostgresConfig) Open(ctx context.Context, o OpenOptions) (lease.Backend, error) {
+	schema, table := p.TableName()
+	if schema != "" {
+		table = schema + "." + table
+	}
+	octx, cancel := context.WithTimeout(ctx, openTimeout(p.Timeout, o))
+	defer cancel()
+	be, err := postgres.Open(octx, postgres.Config{URL: p.ConnString(), Table: table,
+		Timeout: max(p.Timeout, o.MinTimeout), Drift: o.Lease.Drift})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return be, nil
+}
+
+// section builds the postgres section from the file.
+func (r *rawPostgres) section(d *decoder) Section {
+	dst := NewPostgres("")
 	if d.take("postgres.url", r.URL.leaf) {
 		dst.URL = r.URL.v
 	}
@@ -90,6 +131,7 @@ func (d *decoder) postgres(raw *rawConfig, c *Config) {
 	if d.take("postgres.password_file", r.PasswordFile.leaf) {
 		dst.PasswordFile = r.PasswordFile.v
 	}
+	return dst
 }
 
 // sqlIdent is a lower-case, unquoted SQL identifier.
@@ -117,8 +159,7 @@ func checkTable(table string) string {
 
 // postgres checks the postgres section: a URL that postgres.CheckURL
 // accepts, a valid table name, a password_file that can be read.
-func (v *validator) postgres() {
-	p := &v.c.Postgres
+func (p *PostgresConfig) check(v *validator) {
 	switch {
 	case strings.TrimSpace(p.URL) == "":
 		v.errorf("postgres.url", 0, "missing url (such as postgres://leasecron@db1:5432/ops?sslmode=verify-full)")

@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 )
 
 // FuzzParse: Parse never panics; what it rejects it rejects with
-// *ConfigError values that name the file and hide the passwords of node,
+// *Error values that name the file and hide the passwords of node,
 // postgres and etcd URLs and ZooKeeper's auth; what it accepts validates again and has working
 // schedules.
 func FuzzParse(f *testing.F) {
@@ -70,9 +70,9 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("error without the file: %q", e)
 				}
 			}
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("not a ConfigError: %v", err)
+				t.Fatalf("not a Error: %v", err)
 			}
 			return
 		}

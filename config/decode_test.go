@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"fmt"
@@ -74,8 +74,8 @@ jobs:
   - {name: three, schedule: '@hourly', command: [*arg, *arg]}
 `)
 	two, three := c.Job("two"), c.Job("three")
-	if c.Redis.Timeout.String() != "20ms" || len(c.Redis.Nodes) != 3 {
-		t.Errorf("redis %+v", c.Redis)
+	if c.redis().Timeout.String() != "20ms" || len(c.redis().Nodes) != 3 {
+		t.Errorf("redis %+v", c.redis())
 	}
 	if two == nil || two.Dir != "/a" || two.KillGrace.String() != "2s" || two.Timeout.String() != "20ms" ||
 		!reflect.DeepEqual(two.Env, map[string]string{"A": "1", "B": "3"}) || two.Line != 8 {

@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"errors"
@@ -32,10 +32,10 @@ func mustParse(t *testing.T, text string) *Config {
 	return c
 }
 
-// configErrors returns the *ConfigError values joined in err.
-func configErrors(t *testing.T, err error) []*ConfigError {
+// configErrors returns the *Error values joined in err.
+func configErrors(t *testing.T, err error) []*Error {
 	t.Helper()
-	var out []*ConfigError
+	var out []*Error
 	var walk func(error)
 	walk = func(e error) {
 		if j, ok := e.(interface{ Unwrap() []error }); ok {
@@ -44,9 +44,9 @@ func configErrors(t *testing.T, err error) []*ConfigError {
 			}
 			return
 		}
-		var ce *ConfigError
+		var ce *Error
 		if !errors.As(e, &ce) {
-			t.Errorf("error %q (%T) is not a *ConfigError", e, e)
+			t.Errorf("error %q (%T) is not a *Error", e, e)
 			return
 		}
 		out = append(out, ce)
@@ -55,24 +55,30 @@ func configErrors(t *testing.T, err error) []*ConfigError {
 	return out
 }
 
-// TestDefaults pins every documented default: DefaultConfig's, and what
+// TestDefaults pins every documented default: Default's, the sections', and what
 // Parse gives a job that sets nothing but name, schedule and shell.
 func TestDefaults(t *testing.T) {
 	host, _ := os.Hostname()
-	d := DefaultConfig()
+	d := Default()
 	want := &Config{
 		ID:            host,
-		Redis:         RedisConfig{Prefix: "leasecron", Timeout: 50 * time.Millisecond},
-		Postgres:      PostgresConfig{Table: "leasecron_leases", Timeout: 2 * time.Second},
-		MySQL:         MySQLConfig{Table: "leasecron_leases", Timeout: 2 * time.Second},
-		Etcd:          EtcdConfig{Prefix: "/leasecron/", Timeout: 500 * time.Millisecond},
-		ZooKeeper:     ZooKeeperConfig{Root: "/leasecron", Timeout: time.Second},
 		Lease:         LeaseConfig{TTL: 30 * time.Second, Renew: 10 * time.Second, Drift: 0.01},
 		ShutdownGrace: 30 * time.Second,
 		Heartbeat:     5 * time.Second,
 	}
 	if !reflect.DeepEqual(d, want) {
-		t.Errorf("DefaultConfig() = %+v, want %+v", d, want)
+		t.Errorf("Default() = %+v, want %+v", d, want)
+	}
+	for got, want := range map[Section]Section{
+		NewRedis():      &RedisConfig{Prefix: "leasecron", Timeout: 50 * time.Millisecond},
+		NewPostgres(""): &PostgresConfig{Table: "leasecron_leases", Timeout: 2 * time.Second},
+		NewMySQL(""):    &MySQLConfig{Table: "leasecron_leases", Timeout: 2 * time.Second},
+		NewEtcd():       &EtcdConfig{Prefix: "/leasecron/", Timeout: 500 * time.Millisecond},
+		NewZooKeeper():  &ZooKeeperConfig{Root: "/leasecron", Timeout: time.Second},
+	} {
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s defaults %+v, want %+v", got.Name(), got, want)
+		}
 	}
 
 	c := mustParse(t, node1+job1)
@@ -82,8 +88,8 @@ func TestDefaults(t *testing.T) {
 	if c.File != "jobs.yaml" {
 		t.Errorf("File = %q", c.File)
 	}
-	if c.Redis.Prefix != "leasecron" || c.Redis.Timeout != 50*time.Millisecond {
-		t.Errorf("Redis = %+v, want prefix leasecron, timeout 50ms", c.Redis)
+	if c.redis().Prefix != "leasecron" || c.redis().Timeout != 50*time.Millisecond {
+		t.Errorf("Redis = %+v, want prefix leasecron, timeout 50ms", c.redis())
 	}
 	if c.Lease != (LeaseConfig{TTL: 30 * time.Second, Renew: 10 * time.Second, Drift: 0.01}) {
 		t.Errorf("Lease = %+v, want ttl 30s, renew 10s, drift 0.01", c.Lease)
@@ -134,8 +140,8 @@ func TestParseFull(t *testing.T) {
 		"redis://127.0.0.1:7001/0",
 		"rediss://ops:s3cret@redis-2.example.net:6380/1",
 		"redis+sentinel://10.0.0.3:26379?master_name=lease&addr=10.0.0.4:26379",
-	}, Prefix: "lc", Timeout: 100 * time.Millisecond}); !reflect.DeepEqual(c.Redis, want) {
-		t.Errorf("Redis = %+v", c.Redis)
+	}, Prefix: "lc", Timeout: 100 * time.Millisecond}); !reflect.DeepEqual(*c.redis(), want) {
+		t.Errorf("Redis = %+v", c.redis())
 	}
 	if c.Lease != (LeaseConfig{TTL: 20 * time.Second, Renew: 5 * time.Second, Drift: 0.02}) {
 		t.Errorf("Lease = %+v", c.Lease)
@@ -251,8 +257,8 @@ func TestParseGood(t *testing.T) {
 			"    - redis://h1:6379\n    - rediss://u:p@h2:6380/3\n    - REDIS://[::1]:7000\n" +
 			"    - redis+sentinel://s1:26379/0?master_name=m&addr=s2:26379\n    - redis+cluster://c1:7000?addr=c2:7000\n" + job1,
 			func(t *testing.T, c *Config) {
-				if len(c.Redis.Nodes) != 5 {
-					t.Errorf("nodes %q", c.Redis.Nodes)
+				if len(c.redis().Nodes) != 5 {
+					t.Errorf("nodes %q", c.redis().Nodes)
 				}
 			}},
 		{"same host, other sentinel master", "redis:\n  nodes:\n    - redis+sentinel://s:26379?master_name=a\n    - redis+sentinel://s:26379?master_name=b\n    - redis://x\n" + job1, nil},
@@ -655,9 +661,9 @@ func TestLoadMissing(t *testing.T) {
 // TestValidateInCode: a Config built in code is validated and compiled by
 // Validate; errors fall back to the job's Line.
 func TestValidateInCode(t *testing.T) {
-	c := DefaultConfig()
+	c := Default()
 	c.ID = "h1"
-	c.Redis.Nodes = []string{"redis://127.0.0.1:6379/0"}
+	c.Backend = NewRedis("redis://127.0.0.1:6379/0")
 	j := &Job{Name: "tick", Schedule: "@every 1m", Shell: "true", KillGrace: time.Second}
 	c.Jobs = []*Job{j}
 	if !j.Next(time.Unix(0, 0)).IsZero() {
@@ -690,27 +696,27 @@ func TestValidateInCode(t *testing.T) {
 	}
 }
 
-func TestConfigError(t *testing.T) {
+func TestError(t *testing.T) {
 	inner := errors.New("inner")
 	for _, tc := range []struct {
-		e    ConfigError
+		e    Error
 		want string
 	}{
-		{ConfigError{File: "jobs.yaml", Line: 12, Field: "jobs[2].schedule", Msg: "bad"}, "jobs.yaml:12: jobs[2].schedule: bad"},
-		{ConfigError{File: "jobs.yaml", Field: "redis.nodes", Msg: "none"}, "jobs.yaml: redis.nodes: none"},
-		{ConfigError{Line: 3, Msg: "x"}, "line 3: x"},
-		{ConfigError{File: "f", Err: inner}, "f: inner"},
+		{Error{File: "jobs.yaml", Line: 12, Field: "jobs[2].schedule", Msg: "bad"}, "jobs.yaml:12: jobs[2].schedule: bad"},
+		{Error{File: "jobs.yaml", Field: "redis.nodes", Msg: "none"}, "jobs.yaml: redis.nodes: none"},
+		{Error{Line: 3, Msg: "x"}, "line 3: x"},
+		{Error{File: "f", Err: inner}, "f: inner"},
 	} {
 		if got := tc.e.Error(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.e, got, tc.want)
 		}
 	}
-	e := &ConfigError{Msg: "m", Err: inner}
+	e := &Error{Msg: "m", Err: inner}
 	if !errors.Is(e, inner) {
 		t.Error("Unwrap")
 	}
 	_, err := parse(t, node1+"jobs:\n  - name: a\n    schedule: '61 * * * *'\n    shell: x\n")
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) || ce.Err == nil || ce.Line != 6 {
 		t.Errorf("errors.As: %+v", ce)
 	}

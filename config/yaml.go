@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"bytes"
@@ -21,10 +21,10 @@ import (
 //  2. A walk of the tree along the types of rawConfig notes the line of
 //     every field path ("jobs[1].timeout" -> 12) and says, in our words,
 //     where a list or a mapping has the wrong kind of value; yaml.v3 would
-//     only say "cannot unmarshal !!str into []scheduler.text".
+//     only say "cannot unmarshal !!str into []config.text".
 //  3. yaml.v3 decodes the file into rawConfig with KnownFields(true): it
 //     applies anchors, aliases and merge keys, and reports unknown and
-//     duplicate keys, each of which is turned into a *ConfigError naming
+//     duplicate keys, each of which is turned into a *Error naming
 //     the field path. The leaves of rawConfig (text, duration, ...) are
 //     yaml.Unmarshalers that keep a value they cannot read as a message
 //     instead of failing, so that every problem is reported.
@@ -35,10 +35,10 @@ import (
 type decoder struct {
 	file string
 	src  *source
-	errs []*ConfigError
+	errs []*Error
 	keys map[lineKey]string // (line, key) -> field path, to place yaml.v3's messages
 	// types are the struct types the walk met, by the name yaml.v3 uses
-	// in its messages ("scheduler.rawJob").
+	// in its messages ("config.rawJob").
 	types    map[string]reflect.Type
 	seqs     map[string]*yaml.Node // field path -> its list node
 	errLines map[int]bool          // lines with a problem already
@@ -85,7 +85,7 @@ func (s *source) isFailed(field string) bool {
 // decode reads data (file names it) into a Config over DefaultConfig. It
 // returns a nil Config when the file is not a YAML mapping that could be
 // decoded at all.
-func decode(data []byte, file string) (*Config, []*ConfigError) {
+func decode(data []byte, file string) (*Config, []*Error) {
 	d := &decoder{
 		file:     file,
 		src:      &source{lines: map[string]int{}, inherited: map[string]string{}, failed: map[string]bool{}},
@@ -96,7 +96,7 @@ func decode(data []byte, file string) (*Config, []*ConfigError) {
 	}
 	root, cerr := parseDocument(data, file)
 	if cerr != nil {
-		return nil, []*ConfigError{cerr}
+		return nil, []*Error{cerr}
 	}
 	if !d.fits(root) {
 		return nil, d.errs
@@ -114,7 +114,7 @@ func decode(data []byte, file string) (*Config, []*ConfigError) {
 			return nil, d.errs
 		}
 	}
-	c := DefaultConfig()
+	c := Default()
 	c.File = file
 	d.build(&raw, c)
 	c.src = d.src
@@ -123,7 +123,7 @@ func decode(data []byte, file string) (*Config, []*ConfigError) {
 
 // fail records a problem at line for field.
 func (d *decoder) fail(line int, field, msg string) {
-	d.errs = append(d.errs, &ConfigError{File: d.file, Line: line, Field: field, Msg: msg})
+	d.errs = append(d.errs, &Error{File: d.file, Line: line, Field: field, Msg: msg})
 	d.src.failed[field] = true
 	d.errLines[line] = true
 }
@@ -133,10 +133,10 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // parseDocument returns the root node of the only document in data (nil
 // for an empty file).
-func parseDocument(data []byte, file string) (root *yaml.Node, cerr *ConfigError) {
+func parseDocument(data []byte, file string) (root *yaml.Node, cerr *Error) {
 	defer func() {
 		if r := recover(); r != nil {
-			root, cerr = nil, &ConfigError{File: file, Msg: fmt.Sprintf("not valid YAML (%v)", r)}
+			root, cerr = nil, &Error{File: file, Msg: fmt.Sprintf("not valid YAML (%v)", r)}
 		}
 	}()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -148,7 +148,7 @@ func parseDocument(data []byte, file string) (root *yaml.Node, cerr *ConfigError
 			break
 		}
 		if err != nil {
-			e := &ConfigError{File: file, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
+			e := &Error{File: file, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
 			if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 				e.Line, _ = strconv.Atoi(m[1])
 				e.Msg = "not valid YAML: " + m[2]
@@ -156,7 +156,7 @@ func parseDocument(data []byte, file string) (root *yaml.Node, cerr *ConfigError
 			return nil, e
 		}
 		if n > 0 {
-			return nil, &ConfigError{File: file, Line: next.Line, Msg: "more than one YAML document (\"---\"); a config file holds one"}
+			return nil, &Error{File: file, Line: next.Line, Msg: "more than one YAML document (\"---\"); a config file holds one"}
 		}
 		doc = next
 	}
@@ -350,7 +350,7 @@ func (d *decoder) decodeYAML(data []byte, raw *rawConfig) bool {
 			msg = "too large: too many aliases or merge keys (yaml.v3: excessive aliasing)"
 		}
 		if len(d.errs) == 0 { // else one of the failures the walk foresaw
-			d.errs = append(d.errs, &ConfigError{File: d.file, Msg: msg, Err: err})
+			d.errs = append(d.errs, &Error{File: d.file, Msg: msg, Err: err})
 		}
 		return false
 	}
@@ -373,7 +373,7 @@ func (d *decoder) decodeYAML(data []byte, raw *rawConfig) bool {
 				d.fail(line, "", "wrong kind of value: cannot decode "+m[2])
 			}
 		} else {
-			d.errs = append(d.errs, &ConfigError{File: d.file, Msg: msg})
+			d.errs = append(d.errs, &Error{File: d.file, Msg: msg})
 		}
 	}
 	return true

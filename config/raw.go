@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"fmt"
@@ -16,18 +16,14 @@ import (
 // the order messages list the keys in. A `want` tag is the message for a
 // value of the wrong kind ("%s": the kind found).
 type rawConfig struct {
-	ID            text         `yaml:"id"`
-	Redis         rawRedis     `yaml:"redis"`
-	Postgres      rawPostgres  `yaml:"postgres"`
-	MySQL         rawMySQL     `yaml:"mysql"`
-	Etcd          rawEtcd      `yaml:"etcd"`
-	ZooKeeper     rawZooKeeper `yaml:"zookeeper"`
-	Lease         rawLease     `yaml:"lease"`
-	ShutdownGrace duration     `yaml:"shutdown_grace"`
-	MaxParallel   integer      `yaml:"max_parallel"`
-	Heartbeat     duration     `yaml:"heartbeat"`
-	Defaults      rawDefaults  `yaml:"defaults"`
-	Jobs          []*rawJob    `yaml:"jobs" want:"must be a list of jobs (each starting with \"- name:\"), not %s"`
+	ID            text             `yaml:"id"`
+	backends      `yaml:",inline"` // the backend sections (backends.go)
+	Lease         rawLease         `yaml:"lease"`
+	ShutdownGrace duration         `yaml:"shutdown_grace"`
+	MaxParallel   integer          `yaml:"max_parallel"`
+	Heartbeat     duration         `yaml:"heartbeat"`
+	Defaults      rawDefaults      `yaml:"defaults"`
+	Jobs          []*rawJob        `yaml:"jobs" want:"must be a list of jobs (each starting with \"- name:\"), not %s"`
 }
 
 // rawLease is the lease section.

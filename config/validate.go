@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 // validator collects the problems of a Config.
 type validator struct {
 	c    *Config
-	errs []*ConfigError
+	errs []*Error
 }
 
 // lineOf finds the line of field, or of the closest enclosing field.
@@ -31,9 +31,9 @@ func (v *validator) lineOf(field string, fallback int) int {
 	return fallback
 }
 
-// problem builds the ConfigError for field; nil if the field already
+// problem builds the Error for field; nil if the field already
 // failed to decode.
-func (v *validator) problem(field string, fallback int, msg string, err error) *ConfigError {
+func (v *validator) problem(field string, fallback int, msg string, err error) *Error {
 	if src := v.c.src; src != nil {
 		if d, ok := src.inherited[field]; ok {
 			field = d
@@ -42,7 +42,7 @@ func (v *validator) problem(field string, fallback int, msg string, err error) *
 			return nil
 		}
 	}
-	return &ConfigError{File: v.c.File, Line: v.lineOf(field, fallback), Field: field, Msg: msg, Err: err}
+	return &Error{File: v.c.File, Line: v.lineOf(field, fallback), Field: field, Msg: msg, Err: err}
 }
 
 func (v *validator) errorf(field string, fallback int, format string, args ...any) {
@@ -64,7 +64,7 @@ func (v *validator) failed(field string) bool {
 
 // Validate checks the whole config, compiles the job schedules and reads
 // the backend's password file. It reports every problem, each naming file,
-// line and field, as the errors.Join of *ConfigError values sorted by line;
+// line and field, as the errors.Join of *Error values sorted by line;
 // it sets Warnings.
 //
 // Rules: an ID without spaces; the backend's section (see RedisConfig and
@@ -81,7 +81,7 @@ func (c *Config) Validate() error {
 	return joinSorted(c.validate())
 }
 
-func (c *Config) validate() []*ConfigError {
+func (c *Config) validate() []*Error {
 	v := &validator{c: c}
 	c.Warnings = nil
 	v.host()
@@ -120,7 +120,7 @@ func (c *Config) timeoutField() string { return c.backendName() + ".timeout" }
 func (v *validator) timeoutOK() bool {
 	c := v.c
 	t := c.Timeout()
-	return !(c.src != nil && c.src.noBackend) && !v.failed(c.timeoutField()) && t > 0 && (c.Lease.TTL <= 0 || t < c.Lease.TTL/10)
+	return c.Backend != nil && !v.failed(c.timeoutField()) && t > 0 && (c.Lease.TTL <= 0 || t < c.Lease.TTL/10)
 }
 
 func (v *validator) lease() {
@@ -140,8 +140,8 @@ func (v *validator) lease() {
 	if !(l.Drift >= 0 && l.Drift < 0.1) {
 		v.errorf("lease.drift", 0, "drift %g must be at least 0 and less than 0.1 (default 0.01)", l.Drift)
 	}
-	if c.src != nil && c.src.noBackend {
-		return
+	if c.Backend == nil {
+		return // reported
 	}
 	t, f, dflt := c.Timeout(), c.timeoutField(), ""
 	if c.src != nil && c.src.lines[f] == 0 {
@@ -176,7 +176,7 @@ func (v *validator) timing() {
 			grace, worst = j.KillGrace, j
 		}
 	}
-	kill := killMarginFor(t)
+	kill := lease.KillMargin(t)
 	usable := lease.Usable(l.TTL, l.Drift)
 	need := lease.RenewalNeed(l.Renew, grace, t)
 	if lease.RenewalFits(l.TTL, l.Drift, l.Renew, grace, t) {
@@ -214,7 +214,7 @@ func (v *validator) timing() {
 	if line == 0 && c.src != nil {
 		line = c.src.lines["lease"]
 	}
-	v.errs = append(v.errs, &ConfigError{File: c.File, Line: line, Field: "lease.ttl", Msg: msg})
+	v.errs = append(v.errs, &Error{File: c.File, Line: line, Field: "lease.ttl", Msg: msg})
 }
 
 // ceilMS rounds nanoseconds up to a whole millisecond.
@@ -332,11 +332,11 @@ func (v *validator) command(j *Job, f func(string) string) {
 
 // joinSorted sorts errs by line (stable), drops repeats and joins them;
 // nil if there are none.
-func joinSorted(errs []*ConfigError) error {
+func joinSorted(errs []*Error) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(errs, func(a, b *ConfigError) int { return a.Line - b.Line })
+	slices.SortStableFunc(errs, func(a, b *Error) int { return a.Line - b.Line })
 	seen := map[string]bool{}
 	var out []error
 	for _, e := range errs {

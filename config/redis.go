@@ -1,13 +1,16 @@
-package scheduler
+package config
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -74,9 +77,65 @@ func redisHasPassword(u *url.URL) bool {
 	return u.Query().Has("password")
 }
 
-// redis copies the redis section into c.
-func (d *decoder) redis(raw *rawConfig, c *Config) {
-	r, dst := &raw.Redis, &c.Redis
+// NewRedis returns a redis section of nodes with the documented defaults:
+// Prefix "leasecron", Timeout 50ms.
+func NewRedis(nodes ...string) *RedisConfig {
+	return &RedisConfig{Nodes: nodes, Prefix: defaultPrefix, Timeout: defaultRedisTimeout}
+}
+
+// Name returns "redis".
+func (r *RedisConfig) Name() string { return "redis" }
+
+// RequestTimeout returns Timeout, the per-node request timeout.
+func (r *RedisConfig) RequestTimeout() time.Duration { return r.Timeout }
+
+// Equal reports whether o is a redis section with the same nodes (and
+// passwords), prefix and timeout.
+func (r *RedisConfig) Equal(o Section) bool {
+	x, ok := o.(*RedisConfig)
+	return ok && slices.Equal(r.NodeURLs(), x.NodeURLs()) && r.Prefix == x.Prefix && r.Timeout == x.Timeout
+}
+
+// Summary says how many nodes the section has: "3 nodes".
+func (r *RedisConfig) Summary(LeaseConfig) string { return plural(len(r.Nodes), "node") }
+
+// Open connects to the Redlock nodes (with the password of PasswordFile),
+// with o.Lease's drift and its ttl as the restart guard.
+func (r *RedisConfig) Open(ctx context.Context, o OpenOptions) (lease.Backend, error) {
+	lopts := []redlock.Option{
+		redlock.WithTimeout(max(r.Timeout, o.MinTimeout)),
+		redlock.WithDrift(o.Lease.Drift),
+		redlock.WithRestartGuard(o.Lease.TTL),
+		redlock.WithObserver(redlock.Observer{
+			OnVote: func(e redlock.VoteEvent) {
+				if o.OnVote != nil {
+					o.OnVote(e.Node, e.Op, e.Vote.String(), e.Latency)
+				}
+			},
+			OnRestart: func(node string, at time.Time) {
+				if o.OnRestart != nil {
+					o.OnRestart(node)
+				}
+				if o.Log != nil {
+					o.Log.Warn("redis node restarted or failed over; it does not vote until the restart guard passed",
+						"node", node, "votes_again_in", time.Until(at).Round(time.Second))
+				}
+			},
+		}),
+	}
+	if o.UnsafeNoRestartDetection {
+		lopts = append(lopts, redlock.WithoutRestartDetection())
+	}
+	be, err := redlock.Open(ctx, redlock.Config{Nodes: r.NodeURLs(), Prefix: r.Prefix, Options: lopts})
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	return be, nil
+}
+
+// section builds the redis section from the file.
+func (r *rawRedis) section(d *decoder) Section {
+	dst := NewRedis()
 	dst.Nodes = d.texts("redis.nodes", r.Nodes, "empty node URL")
 	if d.take("redis.prefix", r.Prefix.leaf) {
 		dst.Prefix = r.Prefix.v
@@ -87,14 +146,14 @@ func (d *decoder) redis(raw *rawConfig, c *Config) {
 	if d.take("redis.password_file", r.PasswordFile.leaf) {
 		dst.PasswordFile = r.PasswordFile.v
 	}
+	return dst
 }
 
 // redis checks the redis section: at least one node, each a redis://,
 // rediss://, redis+sentinel:// or redis+cluster:// URL with a host, none
 // twice (an even number of nodes is only a warning); a non-empty prefix
 // without braces; a password_file that can be read.
-func (v *validator) redis() {
-	r := &v.c.Redis
+func (r *RedisConfig) check(v *validator) {
 	if len(r.Nodes) == 0 && !v.failed("redis.nodes") {
 		v.errorf("redis.nodes", 0, "at least one Redis node is needed (a list of URLs such as redis://127.0.0.1:6379/0)")
 	}

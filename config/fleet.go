@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"encoding/binary"
@@ -190,7 +190,7 @@ func (v *validator) fleet() {
 	}
 	for k, val := range c.Labels {
 		if err := checkLabel(k, val); err != nil {
-			v.errs = append(v.errs, &ConfigError{File: c.File, Field: "labels", Msg: err.Error()})
+			v.errs = append(v.errs, &Error{File: c.File, Field: "labels", Msg: err.Error()})
 		}
 	}
 	for _, j := range c.Jobs {

@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"fmt"
@@ -6,11 +6,22 @@ import (
 	"strings"
 )
 
+// Output limits.
+const (
+	// DefaultOutputLimit is output_limit's default: bytes of output kept
+	// per run.
+	DefaultOutputLimit = 64 << 10
+	// MaxOutputLimit is the largest output_limit: with the line framing
+	// and JSON escapes the record stays within lease.MaxRecordSize (the
+	// encoder drops more lines in the rare case it would not).
+	MaxOutputLimit = 256 << 10
+)
+
 // rawOutputKeys are the job keys of a run's output kept in the history
 // (output_limit, redact, secret_env), which the defaults section may set
 // too.
 type rawOutputKeys struct {
-	OutputLimit size    `yaml:"output_limit"` // config_limits.go
+	OutputLimit size    `yaml:"output_limit"` // limits.go
 	Redact      []*text `yaml:"redact" want:"must be a list of regular expressions, such as [\"token=\\\\S+\"], not %s"`
 	SecretEnv   []*text `yaml:"secret_env" want:"must be a list of environment variable names, such as [DB_PASSWORD], not %s"`
 }
@@ -103,9 +114,9 @@ func checkOutputItem(key, item string) string {
 func checkOutputField(j *Job, key string) (msgs []string, ok bool) {
 	switch key {
 	case "output_limit":
-		if j.OutputLimit < 0 || j.OutputLimit > maxOutputLimit {
+		if j.OutputLimit < 0 || j.OutputLimit > MaxOutputLimit {
 			msgs = append(msgs, fmt.Sprintf("output_limit %d: want 1 to %d bytes (%s; 0 or unset: the default %s)",
-				j.OutputLimit, maxOutputLimit, formatSize(maxOutputLimit), formatSize(defaultOutputLimit)))
+				j.OutputLimit, MaxOutputLimit, formatSize(MaxOutputLimit), formatSize(DefaultOutputLimit)))
 		}
 	case "redact", "secret_env":
 		// Item by item where they are read (outputJobField) and in

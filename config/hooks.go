@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"errors"
@@ -229,12 +229,33 @@ func checkHookURL(raw string) error {
 	return nil
 }
 
-// redactURL is u without its path, query and user, for logs: webhook
+// RedactURL is raw without its path, query and user, for logs: webhook
 // URLs often carry a token.
-func redactURL(raw string) string {
+func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return "(webhook)"
 	}
 	return u.Scheme + "://" + u.Host + "/…"
+}
+
+// Describe names the hook for logs: the webhook's scheme and host (its
+// path may hold a token), or the command's program.
+func (h *Hook) Describe() string {
+	switch {
+	case h.URL != "":
+		return RedactURL(h.URL)
+	case len(h.Command) > 0:
+		return h.Command[0]
+	}
+	return "/bin/sh -c"
+}
+
+// SigningKey is the key read from SecretFile that signs a webhook's body,
+// nil without one. It is a secret: never log it.
+func (h *Hook) SigningKey() []byte {
+	if h.key == nil {
+		return nil
+	}
+	return []byte(h.key.s)
 }

@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"crypto/ecdsa"
@@ -36,7 +36,7 @@ func loadIn(t *testing.T, dir, text, secret string) (*Config, error) {
 	}
 	if c != nil && secret != "" {
 		for _, s := range []string{fmt.Sprintf("%v", c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c),
-			fmt.Sprintf("%+v %#v", c.Etcd, c.ZooKeeper), strings.Join(c.Warnings, "\n")} {
+			fmt.Sprintf("%+v %#v", c.etcd(), c.zookeeper()), strings.Join(c.Warnings, "\n")} {
 			if strings.Contains(s, secret) {
 				t.Errorf("secret printed: %s", s)
 			}
@@ -49,8 +49,8 @@ func loadIn(t *testing.T, dir, text, secret string) (*Config, error) {
 // resolved against the config's directory, and never the password shown.
 func TestEtcdSection(t *testing.T) {
 	c := mustParse(t, etcd1+job1)
-	if c.Backend != BackendEtcd || c.Timeout() != 500*time.Millisecond || c.Etcd.Prefix != "/leasecron/" || len(c.Warnings) != 0 {
-		t.Errorf("Backend %q Timeout %s Etcd %+v warnings %q", c.Backend, c.Timeout(), c.Etcd, c.Warnings)
+	if c.backendName() != "etcd" || c.Timeout() != 500*time.Millisecond || c.etcd().Prefix != "/leasecron/" || len(c.Warnings) != 0 {
+		t.Errorf("Backend %q Timeout %s Etcd %+v warnings %q", c.backendName(), c.Timeout(), c.etcd(), c.Warnings)
 	}
 	const pw = "etcd-hunter2"
 	dir := t.TempDir()
@@ -60,7 +60,7 @@ func TestEtcdSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bc := c.Etcd.BackendConfig()
+	bc := c.etcd().BackendConfig()
 	if bc.Password != pw || bc.Username != "lc" || bc.Prefix != "/ops/cron" || bc.Timeout != 200*time.Millisecond || len(bc.Endpoints) != 2 {
 		t.Errorf("BackendConfig: %q %q %s %q", bc.Username, bc.Prefix, bc.Timeout, bc.Endpoints)
 	}
@@ -135,10 +135,10 @@ func TestEtcdBad(t *testing.T) {
 // lease.ttl.
 func TestZooKeeperSection(t *testing.T) {
 	c := mustParse(t, zk1+job1)
-	if c.Backend != BackendZooKeeper || c.Timeout() != time.Second || c.ZooKeeper.Root != "/leasecron" || c.ZooKeeper.HasAuth() || len(c.Warnings) != 0 {
-		t.Errorf("Backend %q Timeout %s ZooKeeper %+v warnings %q", c.Backend, c.Timeout(), c.ZooKeeper, c.Warnings)
+	if c.backendName() != "zookeeper" || c.Timeout() != time.Second || c.zookeeper().Root != "/leasecron" || c.zookeeper().HasAuth() || len(c.Warnings) != 0 {
+		t.Errorf("Backend %q Timeout %s ZooKeeper %+v warnings %q", c.backendName(), c.Timeout(), c.zookeeper(), c.Warnings)
 	}
-	if bc := c.ZooKeeper.BackendConfig(c.Lease.TTL, c.Lease.Drift); bc.SessionTimeout != 30*time.Second || bc.Drift != 0.01 || bc.Auth != "" {
+	if bc := c.zookeeper().BackendConfig(c.Lease.TTL, c.Lease.Drift); bc.SessionTimeout != 30*time.Second || bc.Drift != 0.01 || bc.Auth != "" {
 		t.Errorf("BackendConfig %+v", bc)
 	}
 	const auth = "lc:zk-hunter2"
@@ -152,8 +152,8 @@ func TestZooKeeperSection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bc := c.ZooKeeper.BackendConfig(c.Lease.TTL, c.Lease.Drift)
-		if bc.Auth != auth || bc.Root != "/ops/cron" || bc.Timeout != 300*time.Millisecond || len(bc.Servers) != 2 || !c.ZooKeeper.HasAuth() {
+		bc := c.zookeeper().BackendConfig(c.Lease.TTL, c.Lease.Drift)
+		if bc.Auth != auth || bc.Root != "/ops/cron" || bc.Timeout != 300*time.Millisecond || len(bc.Servers) != 2 || !c.zookeeper().HasAuth() {
 			t.Errorf("BackendConfig: %q %s %q", bc.Root, bc.Timeout, bc.Servers)
 		}
 		if !sameBackend(c, c) || sameBackend(c, mustParse(t, zk1+job1)) {
@@ -268,10 +268,10 @@ func TestExampleEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
 	}
-	if c.Backend != BackendEtcd || len(c.Etcd.Endpoints) != 3 || c.Etcd.Username != "leasecron" || len(c.Jobs) == 0 || len(c.Warnings) != 0 {
-		t.Errorf("backend %q, %+v, %d jobs, warnings %q", c.Backend, c.Etcd, len(c.Jobs), c.Warnings)
+	if c.backendName() != "etcd" || len(c.etcd().Endpoints) != 3 || c.etcd().Username != "leasecron" || len(c.Jobs) == 0 || len(c.Warnings) != 0 {
+		t.Errorf("backend %q, %+v, %d jobs, warnings %q", c.backendName(), c.etcd(), len(c.Jobs), c.Warnings)
 	}
-	if bc := c.Etcd.BackendConfig(); bc.Password != "pw" || bc.CAFile != cert || bc.KeyFile != key {
+	if bc := c.etcd().BackendConfig(); bc.Password != "pw" || bc.CAFile != cert || bc.KeyFile != key {
 		t.Errorf("BackendConfig: CA %q key %q", bc.CAFile, bc.KeyFile)
 	}
 	// As written (no such files), the TLS files are reported.
@@ -289,10 +289,10 @@ func TestExampleZooKeeper(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
 	}
-	if c.Backend != BackendZooKeeper || len(c.ZooKeeper.Servers) != 3 || !c.ZooKeeper.HasAuth() || len(c.Jobs) == 0 || len(c.Warnings) != 0 {
-		t.Errorf("backend %q, %+v, %d jobs, warnings %q", c.Backend, c.ZooKeeper, len(c.Jobs), c.Warnings)
+	if c.backendName() != "zookeeper" || len(c.zookeeper().Servers) != 3 || !c.zookeeper().HasAuth() || len(c.Jobs) == 0 || len(c.Warnings) != 0 {
+		t.Errorf("backend %q, %+v, %d jobs, warnings %q", c.backendName(), c.zookeeper(), len(c.Jobs), c.Warnings)
 	}
-	if bc := c.ZooKeeper.BackendConfig(c.Lease.TTL, c.Lease.Drift); bc.SessionTimeout != c.Lease.TTL || bc.Auth != "lc:pw" {
+	if bc := c.zookeeper().BackendConfig(c.Lease.TTL, c.Lease.Drift); bc.SessionTimeout != c.Lease.TTL || bc.Auth != "lc:pw" {
 		t.Errorf("BackendConfig: session timeout %s", bc.SessionTimeout)
 	}
 }

@@ -1,11 +1,13 @@
-package scheduler
+package config
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/zookeeper"
 )
 
@@ -59,15 +61,59 @@ func (z *ZooKeeperConfig) BackendConfig(ttl time.Duration, drift float64) zookee
 	return cfg
 }
 
-// equal reports whether z and o open the same ensemble the same way.
-func (z *ZooKeeperConfig) equal(o *ZooKeeperConfig) bool {
+// NewZooKeeper returns a zookeeper section of servers with the documented
+// defaults: Root "/leasecron", Timeout 1s.
+func NewZooKeeper(servers ...string) *ZooKeeperConfig {
+	return &ZooKeeperConfig{Servers: servers, Root: defaultZooKeeperRoot, Timeout: defaultZKTimeout}
+}
+
+// Name returns "zookeeper".
+func (z *ZooKeeperConfig) Name() string { return "zookeeper" }
+
+// RequestTimeout returns Timeout, the per-request timeout.
+func (z *ZooKeeperConfig) RequestTimeout() time.Duration { return z.Timeout }
+
+// Equal reports whether o is a zookeeper section that opens the same
+// ensemble the same way.
+func (z *ZooKeeperConfig) Equal(other Section) bool {
+	o, ok := other.(*ZooKeeperConfig)
+	if !ok {
+		return false
+	}
 	a, b := z.BackendConfig(0, 0), o.BackendConfig(0, 0)
 	return slices.Equal(a.Servers, b.Servers) && a.Root == b.Root && a.Timeout == b.Timeout && a.Auth == b.Auth
 }
 
-// zookeeper copies the zookeeper section into c.
-func (d *decoder) zookeeper(raw *rawConfig, c *Config) {
-	r, dst := &raw.ZooKeeper, &c.ZooKeeper
+// Summary names the servers and the session timeout asked for.
+func (z *ZooKeeperConfig) Summary(l LeaseConfig) string {
+	auth := ""
+	if z.HasAuth() {
+		auth = " (digest auth)"
+	}
+	return fmt.Sprintf("zookeeper %s%s; lease.ttl %s is the session timeout asked for (servers granting less, their maxSessionTimeout under it, are refused at start; a longer one only delays takeovers)",
+		strings.Join(z.Servers, ","), auth, l.TTL)
+}
+
+// Open connects to the ensemble. The session timeout is lease.ttl: the
+// servers expire the session, and with it the locks, that long after the
+// daemon was last heard from.
+func (z *ZooKeeperConfig) Open(ctx context.Context, o OpenOptions) (lease.Backend, error) {
+	zc := z.BackendConfig(o.Lease.TTL, o.Lease.Drift)
+	if t := max(zc.Timeout, o.MinTimeout); t < zc.SessionTimeout/3 {
+		zc.Timeout = t
+	}
+	octx, cancel := context.WithTimeout(ctx, max(zc.SessionTimeout, 5*time.Second))
+	defer cancel()
+	be, err := zookeeper.Open(octx, zc)
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper %s: %w", strings.Join(z.Servers, ","), err)
+	}
+	return be, nil
+}
+
+// section builds the zookeeper section from the file.
+func (r *rawZooKeeper) section(d *decoder) Section {
+	dst := NewZooKeeper()
 	dst.Servers = d.texts("zookeeper.servers", r.Servers, "empty server address")
 	if d.take("zookeeper.root", r.Root.leaf) {
 		dst.Root = r.Root.v
@@ -81,14 +127,14 @@ func (d *decoder) zookeeper(raw *rawConfig, c *Config) {
 	if d.take("zookeeper.auth_file", r.AuthFile.leaf) {
 		dst.AuthFile = r.AuthFile.v
 	}
+	return dst
 }
 
 // zookeeper checks the zookeeper section with zookeeper.CheckConfig
 // (host:port servers, an absolute root, timeout under a third of the
 // session timeout lease.ttl, auth as user:password), after reading the
 // auth_file. Nothing is contacted.
-func (v *validator) zookeeper() {
-	z := &v.c.ZooKeeper
+func (z *ZooKeeperConfig) check(v *validator) {
 	if len(z.Servers) == 0 && !v.failed("zookeeper.servers") {
 		v.errorf("zookeeper.servers", 0, "at least one server is needed (a list of host:port such as 127.0.0.1:2181)")
 	}

@@ -1,6 +1,8 @@
-package scheduler
+package config
 
 import (
+	"context"
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -8,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/etcd"
 )
 
@@ -78,17 +81,53 @@ func (e *EtcdConfig) path(p string) string {
 	return filepath.Join(e.dir, p)
 }
 
-// equal reports whether e and o open the same cluster the same way.
-func (e *EtcdConfig) equal(o *EtcdConfig) bool {
+// NewEtcd returns an etcd section of endpoints with the documented
+// defaults: Prefix "/leasecron/", Timeout 500ms.
+func NewEtcd(endpoints ...string) *EtcdConfig {
+	return &EtcdConfig{Endpoints: endpoints, Prefix: defaultEtcdPrefix, Timeout: defaultEtcdTimeout}
+}
+
+// Name returns "etcd".
+func (e *EtcdConfig) Name() string { return "etcd" }
+
+// RequestTimeout returns Timeout, the per-request timeout.
+func (e *EtcdConfig) RequestTimeout() time.Duration { return e.Timeout }
+
+// Equal reports whether o is an etcd section that opens the same cluster
+// the same way.
+func (e *EtcdConfig) Equal(other Section) bool {
+	o, ok := other.(*EtcdConfig)
+	if !ok {
+		return false
+	}
 	a, b := e.BackendConfig(), o.BackendConfig()
 	return slices.Equal(a.Endpoints, b.Endpoints) && a.Prefix == b.Prefix && a.Timeout == b.Timeout &&
 		a.Username == b.Username && a.Password == b.Password &&
 		a.CAFile == b.CAFile && a.CertFile == b.CertFile && a.KeyFile == b.KeyFile
 }
 
-// etcd copies the etcd section into c.
-func (d *decoder) etcd(raw *rawConfig, c *Config) {
-	r, dst := &raw.Etcd, &c.Etcd
+// Summary names the endpoints and how etcd rounds lease.ttl.
+func (e *EtcdConfig) Summary(l LeaseConfig) string {
+	return "etcd " + strings.Join(e.Endpoints, ",") + "; " + etcd.DescribeTTL(l.TTL)
+}
+
+// Open connects to the cluster (with the password of PasswordFile).
+func (e *EtcdConfig) Open(ctx context.Context, o OpenOptions) (lease.Backend, error) {
+	ec := e.BackendConfig()
+	ec.Timeout = max(ec.Timeout, o.MinTimeout)
+	octx, cancel := context.WithTimeout(ctx, openTimeout(ec.Timeout, o))
+	defer cancel()
+	ec.Drift = o.Lease.Drift
+	be, err := etcd.Open(octx, ec)
+	if err != nil {
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(e.Endpoints, ","), err)
+	}
+	return be, nil
+}
+
+// section builds the etcd section from the file.
+func (r *rawEtcd) section(d *decoder) Section {
+	dst := NewEtcd()
 	dst.Endpoints = d.texts("etcd.endpoints", r.Endpoints, "empty endpoint URL")
 	for _, f := range []struct {
 		key string
@@ -109,13 +148,13 @@ func (d *decoder) etcd(raw *rawConfig, c *Config) {
 	if d.take("etcd.timeout", r.Timeout.leaf) {
 		dst.Timeout = r.Timeout.v
 	}
+	return dst
 }
 
 // etcd checks the etcd section with etcd.CheckConfig (endpoint URLs, the
 // prefix, username and password both or neither, the TLS files exist and
 // parse), after reading the password_file. Nothing is contacted.
-func (v *validator) etcd() {
-	e := &v.c.Etcd
+func (e *EtcdConfig) check(v *validator) {
 	if v.c.File != "" {
 		e.dir = filepath.Dir(v.c.File)
 	}

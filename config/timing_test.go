@@ -1,6 +1,8 @@
-package scheduler
+package config
 
 import (
+	"github.com/leasecron/leasecron/lease"
+
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +59,7 @@ func TestTimingRuleDefaults(t *testing.T) {
 		if c.Timeout() != tc.timeout || l.TTL != 30*time.Second || l.Renew != 10*time.Second || grace != 5*time.Second {
 			t.Fatalf("%s: timeout %s ttl %s renew %s kill_grace %s: not the defaults this test assumes", c.backendName(), c.Timeout(), l.TTL, l.Renew, grace)
 		}
-		spare := time.Duration(float64(l.TTL)*(1-l.Drift)) - (l.Renew + grace + killMarginFor(tc.timeout) + 2*tc.timeout)
+		spare := time.Duration(float64(l.TTL)*(1-l.Drift)) - (l.Renew + grace + lease.KillMargin(tc.timeout) + 2*tc.timeout)
 		if spare < 5*time.Second {
 			t.Errorf("%s: the defaults pass the timing rule with only %s to spare", c.backendName(), spare)
 		}

@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"os"
@@ -14,8 +14,8 @@ import (
 func TestMySQLSection(t *testing.T) {
 	c := mustParse(t, "mysql:\n  dsn: \"leasecron@tcp(127.0.0.1:3306)/ops\"\n"+job1)
 	want := MySQLConfig{DSN: "leasecron@tcp(127.0.0.1:3306)/ops", Table: "leasecron_leases", Timeout: 2 * time.Second}
-	if c.Backend != BackendMySQL || c.MySQL != want || c.Timeout() != 2*time.Second {
-		t.Errorf("Backend %q MySQL %+v Timeout %s", c.Backend, c.MySQL, c.Timeout())
+	if c.backendName() != "mysql" || *c.mysql() != want || c.Timeout() != 2*time.Second {
+		t.Errorf("Backend %q MySQL %+v Timeout %s", c.backendName(), c.mysql(), c.Timeout())
 	}
 	dir := t.TempDir()
 	const pw = "hunter2-file"
@@ -31,11 +31,11 @@ func TestMySQLSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := c.MySQL.ConnString(), "lc:"+pw+"@tcp(127.0.0.1:3306)/ops?tls=true"; got != want {
+	if got, want := c.mysql().ConnString(), "lc:"+pw+"@tcp(127.0.0.1:3306)/ops?tls=true"; got != want {
 		t.Errorf("ConnString %q, want %q", got, want)
 	}
-	if c.MySQL.Table != "ops.leases" || c.Timeout() != 500*time.Millisecond {
-		t.Errorf("MySQL %+v", c.MySQL)
+	if c.mysql().Table != "ops.leases" || c.Timeout() != 500*time.Millisecond {
+		t.Errorf("MySQL %+v", c.mysql())
 	}
 }
 

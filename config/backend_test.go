@@ -1,4 +1,4 @@
-package scheduler
+package config
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 // pg1 is the smallest postgres section.
 const pg1 = "postgres:\n  url: postgres://leasecron@127.0.0.1:5432/ops?sslmode=disable\n"
 
-// wantError asserts that err holds a *ConfigError at line for field whose
+// wantError asserts that err holds a *Error at line for field whose
 // message mentions want.
 func wantError(t *testing.T, err error, line int, field, want string) {
 	t.Helper()
@@ -33,36 +33,36 @@ func wantError(t *testing.T, err error, line int, field, want string) {
 func TestBackendSection(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
 		c := mustParse(t, node1+job1)
-		if c.Backend != BackendRedis || c.Timeout() != 50*time.Millisecond {
-			t.Errorf("Backend %q Timeout %s, want redis 50ms", c.Backend, c.Timeout())
+		if c.backendName() != "redis" || c.Timeout() != 50*time.Millisecond {
+			t.Errorf("Backend %q Timeout %s, want redis 50ms", c.backendName(), c.Timeout())
 		}
 	})
 	t.Run("postgres with defaults", func(t *testing.T) {
 		c := mustParse(t, pg1+job1)
 		want := PostgresConfig{URL: "postgres://leasecron@127.0.0.1:5432/ops?sslmode=disable", Table: "leasecron_leases", Timeout: 2 * time.Second}
-		if c.Backend != BackendPostgres || c.Postgres != want || c.Timeout() != 2*time.Second {
-			t.Errorf("Backend %q Postgres %+v Timeout %s", c.Backend, c.Postgres, c.Timeout())
+		if c.backendName() != "postgres" || *c.postgres() != want || c.Timeout() != 2*time.Second {
+			t.Errorf("Backend %q Postgres %+v Timeout %s", c.backendName(), c.postgres(), c.Timeout())
 		}
-		if len(c.Redis.Nodes) != 0 || len(c.Warnings) != 0 {
-			t.Errorf("Redis %+v, warnings %q", c.Redis, c.Warnings)
+		if len(c.redis().Nodes) != 0 || len(c.Warnings) != 0 {
+			t.Errorf("Redis %+v, warnings %q", c.redis(), c.Warnings)
 		}
-		if schema, table := c.Postgres.TableName(); schema != "" || table != "leasecron_leases" {
+		if schema, table := c.postgres().TableName(); schema != "" || table != "leasecron_leases" {
 			t.Errorf("TableName = %q, %q", schema, table)
 		}
 	})
 	t.Run("postgres, every key", func(t *testing.T) {
 		c := mustParse(t, "postgres:\n  url: postgresql://lc@db1:6432,db2:6432/ops?sslmode=verify-full&target_session_attrs=read-write\n  table: ops.leases\n  timeout: 500ms\n"+job1)
-		if c.Postgres.Table != "ops.leases" || c.Timeout() != 500*time.Millisecond || len(c.Warnings) != 0 {
-			t.Errorf("Postgres %+v, warnings %q", c.Postgres, c.Warnings)
+		if c.postgres().Table != "ops.leases" || c.Timeout() != 500*time.Millisecond || len(c.Warnings) != 0 {
+			t.Errorf("Postgres %+v, warnings %q", c.postgres(), c.Warnings)
 		}
-		if schema, table := c.Postgres.TableName(); schema != "ops" || table != "leases" {
+		if schema, table := c.postgres().TableName(); schema != "ops" || table != "leases" {
 			t.Errorf("TableName = %q, %q", schema, table)
 		}
 	})
 	t.Run("flow style and merge keys", func(t *testing.T) {
 		c := mustParse(t, "postgres:\n  <<: {url: 'postgres://u@127.0.0.1/ops', timeout: 1s, table: a}\n  table: b\n"+job1)
-		if c.Postgres.Timeout != time.Second || c.Postgres.Table != "b" || c.Postgres.URL != "postgres://u@127.0.0.1/ops" {
-			t.Errorf("Postgres %+v", c.Postgres)
+		if c.postgres().Timeout != time.Second || c.postgres().Table != "b" || c.postgres().URL != "postgres://u@127.0.0.1/ops" {
+			t.Errorf("Postgres %+v", c.postgres())
 		}
 	})
 	t.Run("second section after redis", func(t *testing.T) {
@@ -106,36 +106,38 @@ func TestBackendSection(t *testing.T) {
 			t.Errorf("password in error: %v", err)
 		}
 	})
-	t.Run("in code, empty Backend is redis", func(t *testing.T) {
-		c := DefaultConfig()
-		c.Redis.Nodes = []string{"redis://127.0.0.1:6379/0"}
+	t.Run("in code", func(t *testing.T) {
+		c := Default()
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "no backend section: add one of redis, postgres") {
+			t.Errorf("no backend: %v", err)
+		}
+		c.Backend = NewRedis("redis://127.0.0.1:6379/0")
 		if err := c.Validate(); err != nil || c.Timeout() != 50*time.Millisecond {
 			t.Errorf("Validate %v, Timeout %s", err, c.Timeout())
 		}
-		c.Backend = BackendPostgres
+		c.Backend = NewPostgres("")
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "postgres.url: missing url") {
 			t.Errorf("postgres without url: %v", err)
 		}
-		c.Postgres.URL = "postgres://u@127.0.0.1/ops"
+		c.postgres().URL = "postgres://u@127.0.0.1/ops"
 		if err := c.Validate(); err != nil || c.Timeout() != 2*time.Second {
 			t.Errorf("Validate %v, Timeout %s", err, c.Timeout())
 		}
-		c.Backend = BackendEtcd
+		c.Backend = NewEtcd()
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "etcd.endpoints: at least one endpoint") {
 			t.Errorf("etcd without endpoints: %v", err)
 		}
-		c.Etcd.Endpoints = []string{"http://127.0.0.1:2379"}
+		c.etcd().Endpoints = []string{"http://127.0.0.1:2379"}
 		if err := c.Validate(); err != nil || c.Timeout() != 500*time.Millisecond {
 			t.Errorf("Validate %v, Timeout %s", err, c.Timeout())
 		}
-		c.Backend = BackendZooKeeper
-		c.ZooKeeper.Servers = []string{"127.0.0.1:2181"}
+		c.Backend = NewZooKeeper("127.0.0.1:2181")
 		if err := c.Validate(); err != nil || c.Timeout() != time.Second {
 			t.Errorf("Validate %v, Timeout %s", err, c.Timeout())
 		}
-		c.Backend = "consul"
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `unknown backend "consul"`) {
-			t.Errorf("unknown backend: %v", err)
+		c.Backend = NewMySQL("lc@tcp(127.0.0.1:3306)/ops")
+		if err := c.Validate(); err != nil || c.Timeout() != 2*time.Second {
+			t.Errorf("Validate %v, Timeout %s", err, c.Timeout())
 		}
 	})
 }
@@ -211,12 +213,11 @@ func TestBackendTimeoutRules(t *testing.T) {
 	if _, err := parse(t, pg((minTTL - time.Millisecond).String())); err == nil {
 		t.Errorf("ttl %s (below the minimum) passes", minTTL-time.Millisecond)
 	}
-	// A redis timeout in the file does not count for postgres, and the
-	// other way round: only the chosen section is read.
-	c := DefaultConfig()
-	c.Backend, c.Postgres.URL, c.Redis.Timeout = BackendPostgres, "postgres://u@127.0.0.1/ops", time.Hour
+	// The chosen section's timeout counts.
+	c := Default()
+	c.Backend = NewPostgres("postgres://u@127.0.0.1/ops")
 	if err := c.Validate(); err != nil || c.Timeout() != 2*time.Second {
-		t.Errorf("postgres with a huge redis timeout: %v (Timeout %s)", err, c.Timeout())
+		t.Errorf("postgres: %v (Timeout %s)", err, c.Timeout())
 	}
 }
 
@@ -261,7 +262,7 @@ func TestPasswordFile(t *testing.T) {
 	}
 	noSecret := func(t *testing.T, c *Config) {
 		t.Helper()
-		for _, s := range []string{fmt.Sprintf("%v", c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), fmt.Sprintf("%+v %+v", c.Redis, c.Postgres), strings.Join(c.Warnings, "\n")} {
+		for _, s := range []string{fmt.Sprintf("%v", c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), fmt.Sprintf("%+v %+v", c.redis(), c.postgres()), strings.Join(c.Warnings, "\n")} {
 			if strings.Contains(s, pw) {
 				t.Errorf("password printed: %s", s)
 			}
@@ -275,11 +276,11 @@ func TestPasswordFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []string{"redis://:" + pw + "@a:1/0", "rediss://ops:" + pw + "@b:2/0", "redis://u:own@c:3/0"}
-		if got := c.Redis.NodeURLs(); strings.Join(got, " ") != strings.Join(want, " ") {
+		if got := c.redis().NodeURLs(); strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("NodeURLs = %q, want %q", got, want)
 		}
-		if c.Redis.Nodes[0] != "redis://a:1/0" || c.Redis.PasswordFile != "good.pass" {
-			t.Errorf("Nodes %q PasswordFile %q: the file's text must not change", c.Redis.Nodes, c.Redis.PasswordFile)
+		if c.redis().Nodes[0] != "redis://a:1/0" || c.redis().PasswordFile != "good.pass" {
+			t.Errorf("Nodes %q PasswordFile %q: the file's text must not change", c.redis().Nodes, c.redis().PasswordFile)
 		}
 		noSecret(t, c)
 	})
@@ -288,7 +289,7 @@ func TestPasswordFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := c.Redis.NodeURLs(); len(got) != 1 || got[0] != c.Redis.Nodes[0] {
+		if got := c.redis().NodeURLs(); len(got) != 1 || got[0] != c.redis().Nodes[0] {
 			t.Errorf("NodeURLs = %q", got)
 		}
 	})
@@ -297,7 +298,7 @@ func TestPasswordFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := c.Postgres.ConnString(), "postgres://lc:"+pw+"@127.0.0.1:5432/ops?sslmode=disable"; got != want {
+		if got, want := c.postgres().ConnString(), "postgres://lc:"+pw+"@127.0.0.1:5432/ops?sslmode=disable"; got != want {
 			t.Errorf("ConnString = %q, want %q", got, want)
 		}
 		if len(c.Warnings) != 0 {
@@ -310,7 +311,7 @@ func TestPasswordFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := c.Postgres.ConnString(); got != "postgres://lc:own@127.0.0.1/ops" {
+		if got := c.postgres().ConnString(); got != "postgres://lc:own@127.0.0.1/ops" {
 			t.Errorf("ConnString = %q", got)
 		}
 		if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], ":3: postgres.password_file: not used") {
@@ -319,8 +320,8 @@ func TestPasswordFile(t *testing.T) {
 	})
 	t.Run("postgres: no password_file, ConnString is URL", func(t *testing.T) {
 		c, err := load(t, pg1+job1)
-		if err != nil || c.Postgres.ConnString() != c.Postgres.URL {
-			t.Errorf("err %v, ConnString %q", err, c.Postgres.ConnString())
+		if err != nil || c.postgres().ConnString() != c.postgres().URL {
+			t.Errorf("err %v, ConnString %q", err, c.postgres().ConnString())
 		}
 	})
 	t.Run("world-readable file warns", func(t *testing.T) {
@@ -361,10 +362,12 @@ func TestPasswordFile(t *testing.T) {
 		})
 	}
 	t.Run("in code, relative to the working directory", func(t *testing.T) {
-		c := DefaultConfig()
-		c.Redis.Nodes, c.Redis.PasswordFile = []string{"redis://a:1"}, good
-		if err := c.Validate(); err != nil || c.Redis.NodeURLs()[0] != "redis://:"+pw+"@a:1" {
-			t.Errorf("err %v, NodeURLs %q", err, c.Redis.NodeURLs())
+		c := Default()
+		r := NewRedis("redis://a:1")
+		r.PasswordFile = good
+		c.Backend = r
+		if err := c.Validate(); err != nil || c.redis().NodeURLs()[0] != "redis://:"+pw+"@a:1" {
+			t.Errorf("err %v, NodeURLs %q", err, c.redis().NodeURLs())
 		}
 	})
 }
@@ -395,7 +398,7 @@ func TestExamplePostgres(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
 	}
-	if c.Backend != BackendPostgres || c.Postgres.Table != "leasecron_leases" || len(c.Jobs) == 0 || len(c.Warnings) != 0 {
-		t.Errorf("backend %q, %+v, %d jobs, warnings %q", c.Backend, c.Postgres, len(c.Jobs), c.Warnings)
+	if c.backendName() != "postgres" || c.postgres().Table != "leasecron_leases" || len(c.Jobs) == 0 || len(c.Warnings) != 0 {
+		t.Errorf("backend %q, %+v, %d jobs, warnings %q", c.backendName(), c.postgres(), len(c.Jobs), c.Warnings)
 	}
 }
