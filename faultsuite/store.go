@@ -1,4 +1,4 @@
-package fleettest
+package faultsuite
 
 import (
 	"fmt"
@@ -139,7 +139,7 @@ func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
 		s.Leader = e.Leader
 		return s, nil
 	}
-	t.Fatalf("fleettest: unknown backend %q (have %v)", cfg.Backend, Backends)
+	t.Fatalf("faultsuite: unknown backend %q (have %v)", cfg.Backend, Backends)
 	return nil, nil
 }
 

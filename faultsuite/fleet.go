@@ -1,5 +1,6 @@
-// Package fleettest runs a leasecron fleet as real processes for the
-// integration tests: K redis-server nodes, H `leasecron run` daemons, and
+// Package faultsuite is leasecron's fault suite: it runs a fleet as real
+// processes — K store servers (Redis nodes, or a PostgreSQL, MariaDB,
+// etcd or ZooKeeper cluster), H `leasecron run` daemons, and
 // between every (daemon, node) pair its own TCP proxy so a single link can
 // be delayed, blackholed or cut. The scheduled job is a small recorder
 // program that appends what it saw (job, tick, host, fencing token, pid,
@@ -9,7 +10,7 @@
 // Everything here is bounded in time and kills only the processes it
 // started: daemons by their PID, and leftover recorder jobs only after
 // checking that the PID still runs the recorder with this fleet's log.
-package fleettest
+package faultsuite
 
 import (
 	"bytes"
@@ -33,7 +34,7 @@ import (
 // Binaries are the programs a fleet runs, built once per test binary.
 type Binaries struct {
 	Leasecron string // the daemon, built from ./cmd/leasecron
-	Recorder  string // the job, built from ./internal/testkit/fleettest/testdata/recorder
+	Recorder  string // the job, built from ./faultsuite/testdata/recorder
 }
 
 // Build compiles the daemon and the recorder into dir. With race set the
@@ -47,7 +48,7 @@ func Build(ctx context.Context, dir string, race bool) (Binaries, error) {
 	}
 	for _, x := range []struct{ out, pkg string }{
 		{b.Leasecron, "github.com/leasecron/leasecron/cmd/leasecron"},
-		{b.Recorder, "github.com/leasecron/leasecron/internal/testkit/fleettest/testdata/recorder"},
+		{b.Recorder, "github.com/leasecron/leasecron/faultsuite/testdata/recorder"},
 	} {
 		cmd := exec.CommandContext(ctx, "go", append(args, "-o", x.out, x.pkg)...)
 		if out, err := cmd.CombinedOutput(); err != nil {

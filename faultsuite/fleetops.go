@@ -1,4 +1,4 @@
-package fleettest
+package faultsuite
 
 import (
 	"bytes"
@@ -162,7 +162,7 @@ const cliTimeout = 30 * time.Second
 func (f *Fleet) CLI(args ...string) CLIResult {
 	f.t.Helper()
 	if len(args) == 0 {
-		f.t.Fatal("fleettest: CLI without a command")
+		f.t.Fatal("faultsuite: CLI without a command")
 	}
 	full := append([]string{args[0], "-c", f.CLIConfigPath}, args[1:]...)
 	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)

@@ -1,4 +1,4 @@
-package fleettest
+package faultsuite
 
 import (
 	"os"
@@ -191,7 +191,7 @@ func TestNemesisNegativeControl(t *testing.T) {
 
 // TestAuditLogs audits logs kept by a soak (LEASECRON_SOAK_LOGS, or the
 // .logs directory kept beside a failed soak's report) again:
-// LEASECRON_AUDIT_DIR=dir go test -run TestAuditLogs ./internal/testkit/fleettest.
+// LEASECRON_AUDIT_DIR=dir go test -run TestAuditLogs ./faultsuite.
 // It is skipped without the variable.
 func TestAuditLogs(t *testing.T) {
 	dir := os.Getenv("LEASECRON_AUDIT_DIR")

@@ -1,5 +1,5 @@
 //go:build !race
 
-package fleettest
+package faultsuite
 
 const raceEnabled = false

@@ -1,4 +1,4 @@
-package fleettest
+package faultsuite
 
 import (
 	"context"
@@ -22,9 +22,9 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "fleettest-bin-")
+	dir, err := os.MkdirTemp("", "faultsuite-bin-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "fleettest:", err)
+		fmt.Fprintln(os.Stderr, "faultsuite:", err)
 		os.Exit(1)
 	}
 	binDir = dir
