@@ -24,8 +24,8 @@ deps:
 # ./... adds the rest, each package once. With ./... alone the fleets
 # started after the others, ~6 minutes in, and ended the run.
 TEST_PARALLEL ?= 3
-TEST_FIRST    := internal/testkit/fleettest lease/zookeeper lease/etcd lease/mysql cmd/leasecron \
-	lease/postgres lease/redlock lease lease/redis scheduler
+TEST_FIRST    := faultsuite lease/zookeeper lease/etcd lease/mysql cmd/leasecron \
+	lease/postgres lease/redlock lease scheduler
 TEST_PKGS     ?= $(foreach d,$(TEST_FIRST),$(if $(wildcard $(d)/*_test.go),./$(d))) ./...
 test: deps
 	$(GO) vet ./...
@@ -70,7 +70,7 @@ fuzz:
 		done; \
 	done
 
-# Long fault run (internal/testkit/fleettest TestSoak): a seeded nemesis against 3
+# Long fault run (faultsuite TestSoak): a seeded nemesis against 3
 # daemons and the servers of BACKEND (redis: 5 redis-server nodes; postgres: 1
 # server; etcd: 3 members; zookeeper: 3 servers) for SECONDS, then a Markdown report
 # (faults, runs, violations, abort slack) in SOAK_REPORT. The same SEED
@@ -83,7 +83,7 @@ RACE        ?=
 .PHONY: soak
 soak:
 	LEASECRON_SOAK_BACKEND=$(BACKEND) LEASECRON_SOAK_SECONDS=$(SECONDS) LEASECRON_SOAK_SEED=$(SEED) LEASECRON_SOAK_REPORT=$(abspath $(SOAK_REPORT)) \
-		$(GO) test $(if $(RACE),-race) -count=1 -v -run '^TestSoak$$' -timeout $$(( $(SECONDS) + 900 ))s ./internal/testkit/fleettest
+		$(GO) test $(if $(RACE),-race) -count=1 -v -run '^TestSoak$$' -timeout $$(( $(SECONDS) + 900 ))s ./faultsuite
 
 # Benchmarks (bench/, a module of its own so that the peer libraries stay
 # out of go.mod): lease against each operation's floor and the library

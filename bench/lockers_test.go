@@ -12,6 +12,7 @@ import (
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -100,7 +101,7 @@ type leaseLocker struct {
 }
 
 func (l *leaseLocker) lock(ctx context.Context, key string) (held, error) {
-	ls, err := l.c.Acquire(ctx, redlock.Request{Key: key, TTL: l.ttl, Owner: "bench"})
+	ls, err := l.c.Acquire(ctx, lease.Request{Key: key, TTL: l.ttl, Owner: "bench"})
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +110,7 @@ func (l *leaseLocker) lock(ctx context.Context, key string) (held, error) {
 
 func (l *leaseLocker) close() error { return l.c.Close() }
 
-type leaseHeld struct{ l *redlock.Lease }
+type leaseHeld struct{ l lease.Lease }
 
 func (h leaseHeld) extend(ctx context.Context) error { return h.l.Extend(ctx, 0) }
 func (h leaseHeld) unlock(ctx context.Context) error { return h.l.Release(ctx) }

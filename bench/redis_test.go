@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -229,9 +230,9 @@ func leaseTick(b *testing.B, urls []string, noFence bool, keys int) func(context
 	b.Cleanup(func() { _ = c.Close() })
 	epoch := time.Now().Unix()
 	return func(ctx context.Context, n int) error {
-		reqs := make([]redlock.Request, keys)
+		reqs := make([]lease.Request, keys)
 		for i := range reqs {
-			reqs[i] = redlock.Request{Key: fmt.Sprintf("tick%d-job-%05d", n, i), TTL: 30 * time.Second, Epoch: epoch, Owner: "bench"}
+			reqs[i] = lease.Request{Key: fmt.Sprintf("tick%d-job-%05d", n, i), TTL: 30 * time.Second, Epoch: epoch, Owner: "bench"}
 		}
 		for _, res := range c.TryAcquireBatch(ctx, reqs) {
 			if res.Err != nil {

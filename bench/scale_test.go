@@ -15,10 +15,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/internal/testkit/pgtest"
 	"github.com/leasecron/leasecron/lease"
 	pgbe "github.com/leasecron/leasecron/lease/postgres"
-	redisbe "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 	"github.com/leasecron/leasecron/scheduler"
 )
@@ -77,7 +77,7 @@ func startScaleStore(b *testing.B, name string) scaleStore {
 		reads := int64(0)
 		return scaleStore{
 			open: func(ctx context.Context, space string) (lease.Backend, error) {
-				return pgbe.Open(ctx, srv.URL(), pgbe.WithTable(space))
+				return pgbe.Open(ctx, pgbe.Config{URL: srv.URL(), Table: space})
 			},
 			section: func(space string) string { return "postgres:\n  url: " + srv.URL() + "\n  table: " + space + "\n" },
 			// Every statement of the backend is a transaction, and so is
@@ -101,7 +101,7 @@ func startScaleStore(b *testing.B, name string) scaleStore {
 	const guard = time.Second
 	return scaleStore{
 		open: func(_ context.Context, space string) (lease.Backend, error) {
-			return redisbe.Open(urls, space, redlock.WithTimeout(time.Second), redlock.WithRestartGuard(guard))
+			return redlock.Open(context.Background(), redlock.Config{Nodes: urls, Prefix: space, Options: []redlock.Option{redlock.WithTimeout(time.Second), redlock.WithRestartGuard(guard)}})
 		},
 		section: func(space string) string {
 			return "redis:\n  prefix: " + space + "\n  timeout: 1s\n  nodes: [" + strings.Join(urls, ", ") + "]\n"
@@ -141,7 +141,7 @@ func clientCommands(ctx context.Context, admins []*redis.Client) (int64, error) 
 }
 
 // scaleConfig is a config of jobs jobs that all tick once a day at tick.
-func scaleConfig(b *testing.B, st scaleStore, space string, candidates int, tick time.Time) *scheduler.Config {
+func scaleConfig(b *testing.B, st scaleStore, space string, candidates int, tick time.Time) *config.Config {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "id: h000\n%slease:\n  ttl: 30s\n", st.section(space))
 	fmt.Fprintf(&sb, "defaults:\n  candidates: %d\n  standby_delay: 5s\n  deadline: 10m\n  history_limit: 5\njobs:\n", candidates)
@@ -150,7 +150,7 @@ func scaleConfig(b *testing.B, st scaleStore, space string, candidates int, tick
 	for i := range *scaleJobs {
 		fmt.Fprintf(&sb, "  - {name: j%05d, schedule: %q, shell: \"true\"}\n", i, spec)
 	}
-	cfg, err := scheduler.Parse(strings.NewReader(sb.String()), "scale.yaml")
+	cfg, err := config.Parse(strings.NewReader(sb.String()), "scale.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -259,10 +259,10 @@ type scaleHost struct {
 	s   *scheduler.Scheduler
 	be  lease.Backend
 	reg *captureReg
-	cfg scheduler.Config
+	cfg config.Config
 }
 
-func newScaleHost(ctx context.Context, st scaleStore, space, id string, cfg *scheduler.Config, t *tally) (*scaleHost, error) {
+func newScaleHost(ctx context.Context, st scaleStore, space, id string, cfg *config.Config, t *tally) (*scaleHost, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	be, err := st.open(octx, space)

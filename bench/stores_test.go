@@ -86,7 +86,7 @@ func BenchmarkStoreAcquireRelease(b *testing.B) {
 func BenchmarkStoreTick(b *testing.B) {
 	b.Run("store=postgres", func(b *testing.B) {
 		srv := pgtest.Start(b)
-		be := openBackend(b, store{open: func(ctx context.Context) (lease.Backend, error) { return pgbe.Open(ctx, srv.URL()) }})
+		be := openBackend(b, store{open: func(ctx context.Context) (lease.Backend, error) { return pgbe.Open(ctx, pgbe.Config{URL: srv.URL()}) }})
 		pool := pgPool(b, srv)
 		benchTick(b, be, func(ctx context.Context, names []string) error {
 			_, err := pool.Exec(ctx, "INSERT INTO bench_floor (key, v) SELECT k, 1 FROM unnest($1::text[]) AS k "+
@@ -97,7 +97,7 @@ func BenchmarkStoreTick(b *testing.B) {
 	b.Run("store=mysql", func(b *testing.B) {
 		srv := mysqltest.Start(b)
 		be := openBackend(b, store{open: func(ctx context.Context) (lease.Backend, error) {
-			return mysqlbe.Open(ctx, srv.DSN(), mysqlbe.WithTimeout(10*time.Second))
+			return mysqlbe.Open(ctx, mysqlbe.Config{DSN: srv.DSN(), Timeout: 10 * time.Second})
 		}})
 		db := mysqlDB(b, srv)
 		benchTick(b, be, func(ctx context.Context, names []string) error {
@@ -192,7 +192,7 @@ func startStore(b *testing.B, name string) store {
 	switch name {
 	case "postgres":
 		srv := pgtest.Start(b)
-		s := store{open: func(ctx context.Context) (lease.Backend, error) { return pgbe.Open(ctx, srv.URL()) }}
+		s := store{open: func(ctx context.Context) (lease.Backend, error) { return pgbe.Open(ctx, pgbe.Config{URL: srv.URL()}) }}
 		s.peers = []peer{
 			{libFloor, func(b *testing.B) func(context.Context, string) error {
 				pool := pgPool(b, srv)
@@ -208,7 +208,9 @@ func startStore(b *testing.B, name string) store {
 		return s
 	case "mysql":
 		srv := mysqltest.Start(b)
-		s := store{open: func(ctx context.Context) (lease.Backend, error) { return mysqlbe.Open(ctx, srv.DSN()) }}
+		s := store{open: func(ctx context.Context) (lease.Backend, error) {
+			return mysqlbe.Open(ctx, mysqlbe.Config{DSN: srv.DSN()})
+		}}
 		s.peers = []peer{
 			{libFloor, func(b *testing.B) func(context.Context, string) error {
 				db := mysqlDB(b, srv)

@@ -1,6 +1,6 @@
 // Package lease is the one interface the leasecron scheduler and CLI use
 // to take leases, whatever store holds them: a Redlock over N Redis masters
-// (package lease/redlock, adapted by lease/redis), a PostgreSQL or MySQL row
+// (package lease/redlock, whose Client is a Backend), a PostgreSQL or MySQL row
 // (lease/postgres, lease/mysql), an etcd key (lease/etcd) or a
 // ZooKeeper znode (lease/zookeeper).
 //
@@ -12,6 +12,23 @@
 // test with errors.Is (ErrHeld, ErrEpochDone, ErrNoQuorum, ...). Package
 // leasetest runs one conformance suite against every implementation on a
 // real server.
+//
+// # Written once, used by every driver
+//
+// The safety arithmetic and the bookkeeping that do not talk to a store
+// are here, and a driver implements only what does:
+//
+//   - validity: Validity (ttl − elapsed − (ttl × drift + 2 ms), counted
+//     from before the request left), DefaultDrift, CheckDrift (timing.go);
+//   - renewal timing: KillMargin, RenewalNeed, RenewalFits — the rule
+//     ttl·(1−drift) ≥ renew + kill grace + kill margin + 2 × timeout that
+//     a configuration must meet (timing.go) — and Hold's renew and loss
+//     timers (hold.go);
+//   - tokens: NewToken, NewTokens, 128 random bits (token.go);
+//   - completion retry: RetryComplete, CompleteBackoff (complete.go);
+//   - lease state: State, embedded by every driver's Lease — holder,
+//     token, fence, validity, Invalidate — and the fencing-token rule
+//     (state.go).
 //
 // # What every backend promises
 //

@@ -9,8 +9,8 @@ import (
 
 // Sentinel errors, shared by every backend. Test for them with errors.Is;
 // the concrete error usually carries more detail (see RefusedError and
-// NodeError). Their text says "lease:" because package lease (the Redlock
-// backend) defined them first and re-exports them under the same names.
+// NodeError). Every driver returns these values (wrapped with context);
+// none defines its own copy.
 var (
 	// ErrNotObtained is wrapped by every failed acquisition.
 	ErrNotObtained = errors.New("lease: not obtained")

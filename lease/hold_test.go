@@ -8,7 +8,6 @@ import (
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -18,7 +17,7 @@ import (
 func TestHoldStopLetsLeaseLapse(t *testing.T) {
 	node := redistest.Start(t, 1) // fresh: restart detection would keep it from voting for a TTL
 	open := func() lease.Backend {
-		b, err := redisbackend.Open(node.URLs(), "holdstop", redlock.WithTimeout(time.Second), redlock.WithoutRestartDetection())
+		b, err := redlock.Open(context.Background(), redlock.Config{Nodes: node.URLs(), Prefix: "holdstop", Options: []redlock.Option{redlock.WithTimeout(time.Second), redlock.WithoutRestartDetection()}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -63,8 +62,7 @@ func runSlowReplies(t *testing.T, opts ...lease.HoldOption) *sigtermModel {
 	t.Helper()
 	node := redistest.Start(t, 1).Nodes[0]
 	node.Proxy().SetDelay(35 * timingT / 100)
-	b, err := redisbackend.Open([]string{node.ProxiedURL()}, "holdtiming",
-		redlock.WithTimeout(timingT), redlock.WithoutRestartDetection())
+	b, err := redlock.Open(context.Background(), redlock.Config{Nodes: []string{node.ProxiedURL()}, Prefix: "holdtiming", Options: []redlock.Option{redlock.WithTimeout(timingT), redlock.WithoutRestartDetection()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -30,7 +29,7 @@ type dryFleet struct {
 // 3-node cluster, and waits until every one sees all n hosts.
 func startDryFleet(t *testing.T, n int, hb time.Duration, noStandby bool, jobs func() []*Job) *dryFleet {
 	t.Helper()
-	return startDryFleetWith(t, n, hb, jobs, func(_ int, s *Scheduler) { s.noStandby = noStandby })
+	return startDryFleetWith(t, n, hb, jobs, func(_ int, s *Scheduler) { s.setTestHooks(func(h *testHooks) { h.noStandby = noStandby }) })
 }
 
 // startDryFleetWith is startDryFleet with prep(i, s) called on each
@@ -43,7 +42,7 @@ func startDryFleetWith(t *testing.T, n int, hb time.Duration, jobs func() []*Job
 		cfg := tickConfig(t, cluster.URLs(), jobs()...)
 		cfg.ID = fmt.Sprintf("h%d", i)
 		cfg.Heartbeat = hb
-		be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
+		be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL)}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,29 +1,13 @@
-// Package scheduler runs the jobs of a leasecron config so that each tick of
-// each job runs on exactly one host of a fleet, under a Redlock lease (see
-// package lease).
+// Package scheduler runs the jobs of a leasecron config (package config) so
+// that each tick of each job runs on exactly one host of a fleet, under a
+// lease in the config's backend (the lease.Backend that config.Config.Open
+// returns; package lease and its drivers).
 //
-// # Config
-//
-// Load and Parse read the YAML config file (see jobs.example.yaml) over
-// DefaultConfig and validate it: unknown keys, bad durations, bad cron
-// expressions, duplicate job names and lease timings that cannot stop a job
-// before its lease runs out are all reported at once, each as a
-// *ConfigError naming the file, line and field:
-//
-//	jobs.yaml:12: jobs[2].schedule: bad cron expression "* *": expected 5 or 6 fields, found 2
-//
-// # Ticks
-//
-// Every host computes the same ticks from its own clock. A job's schedule is
-// a cron spec with 5 fields, or 6 with leading seconds ("*/10 * * * * *"),
-// a descriptor (@hourly, @daily, @weekly, @monthly, @yearly), or
-// "@every D". Cron specs are read in the job's timezone (default UTC) unless
-// they start with CRON_TZ= or TZ=; where the zone springs forward, times
-// that do not exist are skipped, and where it falls back, a repeated
-// wall-clock time runs once. "@every D" ticks are the multiples of D since
-// 1970-01-01T00:00:00Z, unlike robfig/cron's Every, which counts from when
-// the process started; D is a whole number of seconds, at least 1s. See
-// Job.Next, Job.Prev and Job.DeadlineFor.
+// The scheduler takes a parsed config (Config and Job are package
+// config's) and sees the backend only through lease.Backend: it imports
+// no driver and names no backend. A reload (Scheduler.Reload) applies a
+// new schedule and keeps the backend and lease sections, which need a
+// restart.
 //
 // # Run output
 //

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"github.com/leasecron/leasecron/config"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -10,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
+	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // TestDryRunStartsNoProcess runs a scheduler with DryRun on a real
@@ -30,10 +32,10 @@ func TestDryRunStartsNoProcess(t *testing.T) {
 		if err := os.WriteFile(self, []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		j := defaultJob()
+		j := config.DefaultJob()
 		j.Name, j.Schedule, j.Shell = "dry", "@every 1s", "true"
 		cfg := tickConfig(t, rc.URLs(), &j)
-		be, err := redisbackend.Open(rc.URLs(), "dry"+map[bool]string{true: "1", false: "0"}[dry])
+		be, err := redlock.Open(context.Background(), redlock.Config{Nodes: rc.URLs(), Prefix: "dry" + map[bool]string{true: "1", false: "0"}[dry]})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -74,7 +74,7 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 			}
 		}()
 	}
-	if len(standby) > 0 && !s.noStandby {
+	if len(standby) > 0 && !s.test.noStandby {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -129,7 +129,7 @@ type standbyJob struct {
 // before its deadline. A host that finds the tick held or completed stops
 // there: a tick costs each eligible host one attempt at most.
 func (s *Scheduler) standbyReach(j *Job, tick time.Time, p standbyJob, widen bool) int {
-	if s.standbyFixedReach || !widen {
+	if s.test.standbyFixedReach || !widen {
 		return 2 * j.Candidates
 	}
 	if !p.next.Add(j.StandbyAfter(tick)).Before(j.DeadlineFor(tick).Add(-lastTryMargin)) {
@@ -175,7 +175,7 @@ func (s *Scheduler) standby(ctx, hard context.Context, wg *sync.WaitGroup, tick 
 		cfg := s.cfg.Load()
 		hosts := s.liveHosts(cfg)
 		switch {
-		case s.standbyWithoutView: // the old ranking, for a negative control
+		case s.test.standbyWithoutView: // the old ranking, for a negative control
 			rk = rankJobs(all, hosts, s.host, cfg.Labels)
 		case hosts != nil && (rk.rank == nil || !sameHosts(hosts, rankedBy)):
 			rk, rankedBy = s.rankFor(cfg, all, hosts), hosts
@@ -226,7 +226,7 @@ func sameHosts(a, b []HostBeat) bool {
 // the tick was taken meanwhile), logged in one line for the group.
 func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg *Config, tick, at time.Time, jobs []*Job, pausesNow func() (pauses, error)) {
 	n := s.reserve(cfg, len(jobs))
-	if full := jobs[n:]; len(full) > 0 && s.dropWhenFull {
+	if full := jobs[n:]; len(full) > 0 && s.test.dropWhenFull {
 		for _, j := range full {
 			s.opts.Metrics.Skipped(j.Name, "host_full")
 		}

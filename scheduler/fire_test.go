@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/lease/redlock"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // TestFireOffset: each host fires a tick at its own small offset, the same
@@ -50,7 +50,7 @@ func TestFireOffset(t *testing.T) {
 func TestHeldWait(t *testing.T) {
 	const quorum = 3
 	ttl := 20 * time.Second
-	held := &redlock.RefusedError{Reason: redlock.ErrHeld, Holder: "tick=1 host=b", HolderTTL: ttl, HolderNodes: quorum}
+	held := &lease.RefusedError{Reason: lease.ErrHeld, Holder: "tick=1 host=b", HolderTTL: ttl, HolderNodes: quorum}
 	if got := heldWait(held, quorum, 0); got != heldRecheck {
 		t.Errorf("held on a quorum, first look: wait %s, want heldRecheck %s", got, heldRecheck)
 	}

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"github.com/leasecron/leasecron/config"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -35,48 +37,20 @@ type follower struct {
 // run follows the tick from the first attempt's result res; lateBy is how
 // late after its start time the first attempt was made.
 func (f *follower) run(res lease.Result, lateBy time.Duration) {
-	s, j, tick, log := f.s, f.j, f.tick, f.s.log.With("job", f.j.Name, "tick", f.tick.UTC().Format(time.RFC3339))
-	f.log = log
+	f.log = f.s.log.With("job", f.j.Name, "tick", f.tick.UTC().Format(time.RFC3339))
 	defer func() {
 		if f.missReason != "" {
-			s.recordMiss(f.ctx, j, tick, f.missReason)
+			f.s.recordMiss(f.ctx, f.j, f.tick, f.missReason)
 		}
 	}()
 	defer f.freeSlot() // before recordMiss waits
-	deadline := j.DeadlineFor(tick)
-	noQuorumWait := noQuorumFirst
-	noQuorumCap := max(noQuorumMax, deadline.Sub(tick)/noQuorumAttempts)
-	lastTry := false
-	// A follower started on a full host was logged by its group.
-	youngerLogged, fullLogged := false, errors.Is(res.Err, errHostFull)
-	// givenUp logs that the tick's deadline passed without this host
-	// running it: normal (debug) while another host runs the tick, worth a
-	// warning when it was for want of a quorum.
-	runsElsewhere := false
-	// tries counts the acquisition attempts made (none yet for a follower
-	// started on a full host): overlap skip applies to the first.
-	tries := 1
-	if errors.Is(res.Err, errHostFull) {
-		tries = 0
-	}
-	givenUp := func() {
-		if !runsElsewhere {
-			f.missReason = missReason(res.Err)
-		}
-		if runsElsewhere || errors.Is(res.Err, errHostFull) {
-			// Another host runs the tick, or this one stayed full (the
-			// tick was logged as such when it started).
-			log.Debug("tick deadline passed while another host runs the tick; stopped watching", "deadline", deadline.UTC().Format(time.RFC3339))
-			return
-		}
-		log.Warn("tick deadline passed without running the tick; giving up", "deadline", deadline.UTC().Format(time.RFC3339), "last_err", res.Err)
-	}
+	st := f.newFollowState(res)
 	for attempt := 0; ; attempt++ {
-		runsElsewhere = false
+		st.runsElsewhere = false
 		var wait time.Duration
 		if res.Err == nil {
-			s.opts.Metrics.Acquire(j.Name, "won")
-			w, stop, err := f.won(res.Lease, deadline, attempt == 0, lateBy)
+			f.s.opts.Metrics.Acquire(f.j.Name, "won")
+			w, stop, err := f.won(res.Lease, st.deadline, attempt == 0, lateBy)
 			if stop {
 				return
 			}
@@ -86,123 +60,202 @@ func (f *follower) run(res lease.Result, lateBy time.Duration) {
 		if res.Err != nil {
 			f.freeSlot() // not held while waiting
 		}
-		var rerr *lease.RefusedError
-		switch {
-		case errors.Is(res.Err, errRetryLater):
-			// wait was set by won.
-		case errors.Is(res.Err, errHostFull):
-			// Look again soon: a slot may free up before the deadline.
-			wait = heldRecheck
-		case errors.Is(res.Err, errTickDeadline):
-			log.Warn("won the lease after the tick's deadline; not starting the job", "err", res.Err)
+		wait, stop := f.react(res.Err, wait, attempt, st)
+		if stop || !f.pause(res.Err, wait, st) {
+			return
+		}
+		res = f.nextAttempt(st)
+	}
+}
+
+// followState is what a follower's attempts at its tick remember.
+type followState struct {
+	deadline     time.Time
+	noQuorumWait time.Duration
+	noQuorumCap  time.Duration
+	lastTry      bool
+	// A follower started on a full host was logged by its group.
+	youngerLogged, fullLogged bool
+	// runsElsewhere: the last refusal named another host running the
+	// tick (givenUp then logs at debug level only).
+	runsElsewhere bool
+	// tries counts the acquisition attempts made (none yet for a follower
+	// started on a full host): overlap skip applies to the first.
+	tries int
+}
+
+// newFollowState is the state of a follower whose first result is res.
+func (f *follower) newFollowState(res lease.Result) *followState {
+	deadline := f.j.DeadlineFor(f.tick)
+	st := &followState{deadline: deadline, noQuorumWait: noQuorumFirst,
+		noQuorumCap: max(noQuorumMax, deadline.Sub(f.tick)/noQuorumAttempts),
+		fullLogged:  errors.Is(res.Err, errHostFull), tries: 1}
+	if errors.Is(res.Err, errHostFull) {
+		st.tries = 0
+	}
+	return st
+}
+
+// givenUp logs that the tick's deadline passed without this host running
+// it, the last attempt having ended with err: normal (debug) while another
+// host runs the tick, worth a warning when it was for want of a quorum.
+func (f *follower) givenUp(err error, st *followState) {
+	if !st.runsElsewhere {
+		f.missReason = missReason(err)
+	}
+	if st.runsElsewhere || errors.Is(err, errHostFull) {
+		// Another host runs the tick, or this one stayed full (the
+		// tick was logged as such when it started).
+		f.log.Debug("tick deadline passed while another host runs the tick; stopped watching", "deadline", st.deadline.UTC().Format(time.RFC3339))
+		return
+	}
+	f.log.Warn("tick deadline passed without running the tick; giving up", "deadline", st.deadline.UTC().Format(time.RFC3339), "last_err", err)
+}
+
+// react applies the loser rules to an attempt that ended with err (wait
+// is won's when err is errRetryLater): how long to wait before the next
+// attempt, or stop.
+func (f *follower) react(err error, wait time.Duration, attempt int, st *followState) (time.Duration, bool) {
+	s, j, log := f.s, f.j, f.log
+	var rerr *lease.RefusedError
+	switch {
+	case errors.Is(err, errRetryLater):
+		return wait, false // set by won
+	case errors.Is(err, errHostFull):
+		// Look again soon: a slot may free up before the deadline.
+		return heldRecheck, false
+	case errors.Is(err, errTickDeadline):
+		log.Warn("won the lease after the tick's deadline; not starting the job", "err", err)
+		s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
+		f.missReason = MissOther
+		return 0, true
+	case errors.Is(err, lease.ErrEpochDone):
+		s.opts.Metrics.Acquire(j.Name, "done")
+		log.Debug("tick already completed")
+		return 0, true
+	case errors.As(err, &rerr) && errors.Is(rerr.Reason, lease.ErrHeld):
+		s.opts.Metrics.Acquire(j.Name, "held")
+		return f.held(rerr, attempt, st)
+	case errors.Is(err, errShortValidity) || errors.Is(err, errStoreRead) || errors.Is(err, errPauseRead):
+		log.Warn("the lease was won but the job could not start now; released it, retrying", "err", err, "retry_in", st.noQuorumWait)
+		wait = st.noQuorumWait
+		st.noQuorumWait = min(st.noQuorumWait*2, noQuorumMax)
+		return wait, false
+	case s.unvotable(err):
+		s.giveUpUnvotable(f.ctx, f.tick, []string{j.Name}, err)
+		f.missReason = MissDataYounger
+		return 0, true
+	case errors.Is(err, lease.ErrNoQuorum) || errors.Is(err, lease.ErrNotObtained):
+		return f.noQuorum(err, &st.noQuorumWait, st.noQuorumCap, &st.youngerLogged), false
+	default:
+		s.opts.Metrics.Acquire(j.Name, "error")
+		log.Error("acquire failed", "err", err)
+		f.missReason = MissOther
+		return 0, true
+	}
+}
+
+// held applies the loser rules to a refusal because the key is held:
+// watch a holder of this tick, skip for a newer tick, and for an older
+// one apply the job's overlap policy.
+func (f *follower) held(rerr *lease.RefusedError, attempt int, st *followState) (time.Duration, bool) {
+	s, j, tick, log := f.s, f.j, f.tick, f.log
+	ht, hh, ok := parseOwner(rerr.Holder)
+	switch {
+	case rerr.Holder == "":
+		// Taken by a request that ran at the same moment (the refusal
+		// could not read its owner): look again soon, as a loser that saw
+		// the holder of this tick would.
+		st.runsElsewhere = true
+		return min(max(rerr.HolderTTL, splitRetryBase), heldRecheck) + time.Millisecond, false
+	case ok && ht == tick.Unix():
+		// Another host runs this tick: watch for it to vanish, waking
+		// when its lease would expire.
+		st.runsElsewhere = hh != s.host
+		if attempt == 0 {
+			log.Debug("tick running on another host; watching for takeover", "holder", hh, "ttl", rerr.HolderTTL)
+		}
+		return heldWait(rerr, s.be.Quorum(), attempt), false
+	case ok && ht > tick.Unix():
+		log.Info("a newer tick is already running; skipping this one", "holder_tick", time.Unix(ht, 0).UTC().Format(time.RFC3339), "holder", hh)
+		return 0, true
+	default:
+		// An older tick (or a manual run) still holds the job. overlap:
+		// skip applies to the tick's first attempt; a tick already under
+		// way (a retry, a takeover) waits.
+		if j.Overlap != config.OverlapWait && st.tries == 1 {
+			log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
 			s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
-			f.missReason = MissOther
-			return
-		case errors.Is(res.Err, lease.ErrEpochDone):
-			s.opts.Metrics.Acquire(j.Name, "done")
-			log.Debug("tick already completed")
-			return
-		case errors.As(res.Err, &rerr) && errors.Is(rerr.Reason, lease.ErrHeld):
-			s.opts.Metrics.Acquire(j.Name, "held")
-			ht, hh, ok := parseOwner(rerr.Holder)
-			switch {
-			case rerr.Holder == "":
-				// Taken by a request that ran at the same moment (the
-				// refusal could not read its owner): look again soon, as
-				// a loser that saw the holder of this tick would.
-				runsElsewhere = true
-				wait = min(max(rerr.HolderTTL, splitRetryBase), heldRecheck) + time.Millisecond
-			case ok && ht == tick.Unix():
-				// Another host runs this tick: watch for it to vanish, waking
-				// when its lease would expire.
-				runsElsewhere = hh != s.host
-				if attempt == 0 {
-					log.Debug("tick running on another host; watching for takeover", "holder", hh, "ttl", rerr.HolderTTL)
-				}
-				wait = heldWait(rerr, s.be.Quorum(), attempt)
-			case ok && ht > tick.Unix():
-				log.Info("a newer tick is already running; skipping this one", "holder_tick", time.Unix(ht, 0).UTC().Format(time.RFC3339), "holder", hh)
-				return
-			default:
-				// An older tick (or a manual run) still holds the job.
-				// overlap: skip applies to the tick's first attempt; a
-				// tick already under way (a retry, a takeover) waits.
-				if j.Overlap != OverlapWait && tries == 1 {
-					log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
-					s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
-					f.missReason = MissOverlap
-					return
-				}
-				if tries == 1 {
-					log.Info("previous run still holds the lease; waiting (overlap: wait)", "holder", rerr.Holder)
-				}
-				wait = min(rerr.HolderTTL+5*time.Millisecond, time.Second)
-			}
-		case errors.Is(res.Err, errShortValidity) || errors.Is(res.Err, errStoreRead) || errors.Is(res.Err, errPauseRead):
-			log.Warn("the lease was won but the job could not start now; released it, retrying", "err", res.Err, "retry_in", noQuorumWait)
-			wait = noQuorumWait
-			noQuorumWait = min(noQuorumWait*2, noQuorumMax)
-		case s.unvotable(res.Err):
-			s.giveUpUnvotable(f.ctx, tick, []string{j.Name}, res.Err)
-			f.missReason = MissDataYounger
-			return
-		case errors.Is(res.Err, lease.ErrNoQuorum) || errors.Is(res.Err, lease.ErrNotObtained):
-			wait = f.noQuorum(res.Err, &noQuorumWait, noQuorumCap, &youngerLogged)
-		default:
-			s.opts.Metrics.Acquire(j.Name, "error")
-			log.Error("acquire failed", "err", res.Err)
-			f.missReason = MissOther
-			return
+			f.missReason = MissOverlap
+			return 0, true
 		}
-		if !s.now().Add(wait).Before(deadline) {
-			if left := s.until(deadline) - lastTryMargin; left > 0 && !lastTry {
-				wait, lastTry = left, true // one last try just before the deadline
-			} else {
-				givenUp()
-				return
-			}
+		if st.tries == 1 {
+			log.Info("previous run still holds the lease; waiting (overlap: wait)", "holder", rerr.Holder)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-f.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		if errors.Is(res.Err, lease.ErrNoQuorum) && !s.unpaced && !s.retries.wait(f.ctx) {
-			return
-		}
-		if !s.now().Before(deadline) {
-			givenUp()
-			return
-		}
-		if pi, ok := s.cachedPauses().paused(j.Name); ok {
-			log.Info("job paused; no longer trying this tick", "paused_by", pi.By, "reason", pi.Reason)
-			s.opts.Metrics.Skipped(j.Name, "paused")
-			f.missReason = MissPaused
-			return
-		}
-		if !f.takeSlot() {
-			// No attempt now; keep watching while the deadline allows.
-			if !fullLogged {
-				fullLogged = true
-				log.Info("this host runs max_parallel jobs already; not taking the tick now", "max_parallel", f.cfg.MaxParallel)
-				s.opts.Metrics.Skipped(j.Name, "host_full")
-			}
-			res = lease.Result{Err: errHostFull}
-			continue
-		}
-		// Later attempts read the pause flags afresh before a run.
-		f.pausesNow = func() (pauses, error) { return s.readPauses(f.ctx) }
-		// One attempt: this loop applies the loser rules (and the
-		// deadline) between attempts; a backend's Acquire would retry on
-		// its own until ctx ends.
-		res = s.be.TryAcquireBatch(f.ctx, []lease.Request{s.request(f.cfg, j, tick)})[0]
-		tries++
-		if res.Err == nil {
-			log.Info("took the tick over")
+		return min(rerr.HolderTTL+5*time.Millisecond, time.Second), false
+	}
+}
+
+// pause waits wait before the next attempt (the last attempt ended with
+// err), shortened to one last try just before the deadline. It reports
+// false when the follower should stop: the deadline passed, ctx ended or
+// the job was paused.
+func (f *follower) pause(err error, wait time.Duration, st *followState) bool {
+	s := f.s
+	if !s.now().Add(wait).Before(st.deadline) {
+		if left := s.until(st.deadline) - lastTryMargin; left > 0 && !st.lastTry {
+			wait, st.lastTry = left, true // one last try just before the deadline
+		} else {
+			f.givenUp(err, st)
+			return false
 		}
 	}
+	t := time.NewTimer(wait)
+	select {
+	case <-f.ctx.Done():
+		t.Stop()
+		return false
+	case <-t.C:
+	}
+	if errors.Is(err, lease.ErrNoQuorum) && !s.test.unpaced && !s.retries.wait(f.ctx) {
+		return false
+	}
+	if !s.now().Before(st.deadline) {
+		f.givenUp(err, st)
+		return false
+	}
+	if pi, ok := s.cachedPauses().paused(f.j.Name); ok {
+		f.log.Info("job paused; no longer trying this tick", "paused_by", pi.By, "reason", pi.Reason)
+		s.opts.Metrics.Skipped(f.j.Name, "paused")
+		f.missReason = MissPaused
+		return false
+	}
+	return true
+}
+
+// nextAttempt makes the next attempt at the tick, or returns errHostFull
+// when this host runs max_parallel jobs already (it keeps watching while
+// the deadline allows).
+func (f *follower) nextAttempt(st *followState) lease.Result {
+	s := f.s
+	if !f.takeSlot() {
+		if !st.fullLogged {
+			st.fullLogged = true
+			f.log.Info("this host runs max_parallel jobs already; not taking the tick now", "max_parallel", f.cfg.MaxParallel)
+			s.opts.Metrics.Skipped(f.j.Name, "host_full")
+		}
+		return lease.Result{Err: errHostFull}
+	}
+	// Later attempts read the pause flags afresh before a run.
+	f.pausesNow = func() (pauses, error) { return s.readPauses(f.ctx) }
+	// One attempt: run applies the loser rules (and the deadline) between
+	// attempts; a backend's Acquire would retry on its own until ctx ends.
+	res := s.be.TryAcquireBatch(f.ctx, []lease.Request{s.request(f.cfg, f.j, f.tick)})[0]
+	st.tries++
+	if res.Err == nil {
+		f.log.Info("took the tick over")
+	}
+	return res
 }
 
 // noQuorum counts and logs an attempt refused for lack of a quorum and

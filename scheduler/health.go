@@ -56,7 +56,7 @@ func (s *Scheduler) noteHealth(ctx context.Context, st []lease.ServerStatus) {
 		// (quorumVotingAt) says when they vote.
 		s.quorumVotingAt(ctx)
 	default:
-		s.log.Warn("quorum unhealthy", "err", err)
+		s.log.Warn("lease store unhealthy: no quorum of servers answers and votes", "err", err)
 	}
 }
 

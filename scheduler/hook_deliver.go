@@ -30,18 +30,6 @@ func Sign(key, body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// describe names the hook for logs: the webhook's scheme and host (its
-// path may hold a token), or the command's program.
-func (h *Hook) describe() string {
-	switch {
-	case h.URL != "":
-		return redactURL(h.URL)
-	case len(h.Command) > 0:
-		return h.Command[0]
-	}
-	return "/bin/sh -c"
-}
-
 // hookText is the one-line summary of ev (the body's "text").
 func hookText(ev HookEvent) string {
 	tick := "manual run"
@@ -81,8 +69,8 @@ func (s *Scheduler) post(ctx context.Context, t hookTask) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "leasecron/"+s.opts.Version)
 	req.Header.Set("X-Leasecron-Event", t.ev.Event)
-	if t.hook.key != nil {
-		req.Header.Set(SignatureHeader, Sign([]byte(t.hook.key.s), body))
+	if key := t.hook.SigningKey(); key != nil {
+		req.Header.Set(SignatureHeader, Sign(key, body))
 	}
 	resp, err := hookClient.Do(req)
 	if err != nil {
@@ -91,12 +79,12 @@ func (s *Scheduler) post(ctx context.Context, t hookTask) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("POST %s: %w", t.hook.describe(), err)
+		return fmt.Errorf("POST %s: %w", t.hook.Describe(), err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s: %s", t.hook.describe(), resp.Status)
+		return fmt.Errorf("POST %s: %s", t.hook.Describe(), resp.Status)
 	}
 	return nil
 }
@@ -141,7 +129,7 @@ func (s *Scheduler) runHookCommand(ctx context.Context, t hookTask) error {
 		if ctx.Err() != nil {
 			err = errors.Join(err, ctx.Err())
 		}
-		return fmt.Errorf("%s: %w (output: %q)", t.hook.describe(), err, msg)
+		return fmt.Errorf("%s: %w (output: %q)", t.hook.Describe(), err, msg)
 	}
 	return nil
 }

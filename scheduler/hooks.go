@@ -188,7 +188,7 @@ func (s *Scheduler) hookKey(job, event string) string { return s.key(job) + "@ho
 
 // runHook delivers one event: for a tick, under the hook's lease.
 func (s *Scheduler) runHook(ctx context.Context, t hookTask) {
-	log := s.log.With("job", t.job.Name, "event", t.ev.Event, "hook", t.hook.describe())
+	log := s.log.With("job", t.job.Name, "event", t.ev.Event, "hook", t.hook.Describe())
 	if !t.ev.Tick.IsZero() {
 		log = log.With("tick", t.ev.Tick.UTC().Format(time.RFC3339))
 	}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/leasecron/leasecron/config"
 )
 
 // hookScheduler is a Scheduler with only what delivering the events of
@@ -65,7 +67,18 @@ func TestWebhookDelivered(t *testing.T) {
 	defer srv.Close()
 	s, m := hookScheduler(t)
 	key := "hook-key"
-	j := &Job{Name: "backup", Hooks: Hooks{OnFailure: &Hook{URL: srv.URL + "/token/path", Timeout: 5 * time.Second, Retries: 2, key: &secret{key}}}}
+	// The hook as a file gives it, its key read from secret_file.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hook.key"), []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(strings.NewReader("redis: {nodes: [\"redis://127.0.0.1:1/0\"]}\njobs:\n"+
+		"  - {name: backup, schedule: \"@hourly\", shell: \"true\",\n"+
+		"     on_failure: {url: \""+srv.URL+"/token/path\", timeout: 5s, retries: 2, secret_file: hook.key}}\n"), filepath.Join(dir, "jobs.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := cfg.Jobs[0]
 	stop := s.startHooks()
 	rec := RunRecord{Job: "backup", Host: "h1", Fence: 7, Attempt: 1, Start: time.Unix(100, 0), End: time.Unix(102, 500e6), Exit: 3, Result: "failed",
 		Output: &Output{Lines: []OutputLine{{Stream: "out", Text: "line 1"}, {Stream: "err", Text: "boom"}}}}

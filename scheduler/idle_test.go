@@ -10,7 +10,6 @@ import (
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -51,7 +50,7 @@ func idleCallsPerBeat(t *testing.T, noBeat bool) float64 {
 	}
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
 	cfg.Heartbeat = 100 * time.Millisecond
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
+	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"github.com/leasecron/leasecron/config"
+
 	"slices"
 	"strings"
 	"testing"
@@ -28,12 +30,12 @@ func TestValidateID(t *testing.T) {
 		"bell\a":                 "control",
 		strings.Repeat("x", 256): "longer than 255",
 	} {
-		err := ValidateID(id)
+		err := config.ValidateID(id)
 		switch {
 		case want == "" && err != nil:
-			t.Errorf("ValidateID(%q) = %v, want nil", id, err)
+			t.Errorf("config.ValidateID(%q) = %v, want nil", id, err)
 		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
-			t.Errorf("ValidateID(%q) = %v, want an error about %q", id, err, want)
+			t.Errorf("config.ValidateID(%q) = %v, want an error about %q", id, err, want)
 		}
 	}
 }

@@ -25,7 +25,7 @@ func (s *Scheduler) waitLapsed() {
 	until := s.lapsedUntil
 	s.lapseMu.Unlock()
 	wait := min(time.Until(until), s.base.Lease.TTL)
-	if wait <= 0 || s.noLapseWait {
+	if wait <= 0 || s.test.noLapseWait {
 		return
 	}
 	s.log.Warn("waiting for the leases left to run out before closing the backend (their jobs may still run)",

@@ -56,7 +56,7 @@ func closeAfterLapse(t *testing.T, servers []string, noWait bool) (grantedAt, va
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.noLapseWait = noWait
+	s.setTestHooks(func(h *testHooks) { h.noLapseWait = noWait })
 	beB := openZK(t, servers)
 	req := lease.Request{Key: s.key(j.Name), TTL: lapseTTL, Owner: "A"}
 	l, err := beA.Acquire(ctxFor(t, 30*time.Second), req)

@@ -81,7 +81,7 @@ func TestMaxParallelIdleHostRunsEveryTick(t *testing.T) {
 // the ranks that may try still get every tick run on the idle host.
 func TestMaxParallelStandbyWidens(t *testing.T) {
 	t.Parallel()
-	runs, ticks := idleLastHost(t, func(s *Scheduler) { s.rankIgnoresSlots = true })
+	runs, ticks := idleLastHost(t, func(s *Scheduler) { s.setTestHooks(func(h *testHooks) { h.rankIgnoresSlots = true }) })
 	if runs[0] != 0 || runs[1] != 0 || runs[2] < ticks-1 {
 		t.Errorf("runs per host %v over %d ticks: want every tick on h2 (the idle host), none on the full ones", runs, ticks)
 	}
@@ -92,7 +92,9 @@ func TestMaxParallelStandbyWidens(t *testing.T) {
 // never tries and the full candidates cannot run: ticks are skipped.
 func TestMaxParallelIdleHostNegativeControl(t *testing.T) {
 	t.Parallel()
-	runs, ticks := idleLastHost(t, func(s *Scheduler) { s.rankIgnoresSlots, s.standbyFixedReach = true, true })
+	runs, ticks := idleLastHost(t, func(s *Scheduler) {
+		s.setTestHooks(func(h *testHooks) { h.rankIgnoresSlots, h.standbyFixedReach = true, true })
+	})
 	if total := runs[0] + runs[1] + runs[2]; total >= ticks-1 {
 		t.Errorf("runs per host %v over %d ticks with the old ranking and standby: the test no longer sees skipped ticks", runs, ticks)
 	}
@@ -137,7 +139,7 @@ func slotFreedMidTick(t *testing.T, dropWhenFull bool) int {
 		return []*Job{{Name: "f", Schedule: "@every 4s", Shell: "true", RetryBackoff: time.Second, HistoryLimit: 50}}
 	}
 	f := startDryFleetWith(t, 1, time.Second, jobs, func(_ int, s *Scheduler) {
-		s.dropWhenFull = dropWhenFull
+		s.setTestHooks(func(h *testHooks) { h.dropWhenFull = dropWhenFull })
 		s.cfg.Load().MaxParallel = 1
 	})
 	s := f.scheds[0]

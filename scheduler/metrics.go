@@ -101,20 +101,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"node", "op", "vote"}),
 		nodeLatency: f.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: "node_latency_seconds",
-			Help:    "Latency of requests to each Redis node.",
+			Help:    "Latency of requests to each server of the lease store.",
 			Buckets: latencyBuckets,
 		}, []string{"node"}),
 		nodeUp: f.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: ns, Name: "node_up",
-			Help: "1 if the Redis node answered the last health ping, else 0.",
+			Help: "1 if the lease store's server answered the last health check, else 0.",
 		}, []string{"node"}),
 		nodePing: f.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: ns, Name: "node_ping_seconds",
-			Help: "Latency of the last successful health ping of each Redis node.",
+			Help: "Latency of the last successful health check of each server of the lease store.",
 		}, []string{"node"}),
 		restarts: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "node_restarts_total",
-			Help: "Restarts or failovers of each Redis node detected by the lease client.",
+			Help: "Restarts or failovers of each server of the lease store detected by its client.",
 		}, []string{"node"}),
 		tickDelay: f.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: "tick_start_delay_seconds",
@@ -127,7 +127,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"job"}),
 		quorum: f.NewGauge(prometheus.GaugeOpts{
 			Namespace: ns, Name: "quorum_healthy",
-			Help: "1 if a quorum of Redis nodes answered the last health check and votes, else 0.",
+			Help: "1 if a quorum of the lease store's servers answered the last health check and votes, else 0.",
 		}),
 		fleet: newFleetMetrics(f, ns),
 		hooks: newHookMetrics(f, ns),

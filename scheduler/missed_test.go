@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -64,11 +64,11 @@ func missedFleet(t *testing.T, unguarded bool) ([]RunRecord, *missedEvents, floa
 	var be0 *Scheduler
 	for i := range 3 {
 		j := &Job{Name: "nowhere", Schedule: "@every 2s", Shell: "true", Deadline: time.Second,
-			RunOn: RunOn{Hosts: []string{"nobody"}}, Candidates: defaultCandidates,
+			RunOn: config.RunOn{Hosts: []string{"nobody"}}, Candidates: config.DefaultJob().Candidates,
 			Hooks: Hooks{OnMissed: &Hook{URL: srv.URL, Timeout: 5 * time.Second, Retries: 3}}}
 		cfg := tickConfig(t, cluster.URLs(), j)
 		cfg.ID, cfg.Heartbeat = fmt.Sprintf("h%d", i+1), time.Second
-		be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
+		be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL)}})
 		if err != nil {
 			t.Fatal(err)
 		}

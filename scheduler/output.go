@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/lease"
 )
 
@@ -56,13 +57,10 @@ func (l OutputLine) printed() int64 {
 
 // Output limits.
 const (
-	// defaultOutputLimit is output_limit's default: bytes of output kept
-	// per run.
-	defaultOutputLimit = 64 << 10
-	// maxOutputLimit is the largest output_limit: with the line framing
-	// and JSON escapes the record stays within lease.MaxRecordSize (the
-	// encoder drops more lines in the rare case it would not).
-	maxOutputLimit = 256 << 10
+	// defaultOutputLimit and maxOutputLimit are output_limit's default
+	// and largest value (package config checks them).
+	defaultOutputLimit = config.DefaultOutputLimit
+	maxOutputLimit     = config.MaxOutputLimit
 	// maxLineBytes splits longer lines into pieces, so that one huge line
 	// costs no more memory than a piece.
 	maxLineBytes = 16 << 10

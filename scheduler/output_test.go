@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/lease"
 )
 
@@ -174,7 +175,7 @@ jobs:
 	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(path)
+	c, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ jobs:
 	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Load(path)
+	_, err = config.Load(path)
 	if err == nil {
 		t.Fatal("bad redact pattern and output_limit accepted")
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -20,7 +19,7 @@ func TestSetPauseOrderIgnoresClocks(t *testing.T) {
 	cluster := redistest.Start(t, 1)
 	long := strings.Repeat("j", 230)
 	cfg := tickConfig(t, cluster.URLs(), &Job{Name: "a", Schedule: "@hourly", Shell: "true"}, &Job{Name: long, Schedule: "@hourly", Shell: "true"})
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(time.Second))
+	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(time.Second)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ type quorumOutlook struct {
 // the refusal; a data birth only moves later) leave fewer than a quorum.
 func (s *Scheduler) unvotable(err error) bool {
 	var rerr *lease.RefusedError
-	if s.keepUnvotable || !errors.As(err, &rerr) || !errors.Is(rerr.Reason, lease.ErrNoQuorum) {
+	if s.test.keepUnvotable || !errors.As(err, &rerr) || !errors.Is(rerr.Reason, lease.ErrNoQuorum) {
 		return false
 	}
 	young := 0

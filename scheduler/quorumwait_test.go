@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -68,7 +67,7 @@ func startOnFreshServers(t *testing.T, keepUnvotable bool) (*logBuffer, func() i
 		jobs = append(jobs, &Job{Name: fmt.Sprintf("daily-%02d", i), Schedule: spec, Shell: "true"})
 	}
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
+	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +78,7 @@ func startOnFreshServers(t *testing.T, keepUnvotable bool) (*logBuffer, func() i
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.keepUnvotable = keepUnvotable
+	s.setTestHooks(func(h *testHooks) { h.keepUnvotable = keepUnvotable })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Run(ctx) }()
@@ -161,7 +160,7 @@ func noQuorumRetries(t *testing.T, unpaced bool) (attempts, allowed int) {
 		jobs = append(jobs, &Job{Name: fmt.Sprintf("nq-%03d", i), Schedule: "@hourly", Shell: "true"})
 	}
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL))
+	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +169,7 @@ func noQuorumRetries(t *testing.T, unpaced bool) (attempts, allowed int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.unpaced = unpaced
+	s.setTestHooks(func(h *testHooks) { h.unpaced = unpaced })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Run(ctx) }()

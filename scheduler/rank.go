@@ -205,7 +205,7 @@ func (s *Scheduler) rankFor(cfg *Config, jobs []*Job, hosts []HostBeat) ranking 
 	if c := s.ranked.Load(); c != nil && c.cfg == cfg && slices.Equal(c.jobs, jobs) && sameHosts(c.hosts, hosts) {
 		return c.ranked
 	}
-	r := rankJobsBy(jobs, hosts, s.host, cfg.Labels, !s.rankIgnoresSlots)
+	r := rankJobsBy(jobs, hosts, s.host, cfg.Labels, !s.test.rankIgnoresSlots)
 	s.ranked.Store(&rankCache{cfg: cfg, hosts: hosts, jobs: slices.Clone(jobs), ranked: r})
 	return r
 }

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"github.com/leasecron/leasecron/config"
+
 	"fmt"
 	"testing"
 )
@@ -18,7 +20,7 @@ func fleetOf(n int, labels func(i int) map[string]string) []HostBeat {
 }
 
 // jobsOf returns n jobs j00000.. with run_on r.
-func jobsOf(n int, r RunOn) []*Job {
+func jobsOf(n int, r config.RunOn) []*Job {
 	js := make([]*Job, n)
 	for i := range js {
 		js[i] = &Job{Name: fmt.Sprintf("j%05d", i), RunOn: r, Candidates: 3}
@@ -42,7 +44,7 @@ func rankAll(jobs []*Job, hosts []HostBeat) map[string]ranking {
 func TestRankingIsOneOrder(t *testing.T) {
 	t.Parallel()
 	hosts := fleetOf(100, nil)
-	jobs := jobsOf(10_000, RunOn{})
+	jobs := jobsOf(10_000, config.RunOn{})
 	all := rankAll(jobs, hosts)
 	load := map[string]int{}
 	for _, j := range jobs {
@@ -102,8 +104,8 @@ func TestRankingEligibility(t *testing.T) {
 		}
 		return map[string]string{"role": "web"}
 	})
-	jobs := jobsOf(50, RunOn{Labels: map[string]string{"role": "db"}})
-	jobs = append(jobs, &Job{Name: "only-h001", RunOn: RunOn{Hosts: []string{"h001"}}, Candidates: 3})
+	jobs := jobsOf(50, config.RunOn{Labels: map[string]string{"role": "db"}})
+	jobs = append(jobs, &Job{Name: "only-h001", RunOn: config.RunOn{Hosts: []string{"h001"}}, Candidates: 3})
 	all := rankAll(jobs, hosts)
 	for _, j := range jobs {
 		zero := 0
@@ -132,7 +134,7 @@ func TestRankingEligibility(t *testing.T) {
 // not read yet) ranks itself among the others.
 func TestRankingSelfNotInView(t *testing.T) {
 	hosts := fleetOf(5, nil)
-	jobs := jobsOf(100, RunOn{})
+	jobs := jobsOf(100, config.RunOn{})
 	r := rankJobs(jobs, hosts, "new-host", nil)
 	n := 0
 	for _, j := range jobs {

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"github.com/leasecron/leasecron/config"
+
 	"fmt"
 	"reflect"
 	"slices"
@@ -59,8 +61,8 @@ func TestRankForCache(t *testing.T) {
 // for the new ones (the host would skip a job it may now run, on every
 // tick).
 func TestRankForReloadedJob(t *testing.T) {
-	old := &Job{Name: "x", Candidates: 3, RunOn: RunOn{Hosts: []string{"c"}}}
-	cur := &Job{Name: "x", Candidates: 3, RunOn: RunOn{Hosts: []string{"b"}}}
+	old := &Job{Name: "x", Candidates: 3, RunOn: config.RunOn{Hosts: []string{"c"}}}
+	cur := &Job{Name: "x", Candidates: 3, RunOn: config.RunOn{Hosts: []string{"b"}}}
 	cfg := &Config{Jobs: []*Job{cur}}
 	hs := []HostBeat{{Host: "a"}, {Host: "b"}, {Host: "c"}}
 	s := &Scheduler{host: "b"}

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -29,7 +28,7 @@ func readsOnFreshServers(t *testing.T, down int) *logBuffer {
 		n.Kill()
 	}
 	cfg := tickConfig(t, cluster.URLs(), &Job{Name: "hourly", Schedule: "@hourly", Shell: "true"})
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(200*time.Millisecond), redlock.WithRestartGuard(10*time.Second))
+	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(10 * time.Second)}})
 	if err != nil {
 		t.Fatal(err)
 	}

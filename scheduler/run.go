@@ -62,14 +62,9 @@ type runState struct {
 
 // killMargin is how long before the lease's validity ends the supervisor
 // must have killed the job: it leaves room for the kill itself and for
-// process scheduling delays of the supervisor.
-func (s *Scheduler) killMargin() time.Duration { return killMarginFor(s.be.Timeout()) }
-
-// killMarginFor is the kill margin for a backend whose per-request timeout
-// is timeout; the config's timing rule counts it.
-func killMarginFor(timeout time.Duration) time.Duration {
-	return 200*time.Millisecond + 2*timeout
-}
+// process scheduling delays of the supervisor (lease.KillMargin, the
+// margin the config's timing rule counts).
+func (s *Scheduler) killMargin() time.Duration { return lease.KillMargin(s.be.Timeout()) }
 
 // runLeased runs attempt attempt (from 1) of job j for tick under lease l
 // (already acquired), renewing it while the job runs, records the run in

@@ -51,15 +51,15 @@ type Options struct {
 	// jobs write it (`leasecron exec`: cron mails what a command prints)
 	// instead of the log, line by line.
 	JobStdout, JobStderr io.Writer
-	// Backend is where the leases live (required): the Redis nodes, a
-	// PostgreSQL table, ... The caller opens it (cmd/leasecron picks it from
+	// Backend is where the leases live (required): a Redlock over Redis
+	// nodes, a PostgreSQL or MySQL table, an etcd or ZooKeeper cluster. The caller opens it (cmd/leasecron picks it from
 	// the config) and closes it after Run returned.
 	Backend lease.Backend
 }
 
 // Scheduler fires the jobs of a Config on every host of a fleet so that
-// each tick of each job runs exactly once, on one host, under a Redlock
-// lease. Create it with New, run it with Run, and Close it afterwards.
+// each tick of each job runs exactly once, on one host, under a lease in
+// the backend. Create it with New, run it with Run, and Close it afterwards.
 type Scheduler struct {
 	opts Options
 	log  *slog.Logger
@@ -80,47 +80,19 @@ type Scheduler struct {
 	// run, which starts none).
 	contain supervisor.Containment
 
-	// standbyWithoutView restores, for the negative control of
-	// TestStandbyWithoutView only, the ranking of a standby time without
-	// a fresh view of the hosts: every host tries every job it stood
-	// back from.
-	standbyWithoutView bool
+	// test holds the switches tests set (export_test.go); zero in
+	// production.
+	test testHooks
 
-	// clock, when set, replaces the host's clock (tests step it), and
-	// recheck, when set, replaces clockRecheck (tests shorten it).
-	clock   func() time.Time
-	recheck time.Duration
-	// noStandby, set by tests, switches the standby hosts off (the
-	// negative control of the standby test).
-	noStandby bool
-	// rankIgnoresSlots and standbyFixedReach, set by tests, restore the
-	// ranking that ignored the hosts' run slots and the standby looks
-	// that let only ranks below 2×candidates try (negative controls of
-	// the max_parallel tests).
-	rankIgnoresSlots  bool
-	standbyFixedReach bool
-	// dropWhenFull, set by tests, leaves a tick this host has no run slot
-	// for to other hosts instead of following it (the negative control of
-	// the test where a slot frees up before the deadline).
-	dropWhenFull bool
-	// keepUnvotable, set by tests, keeps retrying ticks no quorum will
-	// vote for instead of giving them up (the negative control of the
-	// fresh-servers test).
-	keepUnvotable bool
 	// outlook is when a quorum votes again, shared by the ticks that
-	// found none; retries paces their retries (unpaced, set by tests:
-	// the negative control).
+	// found none; retries paces their retries.
 	outlook quorumOutlook
 	retries pacer
-	unpaced bool
 
 	// lapsedUntil is the latest validity end of the leases left to run
-	// out (see lapsed); Close waits for it. noLapseWait, set by tests,
-	// skips that wait (the negative control of the close-after-lapse
-	// test).
+	// out (see lapsed); Close waits for it.
 	lapseMu     sync.Mutex
 	lapsedUntil time.Time
-	noLapseWait bool
 
 	// started is when New ran (heartbeats carry it and derive their
 	// versions from it).
@@ -161,7 +133,7 @@ type healthState struct {
 	err     error
 }
 
-// New builds a Scheduler for cfg. It does not contact Redis yet.
+// New builds a Scheduler for cfg. It does not contact the backend yet.
 func New(cfg *Config, opts Options) (*Scheduler, error) {
 	if cfg == nil {
 		return nil, errors.New("scheduler: nil config")
@@ -222,8 +194,8 @@ func (s *Scheduler) Close() error {
 
 // now is the scheduler's clock (skewed by ClockOffset in tests).
 func (s *Scheduler) now() time.Time {
-	if s.clock != nil {
-		return s.clock()
+	if s.test.clock != nil {
+		return s.test.clock()
 	}
 	return time.Now().Add(s.opts.ClockOffset)
 }
@@ -268,23 +240,22 @@ func (s *Scheduler) hostsSpace() string {
 }
 
 // Reload swaps in a new schedule. Jobs that are running keep running under
-// their old settings; the next ticks use the new ones. Changes to the redis
-// and lease sections need a restart and are reported as an error (the rest
+// their old settings; the next ticks use the new ones. Changes to the
+// backend section (config.Section.Equal) and the lease section need a restart and are reported as an error (the rest
 // of the new config is still applied).
 func (s *Scheduler) Reload(cfg *Config) error {
 	if cfg == nil {
 		return errors.New("reload: nil config")
 	}
 	var keep []string
-	if !sameBackend(cfg, s.base) {
+	if !cfg.SameBackend(s.base) {
 		keep = append(keep, "the backend section")
 	}
 	if cfg.Lease != s.base.Lease {
 		keep = append(keep, "lease")
 	}
 	c := *cfg
-	c.Backend, c.Redis, c.Postgres, c.Lease, c.ID = s.base.Backend, s.base.Redis, s.base.Postgres, s.base.Lease, s.base.ID
-	c.Etcd, c.ZooKeeper, c.MySQL = s.base.Etcd, s.base.ZooKeeper, s.base.MySQL
+	c.Backend, c.Lease, c.ID = s.base.Backend, s.base.Lease, s.base.ID
 	c.Labels = s.base.Labels // a host's labels come from its command line
 	s.cfg.Store(&c)
 	for _, j := range c.Jobs {
@@ -302,17 +273,6 @@ func (s *Scheduler) Reload(cfg *Config) error {
 		return fmt.Errorf("reload: changes to %s need a restart; kept the running values", strings.Join(keep, " and "))
 	}
 	return nil
-}
-
-// sameBackend reports whether a and b name the same backend with the same
-// settings (the connections are opened once, at start).
-func sameBackend(a, b *Config) bool {
-	if a.Backend != b.Backend {
-		return false
-	}
-	ra, rb := a.Redis, b.Redis
-	return slices.Equal(ra.NodeURLs(), rb.NodeURLs()) && ra.Prefix == rb.Prefix && ra.Timeout == rb.Timeout &&
-		a.Postgres == b.Postgres && a.MySQL == b.MySQL && a.Etcd.equal(&b.Etcd) && a.ZooKeeper.equal(&b.ZooKeeper)
 }
 
 // StatusLine summarises the scheduler in one line for systemd's STATUS=.

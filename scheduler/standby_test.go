@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"github.com/leasecron/leasecron/config"
+
 	"context"
 	"fmt"
 	"sync"
@@ -10,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -24,7 +25,7 @@ import (
 func TestStandbyWithoutView(t *testing.T) {
 	t.Parallel()
 	rc := redistest.Start(t, 1)
-	j := defaultJob()
+	j := config.DefaultJob()
 	j.Name, j.Schedule, j.Shell = "standby", "@every 1h", "true"
 	j.StandbyDelay = 10 * time.Millisecond // the first look soon after the test's tick
 	cfg := tickConfig(t, rc.URLs(), &j)
@@ -59,7 +60,7 @@ func TestStandbyWithoutView(t *testing.T) {
 		{host: far, oldRanks: true, wantTries: true},
 	} {
 		// A short restart guard: the fresh node votes for a tick of now.
-		be, err := redisbackend.Open(rc.URLs(), fmt.Sprintf("sb%d", i), redlock.WithRestartGuard(20*time.Millisecond))
+		be, err := redlock.Open(context.Background(), redlock.Config{Nodes: rc.URLs(), Prefix: fmt.Sprintf("sb%d", i), Options: []redlock.Option{redlock.WithRestartGuard(20 * time.Millisecond)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func TestStandbyWithoutView(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.standbyWithoutView = c.oldRanks
+		s.setTestHooks(func(h *testHooks) { h.standbyWithoutView = c.oldRanks })
 		// The tick's ranks came from the 20-host view; no view now.
 		atTick := rankJobs(jobs, hosts, c.host, nil)
 		if s.liveHosts(cfg) != nil {

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
-	redisbackend "github.com/leasecron/leasecron/lease/redis"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -19,21 +19,21 @@ import (
 // jobs, with a 2 s TTL so that fresh nodes vote soon.
 func tickConfig(t *testing.T, nodes []string, jobs ...*Job) *Config {
 	t.Helper()
-	c := DefaultConfig()
+	c := config.Default()
 	c.ID = "h1"
-	c.Redis.Nodes = nodes
 	if len(nodes) == 0 {
-		c.Redis.Nodes = []string{"redis://127.0.0.1:1/0"} // never dialled
+		nodes = []string{"redis://127.0.0.1:1/0"} // never dialled
 	}
+	c.Backend = config.NewRedis(nodes...)
 	c.Lease.TTL, c.Lease.Renew = 2*time.Second, 500*time.Millisecond
 	for _, j := range jobs {
 		j.KillGrace = 300 * time.Millisecond
 		// A job built in code gets no defaults: those Validate requires.
 		if j.RetryBackoff == 0 {
-			j.RetryBackoff = defaultRetryBackoff
+			j.RetryBackoff = 10 * time.Second // the documented default
 		}
 		if j.HistoryLimit == 0 {
-			j.HistoryLimit = defaultHistoryLimit
+			j.HistoryLimit = 50 // the documented default
 		}
 	}
 	c.Jobs = jobs
@@ -64,11 +64,13 @@ func TestLoopClockStep(t *testing.T) {
 		host:   "h1",
 		log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		reload: make(chan struct{}, 1),
-		clock:  func() time.Time { return time.Now().Add(time.Duration(offset.Load())) },
+	}
+	s.setTestHooks(func(h *testHooks) {
+		h.clock = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 		// The loop notices a step within 20ms (1s in production), so
 		// where each step lands is known to within that.
-		recheck: 20 * time.Millisecond,
-	}
+		h.recheck = 20 * time.Millisecond
+	})
 	s.cfg.Store(cfg)
 	t0 := time.Unix(1_900_000_000, 0) // a tick of @every 2s
 	offset.Store(int64(time.Until(t0.Add(-300 * time.Millisecond))))
@@ -155,6 +157,9 @@ func TestStartable(t *testing.T) {
 	}
 }
 
+// redisOf is the redis section of cfg.
+func redisOf(cfg *Config) *config.RedisConfig { return cfg.Backend.(*config.RedisConfig) }
+
 // tickScheduler starts three Redis nodes and a Scheduler for cfg's jobs on
 // them whose supervisor cannot start (so no job ever runs: an attempt to
 // run leaves a run record with result "error"), and waits until the nodes
@@ -163,7 +168,7 @@ func tickScheduler(t *testing.T, jobs ...*Job) (*Scheduler, *Config) {
 	t.Helper()
 	cluster := redistest.Start(t, 3)
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
-	be, err := redisbackend.Open(cfg.Redis.Nodes, cfg.Redis.Prefix, redlock.WithTimeout(cfg.Redis.Timeout), redlock.WithRestartGuard(cfg.Lease.TTL))
+	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(redisOf(cfg).Timeout), redlock.WithRestartGuard(cfg.Lease.TTL)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func (s *Scheduler) loop(ctx context.Context, fire func(tick time.Time, jobs []*
 	var due []*Job
 	for {
 		at := q.earliest()
-		recheck := cmp.Or(s.recheck, clockRecheck)
+		recheck := cmp.Or(s.test.recheck, clockRecheck)
 		wait := recheck
 		var offset time.Duration
 		if !at.IsZero() {

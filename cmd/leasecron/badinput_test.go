@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -67,7 +68,7 @@ func badNodes(t *testing.T) []struct {
 	// and the duplicate, not a young dataset, is why it gives no lease.
 	if c, err := redlock.New(pair.URLs()[:1], redlock.WithTimeout(time.Second)); err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, _ = c.Acquire(ctx, redlock.Request{Key: "marker-warmup", TTL: time.Second})
+		_, _ = c.Acquire(ctx, lease.Request{Key: "marker-warmup", TTL: time.Second})
 		cancel()
 		_ = c.Close()
 	}
@@ -170,7 +171,7 @@ func TestBadNodesRunRunsNothing(t *testing.T) {
 // testdata, and a few more, make run and trigger fail at once with exit
 // code 2, naming the file, before anything starts.
 func TestBadConfigNothingRuns(t *testing.T) {
-	files, _ := filepath.Glob("../../scheduler/testdata/bad_*.yaml")
+	files, _ := filepath.Glob("../../config/testdata/bad_*.yaml")
 	more := map[string]string{
 		"zero ttl":          unreachable + "lease:\n  ttl: 0s\njobs:\n  - {name: a, schedule: '@hourly', shell: 'true'}\n",
 		"negative timeout":  unreachable + "jobs:\n  - {name: a, schedule: '@hourly', shell: 'true', timeout: -5s}\n",

@@ -7,9 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/leasecron/leasecron/lease/etcd"
-	"github.com/leasecron/leasecron/lease/mysql"
-	"github.com/leasecron/leasecron/lease/postgres"
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/scheduler"
 )
 
@@ -55,23 +53,7 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(c.stderr, "warning: %s\n", w)
 	}
-	switch cfg.Backend {
-	case scheduler.BackendPostgres:
-		fmt.Fprintf(c.stdout, "ok: %s, postgres %s\n", plural(len(cfg.Jobs), "job"), postgres.Redact(cfg.Postgres.URL))
-	case scheduler.BackendMySQL:
-		fmt.Fprintf(c.stdout, "ok: %s, mysql %s\n", plural(len(cfg.Jobs), "job"), mysql.Redact(cfg.MySQL.DSN))
-	case scheduler.BackendEtcd:
-		fmt.Fprintf(c.stdout, "ok: %s, etcd %s; %s\n", plural(len(cfg.Jobs), "job"), strings.Join(cfg.Etcd.Endpoints, ","), etcd.DescribeTTL(cfg.Lease.TTL))
-	case scheduler.BackendZooKeeper:
-		auth := ""
-		if cfg.ZooKeeper.HasAuth() {
-			auth = " (digest auth)"
-		}
-		fmt.Fprintf(c.stdout, "ok: %s, zookeeper %s%s; lease.ttl %s is the session timeout asked for (servers granting less, their maxSessionTimeout under it, are refused at start; a longer one only delays takeovers)\n",
-			plural(len(cfg.Jobs), "job"), strings.Join(cfg.ZooKeeper.Servers, ","), auth, cfg.Lease.TTL)
-	default:
-		fmt.Fprintf(c.stdout, "ok: %s, %s\n", plural(len(cfg.Jobs), "job"), plural(len(cfg.Redis.Nodes), "node"))
-	}
+	fmt.Fprintf(c.stdout, "ok: %s, %s\n", plural(len(cfg.Jobs), "job"), cfg.Backend.Summary(cfg.Lease))
 	if slices.ContainsFunc(cfg.Jobs, (*scheduler.Job).HasLimits) {
 		have := strings.Join(scheduler.ProbeControllers(), ", ")
 		if have == "" {
@@ -90,7 +72,7 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 }
 
 // hasRunOn reports whether a job of cfg restricts its hosts.
-func hasRunOn(cfg *scheduler.Config) bool {
+func hasRunOn(cfg *config.Config) bool {
 	for _, j := range cfg.Jobs {
 		if len(j.RunOn.Labels) > 0 || len(j.RunOn.Hosts) > 0 {
 			return true
@@ -101,7 +83,7 @@ func hasRunOn(cfg *scheduler.Config) bool {
 
 // writeEligibility says for each job whether this host (cfg.ID and
 // cfg.Labels) may run it.
-func writeEligibility(w io.Writer, cfg *scheduler.Config) {
+func writeEligibility(w io.Writer, cfg *config.Config) {
 	fmt.Fprintf(w, "host %s (labels %s):\n", cfg.ID, formatLabels(cfg.Labels))
 	for _, j := range cfg.Jobs {
 		verdict := "eligible"

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/scheduler"
 )
@@ -26,7 +27,7 @@ type HistoryCommand struct {
 // prints them as a table or (--json) as a JSON array of run records.
 func (c *HistoryCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("history")
-	config := configFlag(fs)
+	configPath := configFlag(fs)
 	n := fs.Int("n", defaultHistoryRuns, "")
 	asJSON := fs.Bool("json", false, "")
 	dryRun := fs.Bool("dry-run", false, "")
@@ -47,12 +48,12 @@ func (c *HistoryCommand) Run(ctx context.Context, args []string) error {
 	if *timeout <= 0 {
 		return usageErrorf("--timeout must be positive")
 	}
-	cfg, err := loadConfig(*config)
+	cfg, err := loadConfig(*configPath)
 	if err != nil {
 		return err
 	}
 	name := pos[0]
-	if !scheduler.ValidJobName(name) {
+	if !config.ValidJobName(name) {
 		return usageErrorf("job name %q may only contain letters, digits, '_', '.' and '-'", name)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/leasecron/leasecron/scheduler"
+	"github.com/leasecron/leasecron/config"
 )
 
 // Environment variables that set what the flags of the same name set; a
@@ -68,7 +68,7 @@ func (h *hostFlags) resolve() (map[string]string, error) {
 	}
 	labels := map[string]string{}
 	if env := os.Getenv(envLabels); env != "" {
-		if err := scheduler.ParseLabels(labels, env); err != nil {
+		if err := config.ParseLabels(labels, env); err != nil {
 			return nil, usageErrorf("%s=%q: %w", envLabels, env, err)
 		}
 	}
@@ -79,7 +79,7 @@ func (h *hostFlags) resolve() (map[string]string, error) {
 		if strings.Contains(l, ",") {
 			return nil, usageErrorf("--label %q: one key=value per --label (commas only in %s)", l, envLabels)
 		}
-		if err := scheduler.ParseLabels(labels, l); err != nil {
+		if err := config.ParseLabels(labels, l); err != nil {
 			return nil, usageErrorf("--label %q: %w", l, err)
 		}
 	}
@@ -92,7 +92,7 @@ func (h *hostFlags) given() bool {
 }
 
 // apply sets the host's id and labels on cfg (after a load or reload).
-func (h *hostFlags) apply(cfg *scheduler.Config, labels map[string]string) {
+func (h *hostFlags) apply(cfg *config.Config, labels map[string]string) {
 	if h.id != "" {
 		cfg.ID = h.id
 	}
@@ -127,5 +127,5 @@ func formatLabels(labels map[string]string) string {
 	if len(labels) == 0 {
 		return "-"
 	}
-	return strings.TrimPrefix(scheduler.RunOn{Labels: labels}.String(), "labels ")
+	return strings.TrimPrefix(config.RunOn{Labels: labels}.String(), "labels ")
 }

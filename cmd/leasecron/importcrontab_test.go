@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/internal/crontab"
-	"github.com/leasecron/leasecron/scheduler"
 )
 
 const corpus = "../../internal/crontab/testdata/corpus.crontab"
@@ -40,7 +40,7 @@ func TestImportCrontabRoundTrip(t *testing.T) {
 	if code := NewMain(&cout, &cerr).Run(context.Background(), []string{"check", "-c", file}); code != 0 {
 		t.Fatalf("check of the imported file: exit %d: %s\n%s", code, cerr.String(), out.String())
 	}
-	cfg, err := scheduler.Load(file)
+	cfg, err := config.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestImportCrontabRoundTrip(t *testing.T) {
 	}
 }
 
-func jobNamed(cfg *scheduler.Config, name string) *scheduler.Job {
+func jobNamed(cfg *config.Config, name string) *config.Job {
 	for _, j := range cfg.Jobs {
 		if j.Name == name {
 			return j

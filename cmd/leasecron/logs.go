@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/scheduler"
 )
@@ -42,7 +43,7 @@ type logsFlags struct {
 func (c *LogsCommand) parse(args []string) (*logsFlags, error) {
 	fs := newFlagSet("logs")
 	f := &logsFlags{}
-	config := configFlag(fs)
+	configPath := configFlag(fs)
 	fs.StringVar(&f.tick, "tick", "", "")
 	fs.IntVar(&f.last, "last", 1, "")
 	fs.BoolVar(&f.asJSON, "json", false, "")
@@ -54,7 +55,7 @@ func (c *LogsCommand) parse(args []string) (*logsFlags, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.config = *config
+	f.config = *configPath
 	switch {
 	case len(pos) == 0:
 		return nil, usageErrorf("missing the job whose output to show")
@@ -73,7 +74,7 @@ func (c *LogsCommand) parse(args []string) (*logsFlags, error) {
 		return nil, usageErrorf("--last %d: want 1 to %d", f.last, lease.MaxLogLimit)
 	case f.timeout <= 0:
 		return nil, usageErrorf("--timeout must be positive")
-	case !scheduler.ValidJobName(f.job):
+	case !config.ValidJobName(f.job):
 		return nil, usageErrorf("job name %q may only contain letters, digits, '_', '.' and '-'", f.job)
 	}
 	f.tickSet = set["tick"]

@@ -1,6 +1,7 @@
 // Command leasecron is a job-coordination daemon for a server fleet: every
 // host runs it with the same schedule, and each tick of each job runs on
-// exactly one host, under a Redlock lease.
+// exactly one host, under a lease kept in Redis (Redlock), PostgreSQL,
+// MySQL, etcd or ZooKeeper.
 //
 // Usage:
 //
@@ -23,7 +24,7 @@
 // Exit codes, for every command:
 //
 //	0  success
-//	1  runtime failure (Redis unreachable, lease held, job failed to start, ...)
+//	1  runtime failure (backend unreachable, lease held, job failed to start, ...)
 //	2  usage or config error (bad flags, unknown command or job, invalid config file)
 //
 // `trigger` exits with the job's own exit code when the job ran and failed
@@ -43,8 +44,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/internal/supervisor"
-	"github.com/leasecron/leasecron/scheduler"
 )
 
 // Exit codes of every command.
@@ -202,7 +203,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 
 func (m *Main) usage(w io.Writer) {
 	fmt.Fprint(w, `leasecron coordinates scheduled jobs across a fleet: each tick of each job
-runs on exactly one host, under a Redlock lease on N Redis nodes.
+runs on exactly one host, under a lease kept in Redis (Redlock over N nodes),
+PostgreSQL, MySQL, etcd or ZooKeeper: the one backend section of the config.
 
 Usage:
 
@@ -240,7 +242,7 @@ func checkIDFlag(id string) error {
 	if id == "" {
 		return nil
 	}
-	if err := scheduler.ValidateID(id); err != nil {
+	if err := config.ValidateID(id); err != nil {
 		return usageErrorf("--id: %w", err)
 	}
 	return nil
@@ -355,8 +357,8 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // loadConfig loads path; a failure is a config error (exit code 2).
-func loadConfig(path string) (*scheduler.Config, error) {
-	cfg, err := scheduler.Load(path)
+func loadConfig(path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, &configError{err: err}
 	}

@@ -585,9 +585,9 @@ func TestFormatHolder(t *testing.T) {
 // bad_*.yaml must fail with exit code 2 and name the file, the others pass
 // (warn_*.yaml with a warning).
 func TestCheckTestdata(t *testing.T) {
-	files, err := filepath.Glob("../../scheduler/testdata/*.yaml")
+	files, err := filepath.Glob("../../config/testdata/*.yaml")
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no scheduler/testdata/*.yaml (%v)", err)
+		t.Fatalf("no config/testdata/*.yaml (%v)", err)
 	}
 	for _, f := range files {
 		name := filepath.Base(f)

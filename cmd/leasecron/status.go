@@ -22,7 +22,7 @@ type StatusCommand struct {
 	stdout, stderr io.Writer
 }
 
-// Run reads the state from the config's Redis nodes and prints it as tables
+// Run reads the state from the config's lease store and prints it as tables
 // (or JSON with --json). It fails (exit code 1) when fewer than a quorum of
 // nodes answered and vote, after printing what it could read.
 func (c *StatusCommand) Run(ctx context.Context, args []string) error {

@@ -21,7 +21,7 @@ func TestTriggerFailsAtOnceWhenHeld(t *testing.T) {
 	srv := pgtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	be, err := pgbackend.Open(ctx, srv.URL())
+	be, err := pgbackend.Open(ctx, pgbackend.Config{URL: srv.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/scheduler"
 )
 
@@ -39,7 +40,7 @@ type jobView struct {
 
 // serveJob renders job name's page; an unknown job is 404.
 func (p *statusPage) serveJob(w http.ResponseWriter, r *http.Request, name string) {
-	if !scheduler.ValidJobName(name) {
+	if !config.ValidJobName(name) {
 		http.NotFound(w, r)
 		return
 	}

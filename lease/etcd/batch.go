@@ -22,7 +22,7 @@ func (b *Backend) acquireChunk(ctx context.Context, start time.Time, reqs []leas
 	ops := make([]clientv3.Op, len(idx))
 	for j, i := range idx {
 		r := reqs[i]
-		tokens[j] = newToken()
+		tokens[j] = lease.NewToken()
 		values[j] = lockValue(tokens[j], r.TTL, r.Owner)
 		ops[j] = acquireOp(b.keys(r.Key), r.Epoch, values[j], sh[i].id)
 	}
@@ -50,15 +50,16 @@ func (b *Backend) acquireChunk(ctx context.Context, start time.Time, reqs []leas
 			}
 		}
 		if a.won {
-			left := b.validity(start, r.TTL)
+			left := lease.Validity(start, r.TTL, b.o.drift) + b.test.validityBonus
 			if left <= 0 {
 				out[i].Err = b.refuse(r.Key, fmt.Errorf("acquired after %s, past the validity", time.Since(start).Round(time.Millisecond)), "too late")
 				late = append(late, lease.Request{Key: r.Key, Owner: values[j], TTL: r.TTL})
 				continue
 			}
 			sh[i].refs.Add(1)
-			out[i].Lease = &Lease{b: b, req: r, token: tokens[j], sh: sh[i], fence: fence,
-				validUntil: time.Now().Add(left)}
+			l := &Lease{State: lease.NewState(r, tokens[j], fence), b: b, sh: sh[i]}
+			l.SetValidUntil(start.Add(left))
+			out[i].Lease = l
 			continue
 		}
 		re := &lease.RefusedError{Key: r.Key, DoneEpoch: a.doneEpo}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
 // Defaults of Config and of the options.
@@ -20,7 +22,7 @@ const (
 	// DefaultTimeout bounds each request when Config.Timeout is zero.
 	DefaultTimeout = 500 * time.Millisecond
 	// DefaultDrift is the clock drift factor subtracted from validities.
-	DefaultDrift = 0.01
+	DefaultDrift = lease.DefaultDrift
 	// DefaultMaxTxnOps is etcd's default --max-txn-ops.
 	DefaultMaxTxnOps = 128
 	// DefaultRetryEvery is Acquire's pause between attempts (± 25 %).
@@ -46,6 +48,15 @@ type Config struct {
 	// roots); CertFile and KeyFile, both or neither, are the client's
 	// certificate. Any of them requires https endpoints.
 	CAFile, CertFile, KeyFile string
+	// Drift is the clock drift factor: validity = ttl - elapsed -
+	// (ttl × drift + 2 ms). Default (0) DefaultDrift; must be in [0, 1).
+	Drift float64
+	// MaxTxnOps is the cluster's --max-txn-ops (default DefaultMaxTxnOps),
+	// which bounds how many keys one batch transaction carries (4 fewer).
+	MaxTxnOps int
+	// RetryEvery is Acquire's pause between attempts (default
+	// DefaultRetryEvery, ± 25 %).
+	RetryEvery time.Duration
 }
 
 // CheckConfig validates cfg without connecting: endpoint URLs, prefix,
@@ -152,6 +163,15 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.Drift == 0 {
+		cfg.Drift = DefaultDrift
+	}
+	if cfg.MaxTxnOps == 0 {
+		cfg.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if cfg.RetryEvery == 0 {
+		cfg.RetryEvery = DefaultRetryEvery
+	}
 	return cfg
 }
 
@@ -163,26 +183,12 @@ func GrantSeconds(d time.Duration) int64 {
 	return max(s, 1)
 }
 
-// Option configures Open.
-type Option func(*options)
-
+// options are the timing settings of an open Backend (from its Config).
 type options struct {
 	drift      float64
 	maxTxnOps  int
 	retryEvery time.Duration
 }
-
-// WithDrift sets the clock drift factor: validity = ttl - elapsed -
-// (ttl × drift + 2 ms). Default DefaultDrift; must be in [0, 1).
-func WithDrift(f float64) Option { return func(o *options) { o.drift = f } }
-
-// WithMaxTxnOps sets the cluster's --max-txn-ops (default 128), which
-// bounds how many keys one batch transaction carries (4 fewer).
-func WithMaxTxnOps(n int) Option { return func(o *options) { o.maxTxnOps = n } }
-
-// WithRetryEvery sets Acquire's pause between attempts (default
-// DefaultRetryEvery, ± 25 %).
-func WithRetryEvery(d time.Duration) Option { return func(o *options) { o.retryEvery = d } }
 
 // explainTLS adds, to a request error of an https cluster, why a TLS
 // handshake with the first endpoint that refuses one fails (an untrusted

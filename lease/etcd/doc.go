@@ -39,7 +39,7 @@
 //
 //	validity = ttl - (time since before the Grant request) - (ttl × drift + 2 ms)
 //
-// with drift 0.01 by default (WithDrift), on the monotonic clock. The etcd
+// with drift 0.01 by default (Config.Drift), on the monotonic clock. The etcd
 // leader starts the lease's TTL when it applies the Grant, after the
 // client's start; a leader change restarts every lease's TTL (the new
 // leader cannot know the old one's timers), which only lengthens it.
@@ -88,7 +88,7 @@
 // calls, each a raft write, took 5-15 s on a loaded test machine, past
 // the tick's validity. The locks of one batch are then put by
 // transactions of nested per-key transactions, split so that no level
-// exceeds etcd's --max-txn-ops (default 128, WithMaxTxnOps; 124 keys per
+// exceeds etcd's --max-txn-ops (default 128, Config.MaxTxnOps; 124 keys per
 // transaction), two transactions at a time. A single Acquire is a batch of
 // one and has its lease to itself.
 //

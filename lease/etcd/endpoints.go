@@ -45,7 +45,7 @@ type endpointSet struct {
 // endpoint, as Health returns them). When none answered, nothing changes:
 // there is nothing better to send requests to.
 func (b *Backend) noteHealth(sts []lease.ServerStatus) {
-	if b.unsafeKeepFrozen || b.closed.Load() {
+	if b.test.keepFrozen || b.closed.Load() {
 		return
 	}
 	down := map[string]bool{}
@@ -78,7 +78,7 @@ func (b *Backend) noteHealth(sts []lease.ServerStatus) {
 // applyEndpoints gives the client every endpoint not down (b.eps.mu held).
 func (b *Backend) applyEndpoints() {
 	up := slices.DeleteFunc(slices.Clone(b.cfg.Endpoints), func(ep string) bool { return b.eps.down[ep] })
-	if !b.unsafeUnorderedDial {
+	if !b.test.unorderedDial {
 		b.eps.dial.Lock()
 		defer b.eps.dial.Unlock()
 	}

@@ -2,9 +2,7 @@ package etcd
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -42,19 +40,8 @@ type Backend struct {
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 
-	// unsafeBonus is added to every validity; only the tests' negative
-	// controls set it (export_test.go), to switch the protection off.
-	unsafeBonus time.Duration
-	// unsafeNoLeaseRecycle makes Put grant a new etcd lease for every
-	// entry with a TTL and never revoke the one it replaces; only the
-	// tests' negative control sets it (export_test.go).
-	unsafeNoLeaseRecycle bool
-	// unsafeKeepFrozen keeps members that fail a probe among the
-	// client's endpoints; only the tests' negative control sets it.
-	unsafeKeepFrozen bool
-	// unsafeUnorderedDial lets SetEndpoints run during a Status probe;
-	// only the tests' negative control sets it.
-	unsafeUnorderedDial bool
+	// test holds the negative controls' switches (testhooks.go).
+	test testHooks
 
 	eps     endpointSet    // the client's endpoints (endpoints.go)
 	probeWG sync.WaitGroup // the reprobe loop; Close waits for it
@@ -69,17 +56,14 @@ var _ lease.Backend = (*Backend)(nil)
 // (or Warm) dials. With one it logs in, which needs a member to answer
 // within Timeout; a failed TLS handshake is then explained in the error.
 // ctx's values (not its cancellation) are kept for the client's requests.
-func Open(ctx context.Context, cfg Config, opts ...Option) (*Backend, error) {
+func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := CheckConfig(cfg); err != nil {
 		return nil, fmt.Errorf("etcd backend: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	o := options{drift: DefaultDrift, maxTxnOps: DefaultMaxTxnOps, retryEvery: DefaultRetryEvery}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.drift < 0 || o.drift >= 1 {
-		return nil, fmt.Errorf("etcd backend: drift must be in [0,1), got %v", o.drift)
+	o := options{drift: cfg.Drift, maxTxnOps: cfg.MaxTxnOps, retryEvery: cfg.RetryEvery}
+	if err := lease.CheckDrift(o.drift); err != nil {
+		return nil, fmt.Errorf("etcd backend: %w", err)
 	}
 	if o.maxTxnOps <= acquireOpsPerKey {
 		return nil, fmt.Errorf("etcd backend: max txn ops must exceed %d, got %d", acquireOpsPerKey, o.maxTxnOps)
@@ -123,19 +107,7 @@ func (b *Backend) refuse(key string, err error, detail string) *lease.RefusedErr
 	return &lease.RefusedError{Key: key, Reason: lease.ErrNoQuorum, NodeErrs: b.nodeErr(err), Detail: detail}
 }
 
-// validity is the time left of an acquisition or extension of ttl that
-// started at start: ttl - elapsed - (ttl × drift + 2 ms).
-func (b *Backend) validity(start time.Time, ttl time.Duration) time.Duration {
-	return ttl - time.Since(start) - (time.Duration(float64(ttl)*b.o.drift) + 2*time.Millisecond) + b.unsafeBonus
-}
-
-func newToken() string {
-	var p [16]byte
-	_, _ = rand.Read(p[:])
-	return hex.EncodeToString(p[:])
-}
-
-// Acquire takes the lease, retrying every WithRetryEvery (± 25 %) while it
+// Acquire takes the lease, retrying every Config.RetryEvery (± 25 %) while it
 // is held by another owner or the cluster does not answer, until ctx ends.
 // When ctx ends it returns the last refusal that named a holder, if any
 // (a later attempt that timed out says less).

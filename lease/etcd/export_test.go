@@ -9,22 +9,22 @@ import (
 // SetUnsafeValidityBonus makes b overstate every validity by d: the
 // negative control of the tests' interval check (a client that trusts
 // more time than the server grants).
-func SetUnsafeValidityBonus(b *Backend, d time.Duration) { b.unsafeBonus = d }
+func SetUnsafeValidityBonus(b *Backend, d time.Duration) { b.test.validityBonus = d }
 
 // SetUnsafeNoLeaseRecycle makes b's Put grant a new etcd lease for every
 // entry with a TTL and never revoke the replaced one: the negative
 // control of the lease-leak check.
-func SetUnsafeNoLeaseRecycle(b *Backend) { b.unsafeNoLeaseRecycle = true }
+func SetUnsafeNoLeaseRecycle(b *Backend) { b.test.noLeaseRecycle = true }
 
 // SetUnsafeKeepFrozen keeps members that fail a probe among b's client's
 // endpoints: the negative control of the frozen-member test (the client's
 // balancer keeps sending requests to the frozen member).
-func SetUnsafeKeepFrozen(b *Backend) { b.unsafeKeepFrozen = true }
+func SetUnsafeKeepFrozen(b *Backend) { b.test.keepFrozen = true }
 
 // SetUnsafeUnorderedDial lets b change its client's endpoints while a
 // Status probe dials: the negative control of the probe/endpoint-change
 // ordering (the race detector reports the client's unlocked read).
-func SetUnsafeUnorderedDial(b *Backend) { b.unsafeUnorderedDial = true }
+func SetUnsafeUnorderedDial(b *Backend) { b.test.unorderedDial = true }
 
 // CleanOrphans runs b's clean-up of locks a lost acquire transaction may
 // have written (cleanLater) for key, whose lock holds value, and waits for

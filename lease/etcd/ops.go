@@ -138,7 +138,7 @@ func (b *Backend) status(ctx context.Context, ep string) lease.ServerStatus {
 	}
 	tctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
-	if !b.unsafeUnorderedDial {
+	if !b.test.unorderedDial {
 		b.eps.dial.RLock()
 		defer b.eps.dial.RUnlock()
 	}

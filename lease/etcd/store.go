@@ -127,7 +127,7 @@ func (b *Backend) Put(ctx context.Context, space string, e lease.Entry) error {
 		}
 		etcdLease := clientv3.NoLease
 		if e.TTL > 0 {
-			if old != clientv3.NoLease && !b.unsafeNoLeaseRecycle && GrantSeconds(oldTTL) == GrantSeconds(e.TTL) && b.renew(ctx, old) {
+			if old != clientv3.NoLease && !b.test.noLeaseRecycle && GrantSeconds(oldTTL) == GrantSeconds(e.TTL) && b.renew(ctx, old) {
 				etcdLease = old
 			} else {
 				if granted == clientv3.NoLease {
@@ -168,7 +168,7 @@ func (b *Backend) Put(ctx context.Context, space string, e lease.Entry) error {
 			if etcdLease == granted {
 				granted = clientv3.NoLease
 			}
-			if old != clientv3.NoLease && old != etcdLease && !b.unsafeNoLeaseRecycle {
+			if old != clientv3.NoLease && old != etcdLease && !b.test.noLeaseRecycle {
 				b.revokeLater(old)
 			}
 			return nil

@@ -2,8 +2,6 @@ package mysql
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -35,7 +33,7 @@ const (
 // reply was lost is taken over by the next attempt instead of blocking the
 // key for a TTL.
 func (b *Backend) Acquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
-	token := newTokens(1)[0]
+	token := lease.NewToken()
 	var last error // the last refusal the server gave
 	for attempt := 0; ; attempt++ {
 		res := b.tryBatch(ctx, []lease.Request{req}, []string{token})[0]
@@ -78,7 +76,7 @@ func (b *Backend) Acquire(ctx context.Context, req lease.Request) (lease.Lease, 
 // a TTL <= 0, text that is not UTF-8 or contains NUL, or a key already in
 // the batch fails with a plain error.
 func (b *Backend) TryAcquireBatch(ctx context.Context, reqs []lease.Request) []lease.Result {
-	return b.tryBatch(ctx, reqs, newTokens(len(reqs)))
+	return b.tryBatch(ctx, reqs, lease.NewTokens(len(reqs)))
 }
 
 // row is one line of rows.sql's result: the key's row after acquire.sql.
@@ -95,30 +93,30 @@ type row struct {
 // maxKey is the longest key the table's primary key holds (VARBINARY(768)).
 const maxKey = 768
 
+// tryBatch makes one attempt at every request with its token, in one
+// round trip: it checks the requests, runs acquire.sql and reads the rows
+// back (rows.sql), and turns each row into a lease or a refusal.
 func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []string) []lease.Result {
-	out := make([]lease.Result, len(reqs))
-	seen := make(map[string]bool, len(reqs))
-	var idx []int // valid requests, sorted by key
-	for i, r := range reqs {
-		if err := checkRequest(r); err != nil {
-			out[i].Err = err
-			continue
-		}
-		if seen[r.Key] {
-			out[i].Err = fmt.Errorf("acquire %s: key twice in one batch", r.Key)
-			continue
-		}
-		seen[r.Key] = true
-		idx = append(idx, i)
-	}
+	out, idx := lease.CheckBatch(reqs, checkRequest)
 	if len(idx) == 0 {
 		return out
 	}
-	if !b.o.unsorted {
+	if !b.o.test.unsorted {
 		slices.SortFunc(idx, func(a, c int) int { return strings.Compare(reqs[a].Key, reqs[c].Key) })
 	}
-	n := len(idx)
 	start := time.Now()
+	got, err := b.acquireRows(ctx, reqs, tokens, idx, start)
+	late := b.decide(out, reqs, tokens, idx, got, err, start)
+	for _, l := range late {
+		_ = l.Release(ctx)
+	}
+	return out
+}
+
+// acquireRows runs acquire.sql for reqs[idx], started at start, and reads
+// back the rows of their keys.
+func (b *Backend) acquireRows(ctx context.Context, reqs []lease.Request, tokens []string, idx []int, start time.Time) (map[string]row, error) {
+	n := len(idx)
 	args := make([]any, 0, 7*n)
 	keys := make([]any, n)
 	for j, i := range idx {
@@ -138,9 +136,17 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []s
 		}
 		return b.readRows(ctx, read, keys, got)
 	})
+	return got, err
+}
+
+// decide fills out[idx] from the rows read back (or the round trip's
+// error err), the round trip having started at start: a lease for each
+// row that carries the request's token with validity left, a refusal for
+// the others. It returns the leases granted too late to be used, for the
+// caller to release.
+func (b *Backend) decide(out []lease.Result, reqs []lease.Request, tokens []string, idx []int, got map[string]row, err error, start time.Time) (late []*Lease) {
 	replied := time.Now()
 	elapsed := replied.Sub(start)
-	var late []*Lease
 	for _, i := range idx {
 		req := reqs[i]
 		r, ok := got[req.Key]
@@ -159,15 +165,15 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []s
 		}
 		switch {
 		case granted:
-			l := &Lease{b: b, req: req, token: tokens[i], fence: r.fence}
-			v := b.validity(req.TTL, start)
+			l := &Lease{State: lease.NewState(req, tokens[i], r.fence), b: b}
+			v := lease.Validity(start, req.TTL, b.o.drift)
 			if v <= 0 {
 				late = append(late, l)
 				out[i].Err = &lease.RefusedError{Key: req.Key, Reason: lease.ErrNoQuorum, DoneEpoch: r.doneEpoch,
 					Detail: fmt.Sprintf("granted, but the statement took %s and left no validity", elapsed.Round(time.Microsecond))}
 				continue
 			}
-			l.validUntil = start.Add(v)
+			l.SetValidUntil(start.Add(v))
 			out[i].Lease = l
 		case epochDone:
 			out[i].Err = &lease.RefusedError{Key: req.Key, Reason: lease.ErrEpochDone, DoneEpoch: r.doneEpoch}
@@ -175,10 +181,7 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []s
 			out[i].Err = b.heldError(req.Key, r, replied)
 		}
 	}
-	for _, l := range late {
-		_ = l.Release(ctx)
-	}
-	return out
+	return late
 }
 
 // batchStatements returns acquire.sql and rows.sql for n keys.
@@ -270,20 +273,3 @@ func checkText(what, key, text string) error {
 }
 
 func validText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
-
-// validity is the Redlock formula: what is left of ttl after the request
-// that started at start, minus the drift margin.
-func (b *Backend) validity(ttl time.Duration, start time.Time) time.Duration {
-	return ttl - time.Since(start) - (time.Duration(float64(ttl)*b.o.drift) + 2*time.Millisecond)
-}
-
-// newTokens returns n random 128-bit tokens in hex.
-func newTokens(n int) []string {
-	buf := make([]byte, 16*n)
-	_, _ = rand.Read(buf) // never fails (crypto/rand)
-	out := make([]string, n)
-	for i := range out {
-		out[i] = hex.EncodeToString(buf[16*i : 16*i+16])
-	}
-	return out
-}

@@ -22,7 +22,7 @@ const beatSweepEvery = time.Minute
 // written space as Put does after every write.
 func (b *Backend) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
 	e := bt.Entry
-	tok := newTokens(1)[0]
+	tok := lease.NewToken()
 	ttl := ttlMicros(e.TTL)
 	start := time.Now()
 	wrote := false

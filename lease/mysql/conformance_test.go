@@ -39,7 +39,7 @@ func TestConformance(t *testing.T) {
 }
 
 func dial(ctx context.Context, dsn string, opts ...mysql.Option) (*mysql.Backend, error) {
-	return mysql.Open(ctx, dsn, append([]mysql.Option{mysql.WithTimeout(conformanceTimeout)}, opts...)...)
+	return mysql.OpenWith(ctx, dsn, append([]mysql.Option{mysql.WithTimeout(conformanceTimeout)}, opts...)...)
 }
 
 func runConformance(t *testing.T, s *mysqltest.Server, dsn string) {
@@ -56,7 +56,7 @@ func runConformance(t *testing.T, s *mysqltest.Server, dsn string) {
 			return b
 		},
 		OpenBatch: func(t testing.TB) lease.Backend {
-			b, err := mysql.Open(context.Background(), dsn, mysql.WithTimeout(5*time.Second))
+			b, err := mysql.OpenWith(context.Background(), dsn, mysql.WithTimeout(5*time.Second))
 			if err != nil {
 				t.Fatalf("open: %v", err)
 			}

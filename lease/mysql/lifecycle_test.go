@@ -101,7 +101,7 @@ func TestSimultaneousAssignmentRefused(t *testing.T) {
 	s := mysqltest.Start(t)
 	s.Exec("SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',SIMULTANEOUS_ASSIGNMENT')")
 	ctx := ctxT(t)
-	b, err := mysql.Open(ctx, s.DSN(), mysql.WithTimeout(5*time.Second))
+	b, err := mysql.OpenWith(ctx, s.DSN(), mysql.WithTimeout(5*time.Second))
 	if err == nil {
 		_ = b.Close()
 		t.Fatal("Open accepted a server with SIMULTANEOUS_ASSIGNMENT")

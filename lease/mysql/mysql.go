@@ -48,13 +48,13 @@ var _ lease.Backend = (*Backend)(nil)
 // connection each time, when the connection it used turned out dead.
 const reconnectAttempts = 3
 
-// Open returns a Backend on the server of dsn, a go-sql-driver/mysql data
+// Open returns a Backend on the server of cfg.DSN, a go-sql-driver/mysql data
 // source name (user:password@tcp(host:3306)/dbname?tls=true; see CheckDSN
 // for the parameters it may carry and ForcedDSN for those the backend
 // sets), with a pool of connections.
 //
 // Open connects and creates the lease table if it is missing (see
-// schema.sql and WithTable). It fails when the DSN or an option is
+// schema.sql and Config.Table). It fails when the DSN or a setting is
 // invalid, the server refuses the credentials, the database does not
 // exist, the user may not create the missing table (the error names the
 // table and the privilege), or the table exists without the expected
@@ -63,8 +63,14 @@ const reconnectAttempts = 3
 // and fails, naming the server, until it answers. ctx bounds the whole of
 // Open, and each request is bounded by the timeout. Errors never contain
 // the password.
-func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
-	o := defaultOptions()
+func Open(ctx context.Context, cfg Config) (*Backend, error) {
+	return open(ctx, cfg)
+}
+
+// open is Open with test options (export_test.go) over cfg's.
+func open(ctx context.Context, c Config, opts ...Option) (*Backend, error) {
+	dsn := c.DSN
+	o := c.options()
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -82,7 +88,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Backend, error) {
 	// would go to the process's stderr, outside leasecron's logging; the
 	// errors that matter reach the caller.
 	cfg.Logger = nopLogger{}
-	if o.noReconnect {
+	if o.test.noReconnect {
 		cfg.CheckConnLiveness = false
 	}
 	conn, err := driver.NewConnector(cfg)
@@ -173,7 +179,7 @@ func (b *Backend) do(ctx context.Context, f func(context.Context) error) error {
 			return lease.ErrClosed
 		}
 		err := f(ctx)
-		if err == nil || ctx.Err() != nil || b.o.noReconnect || !connectionLost(err) {
+		if err == nil || ctx.Err() != nil || b.o.test.noReconnect || !connectionLost(err) {
 			return err
 		}
 		var me *driver.MySQLError
@@ -213,11 +219,11 @@ func (b *Backend) call(ctx context.Context, d time.Duration, f func(context.Cont
 // stmt returns a lease statement as sent: query itself, or with the
 // injected step of the server's clock (tests only).
 func (b *Backend) stmt(query string) string {
-	if b.o.clockStep == nil {
+	if b.o.test.clockStep == nil {
 		return query
 	}
 	return strings.ReplaceAll(query, "UTC_TIMESTAMP(6)",
-		fmt.Sprintf("(UTC_TIMESTAMP(6) + INTERVAL %d MICROSECOND)", b.o.clockStep.Load()))
+		fmt.Sprintf("(UTC_TIMESTAMP(6) + INTERVAL %d MICROSECOND)", b.o.test.clockStep.Load()))
 }
 
 // Inspect reads key's row: holder (its Owner while the lease is held),
@@ -284,7 +290,7 @@ func (b *Backend) Warm(ctx context.Context) error {
 	return b.call(ctx, b.timeout, func(ctx context.Context) error { return b.db.PingContext(ctx) })
 }
 
-// Timeout is the per-request timeout (WithTimeout; default 2 s).
+// Timeout is the per-request timeout (Config.Timeout; default 2 s).
 func (b *Backend) Timeout() time.Duration { return b.timeout }
 
 // Quorum is 1: one server decides.

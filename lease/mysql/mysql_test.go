@@ -17,7 +17,7 @@ func open(t testing.TB, dsn string, opts ...mysql.Option) *mysql.Backend {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	b, err := mysql.Open(ctx, dsn, append([]mysql.Option{mysql.WithTimeout(testTimeout)}, opts...)...)
+	b, err := mysql.OpenWith(ctx, dsn, append([]mysql.Option{mysql.WithTimeout(testTimeout)}, opts...)...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -2,8 +2,9 @@ package mysql
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
 // Defaults of Open's options.
@@ -14,58 +15,66 @@ const (
 	DefaultTimeout = 2 * time.Second
 	// DefaultDrift is the clock drift factor subtracted from every
 	// validity, as in package lease.
-	DefaultDrift = 0.01
+	DefaultDrift = lease.DefaultDrift
 )
 
-// Option configures Open.
+// Config says where the leases live and how to use the server. Zero
+// fields take the defaults above.
+type Config struct {
+	// DSN is the database in go-sql-driver/mysql's form:
+	// user[:password]@tcp(host:3306)/dbname?tls=true (see CheckDSN for
+	// the parameters allowed). It carries the password: never log it (log
+	// Redact of it).
+	DSN string
+	// Table is the lease table: NAME or DATABASE.NAME (see CheckDSN and
+	// the package doc for the rules); default DefaultTable.
+	Table string
+	// Timeout bounds every request (statement, and the connect it may
+	// need), so that a paused or unreachable server cannot hang a call;
+	// default DefaultTimeout. It must be positive.
+	Timeout time.Duration
+	// Drift is the clock drift factor subtracted from every validity:
+	// validity = ttl - elapsed - (ttl*drift + 2ms); default DefaultDrift.
+	// It must be in [0, 1).
+	Drift float64
+}
+
+// options returns the options cfg sets over the defaults.
+func (cfg Config) options() options {
+	o := defaultOptions()
+	if cfg.Table != "" {
+		o.table = cfg.Table
+	}
+	if cfg.Timeout != 0 {
+		o.timeout = cfg.Timeout
+	}
+	if cfg.Drift != 0 {
+		o.drift = cfg.Drift
+	}
+	return o
+}
+
+// Option changes what Open does, for tests (export_test.go).
 type Option func(*options)
 
 type options struct {
 	table   string
 	timeout time.Duration
 	drift   float64
-	// noReconnect turns off the retry of a statement on a fresh
-	// connection after a connection failure (tests only).
-	noReconnect bool
-	// unsorted sends a batch's keys in request order instead of sorted
-	// (tests only: the negative control of the deadlock test).
-	unsorted bool
-	// wallClockTakeover lets acquire.sql take over a row once expires_at
-	// passed on the server's clock (tests only: the negative control of
-	// the clock step test).
-	wallClockTakeover bool
-	// clockStep, if set, is added to the server's UTC_TIMESTAMP(6) in
-	// the lease statements, in µs (tests only: an injected clock step).
-	clockStep *atomic.Int64
+	// test holds the switches only tests set (testhooks.go).
+	test testHooks
 }
 
 func defaultOptions() options {
 	return options{table: DefaultTable, timeout: DefaultTimeout, drift: DefaultDrift}
 }
 
-// WithTable sets the lease table: NAME or DATABASE.NAME, each part made of
-// letters, digits and underscores (not starting with a digit), at most 55
-// bytes for NAME (64 for DATABASE). Default DefaultTable
-// ("leasecron_leases") in the DSN's database. Entries and logs go to
-// NAME_entries and NAME_log beside it.
-func WithTable(name string) Option { return func(o *options) { o.table = name } }
-
-// WithTimeout sets the per-request timeout: every statement (and the
-// connect it may need) is bounded by it, so a paused or unreachable server
-// cannot hang a call. Default DefaultTimeout (2 s). It must be positive.
-func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
-
-// WithDrift sets the clock drift factor subtracted from every validity:
-// validity = ttl - elapsed - (ttl*drift + 2ms). Default DefaultDrift
-// (0.01). It must be in [0, 1).
-func WithDrift(f float64) Option { return func(o *options) { o.drift = f } }
-
 func (o *options) check() error {
 	if o.timeout <= 0 {
 		return fmt.Errorf("mysql backend: timeout must be positive, got %s", o.timeout)
 	}
-	if o.drift < 0 || o.drift >= 1 {
-		return fmt.Errorf("mysql backend: drift must be in [0,1), got %v", o.drift)
+	if err := lease.CheckDrift(o.drift); err != nil {
+		return fmt.Errorf("mysql backend: %w", err)
 	}
 	if _, _, err := parseTable(o.table); err != nil {
 		return err

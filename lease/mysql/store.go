@@ -51,7 +51,7 @@ func (b *Backend) Put(ctx context.Context, space string, e lease.Entry) error {
 	if err := lease.CheckEntry(space, e); err != nil {
 		return err
 	}
-	tok := newTokens(1)[0]
+	tok := lease.NewToken()
 	ttl := ttlMicros(e.TTL)
 	err := b.callStore(ctx, func(ctx context.Context) error {
 		if _, err := b.db.ExecContext(ctx, b.store.put, space, e.Name, e.Version, nonNil(e.Data), ttl, ttl, ttl, tok); err != nil {

@@ -64,7 +64,7 @@ func body(text string) string {
 
 func newStatements(table string, o options) statements {
 	rule := takeoverRule
-	if o.wallClockTakeover {
+	if o.test.wallClockTakeover {
 		rule = wallClockRule
 	}
 	r := strings.NewReplacer("{{table}}", table, "{{takeover}}", rule)
@@ -87,7 +87,7 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // MySQL's 64-byte identifiers.
 const maxTableName = 64 - len(entriesSuffix)
 
-// parseTable checks a WithTable name and returns its database ("" for the
+// parseTable checks a Config.Table name and returns its database ("" for the
 // DSN's) and name.
 func parseTable(name string) (db, table string, err error) {
 	parts := strings.Split(name, ".")

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -36,7 +34,7 @@ const (
 // reply was lost is taken over by the next attempt instead of blocking the
 // key for a TTL.
 func (b *Backend) Acquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
-	token := newTokens(1)[0]
+	token := lease.NewToken()
 	var last error // the last refusal the server gave
 	for attempt := 0; ; attempt++ {
 		res := b.tryBatch(ctx, []lease.Request{req}, []string{token})[0]
@@ -81,7 +79,7 @@ func (b *Backend) Acquire(ctx context.Context, req lease.Request) (lease.Lease, 
 // a TTL <= 0, text that is not UTF-8 or contains NUL, or a key already in
 // the batch fails with a plain error.
 func (b *Backend) TryAcquireBatch(ctx context.Context, reqs []lease.Request) []lease.Result {
-	return b.tryBatch(ctx, reqs, newTokens(len(reqs)))
+	return b.tryBatch(ctx, reqs, lease.NewTokens(len(reqs)))
 }
 
 // row is one line of acquire.sql's result.
@@ -97,31 +95,31 @@ type row struct {
 	ttlMicros  int64
 }
 
+// tryBatch makes one attempt at every request with its token, in one
+// statement: it checks the requests, runs acquire.sql, and turns each row
+// into a lease or a refusal.
 func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []string) []lease.Result {
-	out := make([]lease.Result, len(reqs))
-	seen := make(map[string]bool, len(reqs))
-	var idx []int // valid requests, sorted by key
-	for i, r := range reqs {
-		if err := checkRequest(r); err != nil {
-			out[i].Err = err
-			continue
-		}
-		if seen[r.Key] {
-			out[i].Err = fmt.Errorf("acquire %s: key twice in one batch", r.Key)
-			continue
-		}
-		seen[r.Key] = true
-		idx = append(idx, i)
-	}
+	out, idx := lease.CheckBatch(reqs, checkRequest)
 	if len(idx) == 0 {
 		return out
 	}
 	slices.SortFunc(idx, func(a, c int) int { return strings.Compare(reqs[a].Key, reqs[c].Key) })
+	start := time.Now()
+	rows, err := b.acquireRows(ctx, reqs, tokens, idx, start)
+	late := b.decide(out, reqs, tokens, idx, rows, err, start)
+	for _, l := range late {
+		_ = l.Release(ctx)
+	}
+	return out
+}
+
+// acquireRows runs acquire.sql for reqs[idx] (sorted by key), started at
+// start, and returns its rows in the order of idx.
+func (b *Backend) acquireRows(ctx context.Context, reqs []lease.Request, tokens []string, idx []int, start time.Time) ([]row, error) {
 	n := len(idx)
 	keys, toks, owners := make([]string, n), make([]string, n), make([]string, n)
 	ttls, epochs := make([]int64, n), make([]int64, n)
 	seenToks, seenXmins := make([]string, n), make([]string, n)
-	start := time.Now()
 	for j, i := range idx {
 		keys[j], toks[j], owners[j] = reqs[i].Key, tokens[i], reqs[i].Owner
 		ttls[j], epochs[j] = reqs[i].TTL.Microseconds(), max(reqs[i].Epoch, 0)
@@ -149,9 +147,16 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []s
 		}
 		return err
 	})
+	return rows, err
+}
+
+// decide fills out[idx] from the statement's rows (or its error err), the
+// statement having started at start: a lease for each granted row with
+// validity left, a refusal for the others. It returns the leases granted
+// too late to be used, for the caller to release.
+func (b *Backend) decide(out []lease.Result, reqs []lease.Request, tokens []string, idx []int, rows []row, err error, start time.Time) (late []*Lease) {
 	replied := time.Now()
 	elapsed := replied.Sub(start)
-	var late []*Lease
 	for j, i := range idx {
 		req := reqs[i]
 		if err != nil {
@@ -165,15 +170,15 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []s
 		}
 		switch {
 		case r.granted:
-			l := &Lease{b: b, req: req, token: tokens[i], fence: r.fence}
-			v := b.validity(req.TTL, start)
+			l := &Lease{State: lease.NewState(req, tokens[i], r.fence), b: b}
+			v := lease.Validity(start, req.TTL, b.o.drift)
 			if v <= 0 {
 				late = append(late, l)
 				out[i].Err = &lease.RefusedError{Key: req.Key, Reason: lease.ErrNoQuorum, DoneEpoch: r.doneEpoch,
 					Detail: fmt.Sprintf("granted, but the statement took %s and left no validity", elapsed.Round(time.Microsecond))}
 				continue
 			}
-			l.validUntil = start.Add(v)
+			l.SetValidUntil(start.Add(v))
 			out[i].Lease = l
 		case req.Epoch > 0 && r.doneEpoch >= req.Epoch:
 			out[i].Err = &lease.RefusedError{Key: req.Key, Reason: lease.ErrEpochDone, DoneEpoch: r.doneEpoch}
@@ -181,10 +186,7 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request, tokens []s
 			out[i].Err = b.heldError(req.Key, r, replied)
 		}
 	}
-	for _, l := range late {
-		_ = l.Release(ctx)
-	}
-	return out
+	return late
 }
 
 // heldError is the refusal of key, whose row r was held (or taken by a
@@ -228,20 +230,3 @@ func checkRequest(r lease.Request) error {
 }
 
 func pgText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
-
-// validity is the Redlock formula: what is left of ttl after the request
-// that started at start, minus the drift margin.
-func (b *Backend) validity(ttl time.Duration, start time.Time) time.Duration {
-	return ttl - time.Since(start) - (time.Duration(float64(ttl)*b.o.drift) + 2*time.Millisecond)
-}
-
-// newTokens returns n random 128-bit tokens in hex.
-func newTokens(n int) []string {
-	buf := make([]byte, 16*n)
-	_, _ = rand.Read(buf) // never fails (crypto/rand)
-	out := make([]string, n)
-	for i := range out {
-		out[i] = hex.EncodeToString(buf[16*i : 16*i+16])
-	}
-	return out
-}

@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	s := pgtest.Start(t)
 	dial := func(ctx context.Context, url string, opts ...postgres.Option) (*postgres.Backend, error) {
-		return postgres.Open(ctx, url, append([]postgres.Option{postgres.WithTimeout(conformanceTimeout)}, opts...)...)
+		return postgres.OpenWith(ctx, url, append([]postgres.Option{postgres.WithTimeout(conformanceTimeout)}, opts...)...)
 	}
 	leasetest.Run(t, leasetest.Harness{
 		Name:    "postgres",

@@ -142,7 +142,7 @@
 //
 // # Failures
 //
-// Every request is bounded by the timeout (WithTimeout, default 2 s): on a
+// Every request is bounded by the timeout (Config.Timeout, default 2 s): on a
 // paused or unreachable server, calls fail with an error naming the
 // server (a *lease.NodeError) once it passes. A statement that finds its
 // connection dead (server restarted, pg_terminate_backend, network cut) is

@@ -2,10 +2,9 @@ package postgres
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // Defaults of Open's options.
@@ -16,67 +15,68 @@ const (
 	DefaultTimeout = 2 * time.Second
 	// DefaultDrift is the clock drift factor subtracted from every
 	// validity, as in package lease.
-	DefaultDrift = 0.01
+	DefaultDrift = lease.DefaultDrift
 )
 
-// Option configures Open.
+// Config says where the leases live and how to use the server. Zero
+// fields take the defaults above.
+type Config struct {
+	// URL is the database: postgres://user[:password]@host[:port][,host2[:port]]/dbname?sslmode=verify-full
+	// (see CheckURL for the options allowed). It carries the password:
+	// never log it (log Redact of it).
+	URL string
+	// Table is the lease table: NAME or SCHEMA.NAME, each part made of
+	// letters, digits and underscores (not starting with a digit), at
+	// most 63 bytes, quoted as written (so case-sensitive; use lower
+	// case). Default DefaultTable in the role's search_path. Entries and
+	// logs go to NAME_entries and NAME_log in the same schema.
+	Table string
+	// Timeout bounds every request (statement, and the connect it may
+	// need), so that a paused or unreachable server cannot hang a call;
+	// default DefaultTimeout. It must be positive.
+	Timeout time.Duration
+	// Drift is the clock drift factor subtracted from every validity:
+	// validity = ttl - elapsed - (ttl*drift + 2ms); default DefaultDrift.
+	// It must be in [0, 1).
+	Drift float64
+}
+
+// options returns the options cfg sets over the defaults.
+func (cfg Config) options() options {
+	o := defaultOptions()
+	if cfg.Table != "" {
+		o.table = cfg.Table
+	}
+	if cfg.Timeout != 0 {
+		o.timeout = cfg.Timeout
+	}
+	if cfg.Drift != 0 {
+		o.drift = cfg.Drift
+	}
+	return o
+}
+
+// Option changes what Open does, for tests (export_test.go).
 type Option func(*options)
 
 type options struct {
 	table   string
 	timeout time.Duration
 	drift   float64
-	// unlogged creates the table UNLOGGED (tests only: the negative
-	// control of the durability tests; see export_test.go).
-	unlogged bool
-	// noReconnect turns off the retry of a statement on a fresh
-	// connection after a connection failure (tests only).
-	noReconnect bool
-	// noSkipLocked makes Put's cleanup of expired entries wait for rows
-	// locked by other statements (tests only: the negative control of
-	// TestPutCleanupNoDeadlock).
-	noSkipLocked bool
-	// tracer sees every statement and its arguments (tests only).
-	tracer pgx.QueryTracer
-	// wallClockTakeover lets acquire.sql take over a row once expires_at
-	// passed on the server's clock (tests only: the negative control of
-	// TestServerClockStepForward).
-	wallClockTakeover bool
-	// clockStep, if set, is added to the server's clock_timestamp() in
-	// the lease statements, in µs, read at every statement (tests only:
-	// the injected step of the server's clock).
-	clockStep *atomic.Int64
+	// test holds the switches only tests set (testhooks.go).
+	test testHooks
 }
 
 func defaultOptions() options {
 	return options{table: DefaultTable, timeout: DefaultTimeout, drift: DefaultDrift}
 }
 
-// WithTable sets the lease table: NAME or SCHEMA.NAME, each part made of
-// letters, digits and underscores (not starting with a digit), at most 63
-// bytes. The name is quoted as written, so it is case-sensitive; use lower
-// case. Default DefaultTable ("leasecron_leases") in the role's
-// search_path (normally the public schema). Entries and logs go to
-// NAME_entries and NAME_log in the same schema (NAME cut to 55 bytes if
-// longer).
-func WithTable(name string) Option { return func(o *options) { o.table = name } }
-
-// WithTimeout sets the per-request timeout: every statement (and the
-// connect it may need) is bounded by it, so a paused or unreachable server
-// cannot hang a call. Default DefaultTimeout (2 s). It must be positive.
-func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
-
-// WithDrift sets the clock drift factor subtracted from every validity:
-// validity = ttl - elapsed - (ttl*drift + 2ms). Default DefaultDrift
-// (0.01). It must be in [0, 1).
-func WithDrift(f float64) Option { return func(o *options) { o.drift = f } }
-
 func (o *options) check() error {
 	if o.timeout <= 0 {
 		return fmt.Errorf("postgres backend: timeout must be positive, got %s", o.timeout)
 	}
-	if o.drift < 0 || o.drift >= 1 {
-		return fmt.Errorf("postgres backend: drift must be in [0,1), got %v", o.drift)
+	if err := lease.CheckDrift(o.drift); err != nil {
+		return fmt.Errorf("postgres backend: %w", err)
 	}
 	if _, err := parseTable(o.table); err != nil {
 		return err

@@ -43,12 +43,12 @@ var _ lease.Backend = (*Backend)(nil)
 // connection each time, when the connection it used turned out dead.
 const reconnectAttempts = 3
 
-// Open returns a Backend on the server of connString, a URL
+// Open returns a Backend on the server of cfg.URL
 // (postgres://user:password@host:5432/dbname?sslmode=verify-full; see
 // pgx's ParseConfig for the options), with a pool of connections.
 //
 // Open connects and creates the lease table if it is missing (see
-// schema.sql and WithTable). It fails when the URL or an option is
+// schema.sql and Config.Table). It fails when the URL or a setting is
 // invalid, the server refuses the credentials, the database does not
 // exist, the role may not create the missing table (the error names the
 // table, the server and the privilege), or the table exists without the
@@ -67,8 +67,14 @@ const reconnectAttempts = 3
 // when it closes the connection); to bound statements on the server side
 // as well, set one on the role: ALTER ROLE leasecron SET
 // statement_timeout = '5s'.
-func Open(ctx context.Context, connString string, opts ...Option) (*Backend, error) {
-	o := defaultOptions()
+func Open(ctx context.Context, cfg Config) (*Backend, error) {
+	return open(ctx, cfg)
+}
+
+// open is Open with test options (export_test.go) over cfg's.
+func open(ctx context.Context, c Config, opts ...Option) (*Backend, error) {
+	connString := c.URL
+	o := c.options()
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -91,8 +97,8 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 	}
 	cc := cfg.ConnConfig
 	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
-	if o.tracer != nil {
-		cc.Tracer = o.tracer
+	if o.test.tracer != nil {
+		cc.Tracer = o.test.tracer
 	}
 	if cc.ConnectTimeout <= 0 || cc.ConnectTimeout > o.timeout {
 		cc.ConnectTimeout = o.timeout
@@ -108,7 +114,7 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 	if err != nil {
 		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrub(err.Error(), connString))
 	}
-	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.unlogged, o.wallClockTakeover),
+	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.test.unlogged, o.test.wallClockTakeover),
 		obs:   lease.NewObservations(),
 		store: newStoreStatements(o), timeout: o.timeout}
 	tctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -124,11 +130,11 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Backend, err
 // stmt returns a lease statement as sent: sql itself, or with the
 // injected step of the server's clock (tests only).
 func (b *Backend) stmt(sql string) string {
-	if b.o.clockStep == nil {
+	if b.o.test.clockStep == nil {
 		return sql
 	}
 	return strings.ReplaceAll(sql, "clock_timestamp()",
-		fmt.Sprintf("(clock_timestamp() + %d * interval '1 microsecond')", b.o.clockStep.Load()))
+		fmt.Sprintf("(clock_timestamp() + %d * interval '1 microsecond')", b.o.test.clockStep.Load()))
 }
 
 // scrubErr makes sure err's text does not quote the URL's password.
@@ -191,7 +197,7 @@ func (b *Backend) do(ctx context.Context, f func(context.Context, *pgx.Conn) err
 			return lease.ErrClosed
 		}
 		err := b.once(ctx, f)
-		if err == nil || attempt >= reconnectAttempts || ctx.Err() != nil || b.o.noReconnect || !connectionLost(err) {
+		if err == nil || attempt >= reconnectAttempts || ctx.Err() != nil || b.o.test.noReconnect || !connectionLost(err) {
 			return err
 		}
 		b.pool.Reset()
@@ -285,7 +291,7 @@ func (b *Backend) Warm(ctx context.Context) error {
 	return b.call(ctx, b.timeout, func(ctx context.Context, c *pgx.Conn) error { return c.Ping(ctx) })
 }
 
-// Timeout is the per-request timeout (WithTimeout; default 2 s).
+// Timeout is the per-request timeout (Config.Timeout; default 2 s).
 func (b *Backend) Timeout() time.Duration { return b.timeout }
 
 // Quorum is 1: one server decides.

@@ -20,7 +20,7 @@ func open(t testing.TB, url string, opts ...postgres.Option) *postgres.Backend {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	b, err := postgres.Open(ctx, url, append([]postgres.Option{postgres.WithTimeout(testTimeout)}, opts...)...)
+	b, err := postgres.OpenWith(ctx, url, append([]postgres.Option{postgres.WithTimeout(testTimeout)}, opts...)...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -49,7 +49,7 @@ func TestDefaults(t *testing.T) {
 	}
 	s := pgtest.Start(t)
 	ctx := ctxT(t)
-	b, err := postgres.Open(ctx, s.URL())
+	b, err := postgres.Open(ctx, postgres.Config{URL: s.URL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestOpenErrors(t *testing.T) {
 		// A generous timeout: a connect that times out is not an error
 		// of Open (the server may come back), and SCRAM is slow under
 		// the race detector.
-		b, err := postgres.Open(ctx, url, append([]postgres.Option{postgres.WithTimeout(10 * time.Second)}, opts...)...)
+		b, err := postgres.OpenWith(ctx, url, append([]postgres.Option{postgres.WithTimeout(10 * time.Second)}, opts...)...)
 		if err == nil {
 			b.Close()
 			t.Fatalf("Open(%s) succeeded", url)
@@ -242,10 +242,10 @@ func TestOpenErrors(t *testing.T) {
 	if err := openErr("host=127.0.0.1 password=kw"); strings.Contains(err.Error(), "kw") {
 		t.Errorf("keyword string error quotes the password: %v", err)
 	}
-	if _, err := postgres.Open(ctx, s.URL(), postgres.WithTimeout(0)); err == nil {
+	if _, err := postgres.OpenWith(ctx, s.URL(), postgres.WithTimeout(0)); err == nil {
 		t.Error("timeout 0 accepted")
 	}
-	if _, err := postgres.Open(ctx, s.URL(), postgres.WithDrift(1)); err == nil {
+	if _, err := postgres.OpenWith(ctx, s.URL(), postgres.WithDrift(1)); err == nil {
 		t.Error("drift 1 accepted")
 	}
 	// A schema-qualified table in its own schema.

@@ -60,7 +60,7 @@ var (
 )
 
 // siblingName returns the name of the table or index named after the
-// lease table table (NAME or SCHEMA.NAME, as WithTable checked it) with
+// lease table table (NAME or SCHEMA.NAME, as Config.Table was checked) with
 // suffix: qualified is quoted and in the lease table's schema, bare is the
 // quoted last part alone (an index's name). NAME is cut so that NAME +
 // suffix fits in maxIdent bytes (NAME is ASCII).
@@ -81,11 +81,11 @@ func newStoreStatements(o options) storeStatements {
 	_, expiry := siblingName(table, expirySuffix)
 	_, logAt := siblingName(table, logAtSuffix)
 	logged := ""
-	if o.unlogged {
+	if o.test.unlogged {
 		logged = "UNLOGGED"
 	}
 	put := putSQL
-	if o.noSkipLocked {
+	if o.test.noSkipLocked {
 		put = strings.Replace(put, "FOR UPDATE SKIP LOCKED", "FOR UPDATE", 1)
 	}
 	r := strings.NewReplacer("{{entries}}", entries, "{{log}}", log,

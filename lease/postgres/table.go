@@ -71,7 +71,7 @@ func newStatements(table string, unlogged, wallClockTakeover bool) statements {
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// parseTable checks a WithTable name and returns it quoted
+// parseTable checks a Config.Table name and returns it quoted
 // ("schema"."name" or "name").
 func parseTable(name string) (string, error) {
 	parts := strings.Split(name, ".")

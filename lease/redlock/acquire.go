@@ -2,46 +2,15 @@ package redlock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasecron/leasecron/lease"
 )
-
-// Request names one lease to acquire.
-type Request struct {
-	// Key names the lease. All Redis keys of the lease share the hash tag
-	// {Key}; Key must not contain braces.
-	Key string
-	// TTL is the validity of the acquisition (and of each renewal).
-	TTL time.Duration
-	// Epoch, when positive, makes the acquisition a run-once attempt: a node
-	// refuses it when Key's completed epoch is >= Epoch (see Lease.Complete).
-	Epoch int64
-	// EpochTime, when set, is the instant the epoch's work became eligible
-	// (for a scheduler: the tick). A node whose data is younger than that
-	// (it restarted, failed over, was flushed or had its dataset replaced
-	// less than the restart guard before EpochTime) does not vote for the
-	// request: it may have lost the epoch's completion mark. Leave it zero
-	// for requests without an epoch; with an epoch, zero turns the check
-	// off (see the package documentation, "Epochs").
-	EpochTime time.Time
-	// Owner is free text stored with the lease and reported to refused
-	// callers, e.g. "host=web1 tick=1700000000".
-	Owner string
-}
-
-// Result is the outcome of one Request of TryAcquireBatch.
-type Result struct {
-	Lease *Lease
-	Err   error
-}
 
 // Acquire takes the lease described by req, retrying failed attempts as
 // the client's RetryStrategy says until ctx ends. Each attempt asks all
@@ -58,15 +27,15 @@ type Result struct {
 // (at most the per-node timeout) and until a random moment within 4× the
 // lost attempt's duration after it ended (at most the per-node timeout), so
 // that contending clients do not keep each other's nodes forever.
-func (c *Client) Acquire(ctx context.Context, req Request) (*Lease, error) {
+func (c *Client) Acquire(ctx context.Context, req lease.Request) (lease.Lease, error) {
 	retry := freshRetry(c.opts.retry)
-	token := newToken()
+	token := lease.NewToken()
 	for {
-		res := c.tryBatch(ctx, []Request{req}, []string{token})[0]
+		res := c.tryBatch(ctx, []lease.Request{req}, []string{token})[0]
 		if res.Err == nil {
 			return res.Lease, nil
 		}
-		if errors.Is(res.Err, ErrEpochDone) || !isRefusal(res.Err) {
+		if errors.Is(res.Err, lease.ErrEpochDone) || !isRefusal(res.Err) {
 			return nil, res.Err
 		}
 		wait := retry.NextBackoff()
@@ -84,7 +53,7 @@ func (c *Client) Acquire(ctx context.Context, req Request) (*Lease, error) {
 }
 
 func isRefusal(err error) bool {
-	var r *RefusedError
+	var r *lease.RefusedError
 	return errors.As(err, &r)
 }
 
@@ -100,8 +69,8 @@ func isRefusal(err error) bool {
 // script, and several clients' batches of the same tick queue up on it. It
 // only matters when fewer than a quorum of nodes has answered: the round is
 // decided as soon as a quorum has.
-func (c *Client) TryAcquireBatch(ctx context.Context, reqs []Request) []Result {
-	return c.tryBatch(ctx, reqs, newTokens(len(reqs)))
+func (c *Client) TryAcquireBatch(ctx context.Context, reqs []lease.Request) []lease.Result {
+	return c.tryBatch(ctx, reqs, lease.NewTokens(len(reqs)))
 }
 
 // perKeyTimeout is what a batch adds to the per-node timeout for each key
@@ -118,22 +87,6 @@ func (c *Client) batchTimeout(n int) time.Duration {
 	return c.opts.timeout + time.Duration(max(n-1, 0))*perKeyTimeout
 }
 
-// newTokens returns n fresh random tokens, made from one read of the
-// random source (they share one backing string; a Lease clones its own).
-func newTokens(n int) []string {
-	if n == 1 {
-		return []string{newToken()}
-	}
-	raw := make([]byte, 16*n)
-	_, _ = rand.Read(raw)
-	all := hex.EncodeToString(raw)
-	out := make([]string, n)
-	for i := range out {
-		out[i] = all[32*i : 32*i+32]
-	}
-	return out
-}
-
 // holderCount counts the nodes held by one other owner.
 type holderCount struct {
 	owner string
@@ -142,7 +95,7 @@ type holderCount struct {
 
 // tally is the per-key state of one attempt.
 type tally struct {
-	req      Request
+	req      lease.Request
 	value    string
 	keys     []string // the lease's hash (one: leaseKey), shared with the batch's calls
 	fenceExp any      // fence counter expiry ms (acquirebatch.lua's ARGV[2])
@@ -174,30 +127,20 @@ func (t *tally) decided(q, n int) bool {
 	return t.granted >= q || t.epochHit || (t.bad > n-q && (t.young == 0 || t.answers == n))
 }
 
-func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) []Result {
-	out := make([]Result, len(reqs))
+// tryBatch makes one attempt at every request with its token, in one
+// round per node: it checks the requests, builds the scripts' arguments,
+// counts the nodes' answers until every key is decided, settles the
+// fencing tokens, and turns each tally into a lease or a refusal,
+// releasing the lost attempts.
+func (c *Client) tryBatch(ctx context.Context, reqs []lease.Request, tokens []string) []lease.Result {
+	out := make([]lease.Result, len(reqs))
 	if c.closed.Load() {
 		for i := range out {
-			out[i].Err = ErrClosed
+			out[i].Err = lease.ErrClosed
 		}
 		return out
 	}
-	n, q := len(c.nodes), c.quorum
-	tallies := make([]tally, 0, len(reqs))
-	idx := make([]int, 0, len(reqs)) // tallies[k] answers reqs[idx[k]]
-	for i, r := range reqs {
-		if err := checkKey(r.Key); err != nil {
-			out[i].Err = err
-			continue
-		}
-		if r.TTL < time.Millisecond {
-			out[i].Err = fmt.Errorf("lease: acquire %s: TTL %s too short", r.Key, r.TTL)
-			continue
-		}
-		c.noteTTL(r.TTL)
-		tallies = append(tallies, tally{req: r})
-		idx = append(idx, i)
-	}
+	tallies, idx := c.checkBatch(reqs, out)
 	if len(tallies) == 0 {
 		return out
 	}
@@ -208,141 +151,13 @@ func (c *Client) tryBatch(ctx context.Context, reqs []Request, tokens []string) 
 			}
 		}
 	})
-
-	// One backing array each for the keys, arguments and refusal times of
-	// all tallies: a batch of 10,000 keys costs a few allocations per key
-	// (its value and key name), not a dozen.
-	keyArr := make([]string, len(tallies))
-	ttls := make([]any, len(tallies))
-	epochs := make([]any, len(tallies))
-	freeArr := make([]time.Duration, n*len(tallies))
-	floor := any("0")
-	if c.opts.fencing {
-		floor = strconv.FormatInt(time.Now().UnixMicro(), 10)
-	}
-	fenceExp := any(c.fenceExpiry().Milliseconds())
-	var lastTTL, lastEpoch int64 = -1, -1
-	var ttlArg, epochArg any
-	for k := range tallies {
-		t := &tallies[k]
-		r := &t.req
-		t.value = tokens[idx[k]] + " " + r.Owner
-		t.keys = keyArr[k : k+1 : k+1]
-		t.keys[0] = leaseKey(r.Key)
-		if ms := r.TTL.Milliseconds(); ms != lastTTL {
-			lastTTL, ttlArg = ms, ms
-		}
-		if r.Epoch != lastEpoch {
-			lastEpoch, epochArg = r.Epoch, r.Epoch
-		}
-		ttls[k], epochs[k] = ttlArg, epochArg
-		t.fenceExp = fenceExp
-		t.freeIn = freeArr[n*k : n*k : n*k+n]
-	}
-
+	args := c.batchArgs(tallies, idx, tokens)
 	start := time.Now()
-	abandon := make(chan struct{})
-	calls := c.buildAcquireCalls(tallies, keyArr, ttls, epochs, floor, fenceExp)
-	ch, total := c.fanout(ctx, start, func(i int) []call { return calls.forNode(c.nodes[i]) }, abandon, len(tallies) == 1)
-	timeout := c.batchTimeout(len(tallies))
-	timer := time.NewTimer(timeout)
-	answered := make([]bool, n)
-	got := 0
-	undecided := len(tallies)
-	var stopErr error
-collect:
-	for got < total && undecided > 0 {
-		select {
-		case a := <-ch:
-			got++
-			answered[a.node] = true
-			nd := c.nodes[a.node]
-			now, birth, guard := time.Now(), nd.dataBirth(), c.guard()
-			for k := range tallies {
-				t := &tallies[k]
-				wasDecided := t.decided(q, n)
-				var notVoting error
-				if c.opts.detect {
-					_, notVoting = votesFor(birth, now, t.req.EpochTime, guard)
-				}
-				c.countAcquire(t, nd, a, k, notVoting, birth.Add(guard).Sub(now))
-				if !wasDecided && t.decided(q, n) {
-					undecided--
-				}
-			}
-		case <-timer.C:
-			stopErr = timeoutErr{d: timeout}
-			break collect
-		case <-ctx.Done():
-			stopErr = ctx.Err()
-			break collect
-		}
-	}
-	timer.Stop()
-	close(abandon)
-	if stopErr != nil {
-		for i, ok := range answered {
-			if !ok {
-				err := c.nodes[i].unanswered(stopErr)
-				for k := range tallies {
-					t := &tallies[k]
-					t.bad++
-					t.errs = append(t.errs, &NodeError{Node: c.nodes[i].name, Err: err})
-				}
-				c.vote(c.nodes[i], "acquire", VoteFailed, time.Since(start))
-			}
-		}
-	}
+	c.acquireRound(ctx, start, tallies, args)
 	if c.opts.fencing {
-		// Usually the quorum's counters agree (each node raised its counter
-		// to the same time floor) and the token is known; otherwise a
-		// second round stores the highest one on a quorum.
-		var fence []*tally
-		for k := range tallies {
-			t := &tallies[k]
-			if t.granted < q {
-				continue
-			}
-			if t.fmin == t.fmax && t.fmax > t.seen {
-				t.fence, t.fenceOK = t.fmax, t.granted
-				continue
-			}
-			fence = append(fence, t)
-		}
-		if len(fence) > 0 {
-			c.fenceRound(ctx, fence)
-		}
+		c.settleFences(ctx, tallies)
 	}
-	var losers []*tally
-	for k := range tallies {
-		t := &tallies[k]
-		i := idx[k]
-		var err *RefusedError
-		switch {
-		case t.epochHit:
-			err = c.refusal(t)
-		case t.granted >= q && (!c.opts.fencing || t.fenceOK >= q):
-			v := c.validity(t.req.TTL, start)
-			if v <= 0 {
-				err = &RefusedError{Key: t.req.Key, Reason: ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
-					Detail: fmt.Sprintf("granted, but the round took %s and left no validity", time.Since(start).Round(time.Microsecond))}
-				break
-			}
-			l := &Lease{c: c, req: t.req, value: t.value, token: strings.Clone(tokens[i]), validUntil: start.Add(v)}
-			if c.opts.fencing {
-				l.fence = t.fence
-			}
-			out[i].Lease = l
-			continue
-		case t.granted >= q:
-			err = &RefusedError{Key: t.req.Key, Reason: ErrNoQuorum, NodeErrs: errors.Join(t.errs...),
-				Detail: fmt.Sprintf("granted, but only %d of %d nodes stored the fencing token", t.fenceOK, q)}
-		default:
-			err = c.refusal(t)
-		}
-		out[i].Err = err
-		losers = append(losers, t)
-	}
+	losers := c.decideBatch(out, tallies, idx, tokens, start)
 	if len(losers) > 0 {
 		c.cleanUp(start, losers)
 	}
@@ -397,7 +212,7 @@ func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting err
 	ka, err := c.keyAnswer(a, k)
 	if err != nil {
 		t.bad++
-		t.errs = append(t.errs, &NodeError{Node: nd.name, Err: err})
+		t.errs = append(t.errs, &lease.NodeError{Node: nd.name, Err: err})
 		if k == 0 {
 			c.vote(nd, "acquire", VoteFailed, a.at)
 		}
@@ -416,7 +231,7 @@ func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting err
 		switch {
 		case notVoting == nil:
 			t.freeIn = append(t.freeIn, 0)
-		case errors.Is(notVoting, ErrRestarted):
+		case errors.Is(notVoting, lease.ErrRestarted):
 			t.freeIn = append(t.freeIn, max(votesIn, 0))
 		}
 		if notVoting == nil {
@@ -430,8 +245,8 @@ func (c *Client) countAcquire(t *tally, nd *node, a answer, k int, notVoting err
 		} else {
 			t.seen = max(t.seen, fence)
 			t.bad++
-			t.errs = append(t.errs, &NodeError{Node: nd.name, Err: notVoting})
-			if errors.Is(notVoting, ErrDataYounger) {
+			t.errs = append(t.errs, &lease.NodeError{Node: nd.name, Err: notVoting})
+			if errors.Is(notVoting, lease.ErrDataYounger) {
 				t.young++
 			}
 			v = VoteNotVoting
@@ -484,13 +299,13 @@ func cutValue(v string) (token, owner string, ok bool) {
 }
 
 // refusal builds the error of a lost attempt.
-func (c *Client) refusal(t *tally) *RefusedError {
-	e := &RefusedError{Key: t.req.Key, DoneEpoch: t.done, NodeErrs: errors.Join(t.errs...)}
+func (c *Client) refusal(t *tally) *lease.RefusedError {
+	e := &lease.RefusedError{Key: t.req.Key, DoneEpoch: t.done, NodeErrs: errors.Join(t.errs...)}
 	switch {
 	case t.epochHit:
-		e.Reason = ErrEpochDone
+		e.Reason = lease.ErrEpochDone
 	case len(t.holders) > 0:
-		e.Reason = ErrHeld
+		e.Reason = lease.ErrHeld
 		for _, h := range t.holders {
 			if h.n > e.HolderNodes || (h.n == e.HolderNodes && h.owner < e.Holder) {
 				e.Holder, e.HolderNodes = h.owner, h.n
@@ -505,7 +320,7 @@ func (c *Client) refusal(t *tally) *RefusedError {
 			e.HolderTTL = free[len(free)-1]
 		}
 	default:
-		e.Reason = ErrNoQuorum
+		e.Reason = lease.ErrNoQuorum
 	}
 	if t.young > 0 {
 		e.Detail = fmt.Sprintf("%d node(s) did not vote for the epoch: their data is younger than its EpochTime (a restart, failover or flush since); an old epoch is not taken over once a quorum lost its data after it", t.young)
@@ -541,7 +356,7 @@ func (c *Client) fenceRound(ctx context.Context, winners []*tally) {
 			for k, t := range winners {
 				ok, err := c.fenceAnswer(a, k)
 				if err != nil {
-					t.errs = append(t.errs, &NodeError{Node: nd.name, Err: fmt.Errorf("fence: %w", err)})
+					t.errs = append(t.errs, &lease.NodeError{Node: nd.name, Err: fmt.Errorf("fence: %w", err)})
 					continue
 				}
 				if voting && ok {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -21,9 +22,9 @@ func TestBatchChunksAndDuplicates(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 3)
 	c := votingClient(t, cl.URLs())
-	var reqs []redlock.Request
+	var reqs []lease.Request
 	for i := range 300 {
-		reqs = append(reqs, redlock.Request{Key: key(t, fmt.Sprint(i)), TTL: 10 * time.Second, Owner: fmt.Sprint("r", i)})
+		reqs = append(reqs, lease.Request{Key: key(t, fmt.Sprint(i)), TTL: 10 * time.Second, Owner: fmt.Sprint("r", i)})
 	}
 	// Key 5 again in the same chunk (index 6) and in the third chunk
 	// (index 299); key 200 again in the first chunk.
@@ -32,7 +33,7 @@ func TestBatchChunksAndDuplicates(t *testing.T) {
 	won := map[string]int{}
 	for i, r := range res {
 		if r.Err != nil {
-			refused(t, r.Err, redlock.ErrHeld)
+			refused(t, r.Err, lease.ErrHeld)
 			continue
 		}
 		won[reqs[i].Key]++
@@ -76,10 +77,10 @@ func TestBatchFenceRound(t *testing.T) {
 	}}))
 	ctx := ctxT(t, 10*time.Second)
 	ahead := time.Now().Add(time.Hour).UnixMicro()
-	var reqs []redlock.Request
+	var reqs []lease.Request
 	for i := range 200 {
 		k := key(t, fmt.Sprint(i))
-		reqs = append(reqs, redlock.Request{Key: k, TTL: 10 * time.Second, Owner: "a"})
+		reqs = append(reqs, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "a"})
 		setLeaseField(t, cl.Nodes[0], k, "f", ahead)
 	}
 	for i, r := range c.TryAcquireBatch(ctx, reqs) {

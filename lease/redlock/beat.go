@@ -11,16 +11,17 @@ import (
 	"github.com/leasecron/leasecron/lease"
 )
 
-// BeatReply is what Beat found: the write's error, the spaces read (or
-// the reads' error) and each node's status from its answer.
-type BeatReply struct {
-	PutErr  error
-	Lists   [][]Entry
-	ReadErr error
-	Nodes   []NodeStatus
+// Beat writes bt.Entry and reads the spaces of bt.Read in one call per
+// node (see beatKeys), with each node's health from its answer.
+func (c *Client) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
+	reads := make([]string, len(bt.Read))
+	for i, s := range bt.Read {
+		reads[i] = c.entriesKey(s)
+	}
+	return c.beatKeys(ctx, c.entriesKey(bt.Space), bt.Entry, reads)
 }
 
-// Beat stores e in the space of entries key (as PutEntry) and then reads
+// beatKeys stores e in the space of entries key (as PutEntry) and then reads
 // the spaces of reads (as ListEntries), in one call per node (entries.lua
 // "beat", checking the data marker in the same script; on a Cluster, one
 // pipelined call per space, as the spaces' keys live on different
@@ -29,12 +30,12 @@ type BeatReply struct {
 // that each node's status is known (as Ping reports it, from the store
 // lane). The write needs a quorum of nodes that stored e or had a higher
 // version; the reads a quorum of answers that count (see storeVoting).
-func (c *Client) Beat(ctx context.Context, key string, e Entry, reads []string) BeatReply {
+func (c *Client) beatKeys(ctx context.Context, key string, e Entry, reads []string) lease.BeatResult {
 	if err := c.checkBeat(key, e, reads); err != nil {
-		return BeatReply{PutErr: err, ReadErr: err}
+		return lease.BeatResult{PutErr: err, ReadErr: err}
 	}
 	if c.closed.Load() {
-		return BeatReply{PutErr: ErrClosed, ReadErr: ErrClosed}
+		return lease.BeatResult{PutErr: lease.ErrClosed, ReadErr: lease.ErrClosed}
 	}
 	ttl := int64(e.TTL / time.Millisecond)
 	if e.TTL%time.Millisecond != 0 {
@@ -47,7 +48,7 @@ func (c *Client) Beat(ctx context.Context, key string, e Entry, reads []string) 
 		if !n.submit(&op{calls: beatCalls(n.perShard, key, e.Name, put, reads), reply: func(res []*redis.Cmd, err error) {
 			ch <- answer{node: i, cmds: res, err: err, at: time.Since(start)}
 		}}) {
-			ch <- answer{node: i, err: ErrClosed}
+			ch <- answer{node: i, err: lease.ErrClosed}
 		}
 	}
 	answers := make([]*answer, len(c.stores))
@@ -105,9 +106,9 @@ func beatCalls(perShard bool, key, name string, put []any, reads []string) []cal
 }
 
 // beatReply folds the nodes' answers (nil: none came before stop) into a
-// BeatReply.
-func (c *Client) beatReply(key string, reads []string, answers []*answer, stop error) BeatReply {
-	var r BeatReply
+// lease.BeatResult.
+func (c *Client) beatReply(key string, reads []string, answers []*answer, stop error) lease.BeatResult {
+	var r lease.BeatResult
 	stored, counted := 0, 0
 	merged := make([]entryMerge, len(reads))
 	for i := range merged {
@@ -117,7 +118,7 @@ func (c *Client) beatReply(key string, reads []string, answers []*answer, stop e
 	now := time.Now()
 	for i, a := range answers {
 		n := c.stores[i]
-		st := NodeStatus{Node: n.name}
+		st := lease.ServerStatus{Server: n.name}
 		var putRep any
 		var lists []any
 		var err error
@@ -129,21 +130,21 @@ func (c *Client) beatReply(key string, reads []string, answers []*answer, stop e
 			putRep, lists, err = splitBeat(a, len(reads))
 		}
 		if err != nil {
-			putErrs = append(putErrs, &NodeError{Node: n.name, Err: err})
-			readErrs = append(readErrs, &NodeError{Node: n.name, Err: err})
+			putErrs = append(putErrs, &lease.NodeError{Node: n.name, Err: err})
+			readErrs = append(readErrs, &lease.NodeError{Node: n.name, Err: err})
 		} else {
 			_ = putRep // 1 stored, 0 a higher version kept: both count
 			stored++
 			if !c.storeVoting(i, now) {
-				readErrs = append(readErrs, &NodeError{Node: n.name, Err: errStoreYoung})
+				readErrs = append(readErrs, &lease.NodeError{Node: n.name, Err: errStoreYoung})
 			} else if ferr := foldLists(merged, lists); ferr != nil {
-				readErrs = append(readErrs, &NodeError{Node: n.name, Err: ferr})
+				readErrs = append(readErrs, &lease.NodeError{Node: n.name, Err: ferr})
 			} else {
 				counted++
 			}
 		}
 		c.nodeStatus(i, &st, err)
-		r.Nodes = append(r.Nodes, st)
+		r.Health = append(r.Health, st)
 	}
 	if stored < c.quorum {
 		r.PutErr = c.noQuorum(fmt.Sprintf("put entry in %s", key), stored, errors.Join(putErrs...))
@@ -205,7 +206,7 @@ func foldLists(merged []entryMerge, lists []any) error {
 
 // nodeStatus fills the restart bookkeeping of node i into st, as Ping
 // does, with err the node's answer's error.
-func (c *Client) nodeStatus(i int, st *NodeStatus, err error) {
+func (c *Client) nodeStatus(i int, st *lease.ServerStatus, err error) {
 	st.Err = err
 	n := c.nodes[i]
 	if err != nil {

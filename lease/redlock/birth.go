@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
 // Data loss without a restart. A node can lose its dataset while its
@@ -25,7 +27,7 @@ import (
 // writer's layout of keys (layout.go). A marker
 // that is missing or different from the one this client saw last means
 // the dataset was replaced: the node counts as restarted at that moment.
-// Every new connection reads the marker too, so that the first Ping of a
+// Every new connection reads the marker too, so that the first Health of a
 // node already knows its age.
 // A marker seen for the first time tells how old the dataset is, also for
 // a client that meets the node long after a flush. The check also returns
@@ -185,7 +187,7 @@ func unwrapBirth(cmd *redis.Cmd) ([]any, error) {
 	return vals[1:], nil
 }
 
-// checkBirth reads the data marker on a new connection (before Ping
+// checkBirth reads the data marker on a new connection (before Health
 // reports whether the node votes, or a round is sent on it), except on a
 // Cluster.
 func (n *node) checkBirth(ctx context.Context, cn *redis.Conn) error {
@@ -304,10 +306,10 @@ func (n *node) dataBirth() time.Time {
 func votesFor(birth, now, epochTime time.Time, guard time.Duration) (bool, error) {
 	from := birth.Add(guard)
 	if !epochTime.IsZero() && epochTime.Before(from) {
-		return false, ErrDataYounger
+		return false, lease.ErrDataYounger
 	}
 	if now.Before(from) {
-		return false, ErrRestarted
+		return false, lease.ErrRestarted
 	}
 	return true, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // TestPromotionIsRestart: a master that is demoted and promoted again keeps
@@ -64,10 +65,10 @@ func TestVotesForDataYoungerFirst(t *testing.T) {
 		ok    bool
 		want  error
 	}{
-		{"old epoch, in the guard", now, now.Add(-time.Hour), false, ErrDataYounger},
-		{"old epoch, after the guard", now.Add(-time.Minute), now.Add(-time.Hour), false, ErrDataYounger},
-		{"no epoch, in the guard", now, time.Time{}, false, ErrRestarted},
-		{"epoch after the guard, in the guard", now, now.Add(2 * guard), false, ErrRestarted},
+		{"old epoch, in the guard", now, now.Add(-time.Hour), false, lease.ErrDataYounger},
+		{"old epoch, after the guard", now.Add(-time.Minute), now.Add(-time.Hour), false, lease.ErrDataYounger},
+		{"no epoch, in the guard", now, time.Time{}, false, lease.ErrRestarted},
+		{"epoch after the guard, in the guard", now, now.Add(2 * guard), false, lease.ErrRestarted},
 		{"epoch after the guard, after it", now.Add(-time.Minute), now, true, nil},
 	} {
 		ok, err := votesFor(c.birth, now, c.epoch, guard)

@@ -2,9 +2,7 @@ package redlock
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
 var (
@@ -64,12 +64,12 @@ type Client struct {
 	quorum int
 	maxTTL atomic.Int64 // longest TTL requested, for the default restart guard
 	lost   lostKeys     // lost attempts the next attempt on their key waits for
+	// prefix is "PREFIX:" for a client opened with one (Open), else "":
+	// the Redis keys of the lease named K are those of PREFIX:K.
+	prefix string
 
-	// noExtendTTL (tests only) leaves an Extend's TTL out of maxTTL;
-	// noStoreGuard (tests only) counts every node's answer to a store
-	// read, whatever its data birth.
-	noExtendTTL  bool
-	noStoreGuard bool
+	// test holds the switches only tests set (testhooks.go).
+	test testHooks
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -84,13 +84,13 @@ func New(urls []string, opts ...Option) (*Client, error) {
 		opt(&o)
 	}
 	if len(urls) == 0 {
-		return nil, errors.New("lease: no nodes")
+		return nil, errors.New("redlock: no nodes")
 	}
 	if o.timeout <= 0 {
-		return nil, fmt.Errorf("lease: timeout must be positive, got %s", o.timeout)
+		return nil, fmt.Errorf("redlock: timeout must be positive, got %s", o.timeout)
 	}
-	if o.drift < 0 || o.drift >= 1 {
-		return nil, fmt.Errorf("lease: drift must be in [0,1), got %v", o.drift)
+	if err := lease.CheckDrift(o.drift); err != nil {
+		return nil, fmt.Errorf("redlock: %w", err)
 	}
 	if o.retry == nil {
 		o.retry = NoRetry()
@@ -113,7 +113,7 @@ func New(urls []string, opts ...Option) (*Client, error) {
 			for _, prev := range c.nodes {
 				_ = prev.rdb.Close()
 			}
-			return nil, fmt.Errorf("lease: node %d: %w", i+1, err)
+			return nil, fmt.Errorf("redlock: node %d: %w", i+1, err)
 		}
 		seen[raw] = true
 		n.rdb = rdb
@@ -124,7 +124,7 @@ func New(urls []string, opts ...Option) (*Client, error) {
 		in, err := newInline(c.nodes[0], urls[0], o.tls, o.connTimeout, o.timeout)
 		if err != nil {
 			_ = c.nodes[0].rdb.Close()
-			return nil, fmt.Errorf("lease: node 1: node %s: %w", c.nodes[0].name, err)
+			return nil, fmt.Errorf("redlock: node 1: node %s: %w", c.nodes[0].name, err)
 		}
 		c.nodes[0].inline = in
 	}
@@ -191,8 +191,9 @@ func (c *Client) Quorum() int { return c.quorum }
 // Timeout returns the per-node request timeout (WithTimeout).
 func (c *Client) Timeout() time.Duration { return c.opts.timeout }
 
-// Nodes returns the nodes' URLs with passwords redacted, in the order given.
-func (c *Client) Nodes() []string {
+// Servers returns the nodes' URLs with passwords redacted, in the order
+// given.
+func (c *Client) Servers() []string {
 	out := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
 		out[i] = n.name
@@ -245,31 +246,24 @@ func (c *Client) vote(n *node, op string, v Vote, lat time.Duration) {
 	}
 }
 
-// validity applies the Redlock formula to a round that started at start.
-func (c *Client) validity(ttl time.Duration, start time.Time) time.Duration {
-	return ttl - time.Since(start) - (time.Duration(float64(ttl)*c.opts.drift) + 2*time.Millisecond)
-}
-
 // leaseKey is the Redis key of a lease: one hash holding its lock, fence
 // counter, completed epoch and note (the layout is in acquirebatch.lua and
 // the package documentation). The braces make it a hash tag, so a lease's
 // key and a Cluster slot go together.
 func leaseKey(key string) string { return "{" + key + "}:lease" }
 
+// hashKey is the Redis key of the lease named key: that of PREFIX:key
+// when the client was opened with a prefix (Open).
+func (c *Client) hashKey(key string) string { return leaseKey(c.prefix + key) }
+
 func checkKey(key string) error {
 	if key == "" {
-		return errors.New("lease: empty key")
+		return errors.New("redlock: empty key")
 	}
 	if strings.ContainsAny(key, "{}") {
-		return fmt.Errorf("lease: key %q must not contain braces (they form the hash tag)", key)
+		return fmt.Errorf("redlock: key %q must not contain braces (they form the hash tag)", key)
 	}
 	return nil
-}
-
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // answer is one node's reply to one op.
@@ -304,7 +298,7 @@ func (c *Client) fanout(ctx context.Context, start time.Time, calls func(i int) 
 		if n.submit(o) {
 			sent++
 		} else {
-			ch <- answer{node: i, err: ErrClosed, at: 0}
+			ch <- answer{node: i, err: lease.ErrClosed, at: 0}
 			sent++
 		}
 	}
@@ -395,7 +389,7 @@ func (c *Client) simpleRound(ctx context.Context, opName string, mk func(i int) 
 			n := c.nodes[a.node]
 			if err := a.callErr(0); err != nil {
 				bad++
-				errs = append(errs, &NodeError{Node: n.name, Err: err})
+				errs = append(errs, &lease.NodeError{Node: n.name, Err: err})
 				c.vote(n, opName, VoteFailed, a.at)
 				continue
 			}
@@ -406,7 +400,7 @@ func (c *Client) simpleRound(ctx context.Context, opName string, mk func(i int) 
 			}
 			if !c.voting(n, time.Now()) {
 				bad++
-				errs = append(errs, &NodeError{Node: n.name, Err: ErrRestarted})
+				errs = append(errs, &lease.NodeError{Node: n.name, Err: lease.ErrRestarted})
 				c.vote(n, opName, VoteNotVoting, a.at)
 				continue
 			}
@@ -426,7 +420,7 @@ func (c *Client) missing(opName string, answered []bool, err error) []error {
 	var errs []error
 	for i, ok := range answered {
 		if !ok {
-			errs = append(errs, &NodeError{Node: c.nodes[i].name, Err: c.nodes[i].unanswered(err)})
+			errs = append(errs, &lease.NodeError{Node: c.nodes[i].name, Err: c.nodes[i].unanswered(err)})
 			c.vote(c.nodes[i], opName, VoteFailed, c.opts.timeout)
 		}
 	}

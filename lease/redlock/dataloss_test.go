@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -68,7 +69,7 @@ func dataLossRun(t *testing.T, dl dataLoss, opts ...redlock.Option) (doubleAt ti
 			}
 			c = d
 		}
-		l, err := c.Acquire(context.Background(), redlock.Request{Key: la.Key(), TTL: ttl, Owner: "B"})
+		l, err := c.Acquire(context.Background(), lease.Request{Key: la.Key(), TTL: ttl, Owner: "B"})
 		if err == nil {
 			now := time.Now()
 			_ = l.Release(context.Background())
@@ -77,10 +78,10 @@ func dataLossRun(t *testing.T, dl dataLoss, opts ...redlock.Option) (doubleAt ti
 			}
 			break
 		}
-		refused(t, err, redlock.ErrHeld)
+		refused(t, err, lease.ErrHeld)
 		for _, ne := range nodeErrors(err) {
-			if errors.Is(ne, redlock.ErrRestarted) {
-				if ne.Node != b.Nodes()[0] {
+			if errors.Is(ne, lease.ErrRestarted) {
+				if ne.Node != b.Servers()[0] {
 					t.Errorf("node %s not voting; only node 0 lost its data", ne.Node)
 				}
 				sawNotVoting = true
@@ -157,12 +158,12 @@ func TestFlushAllWithoutDetection(t *testing.T) {
 // restarted daemon) on the proxied URLs that sees every node voting by the
 // restart guard, with node 2, the only one that kept the completion mark,
 // slower than the others, so that nodes 0 and 1 answer first.
-func completedTickScenario(t *testing.T) (c *redlock.Client, req redlock.Request, cl *redistest.Cluster) {
+func completedTickScenario(t *testing.T) (c *redlock.Client, req lease.Request, cl *redistest.Cluster) {
 	t.Helper()
 	cl = start(t, 3)
 	c1 := votingClient(t, cl.ProxiedURLs())
 	tick := time.Now() // the nodes have voted for the guard already
-	req = redlock.Request{Key: key(t), TTL: 5 * time.Second, Epoch: tick.UnixMilli(), EpochTime: tick, Owner: "first"}
+	req = lease.Request{Key: key(t), TTL: 5 * time.Second, Epoch: tick.UnixMilli(), EpochTime: tick, Owner: "first"}
 	l := mustAcquire(t, c1, req)
 	if err := l.Complete(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
@@ -190,21 +191,21 @@ func TestCompletedTickNotRerunAfterMajorityRestart(t *testing.T) {
 	c, req, cl := completedTickScenario(t)
 	req.Owner = "second"
 	_, err := c.Acquire(ctxT(t, 10*time.Second), req)
-	refused(t, err, redlock.ErrEpochDone)
-	restarted := slices.Sorted(slices.Values(c.Nodes()[:2]))
+	refused(t, err, lease.ErrEpochDone)
+	restarted := slices.Sorted(slices.Values(c.Servers()[:2]))
 	if names := youngNodes(err); !slices.Equal(names, restarted) {
 		t.Errorf("nodes not voting for the epoch: %v, want the two restarted ones %v (err: %v)", names, restarted, err)
 	}
 	cl.Nodes[2].Proxy().Cut()
 	_, err = c.Acquire(ctxT(t, 10*time.Second), req)
-	refused(t, err, redlock.ErrNoQuorum)
+	refused(t, err, lease.ErrNoQuorum)
 	if names := youngNodes(err); len(names) != 2 {
 		t.Errorf("refusal without the marked node names %v as too young, want both restarted nodes: %v", names, err)
 	}
 	// A later tick is not affected once the restarted nodes' data is older
 	// than it by the guard.
 	later := time.Now()
-	l := mustAcquire(t, c, redlock.Request{Key: req.Key, TTL: time.Second, Epoch: later.UnixMilli(), EpochTime: later})
+	l := mustAcquire(t, c, lease.Request{Key: req.Key, TTL: time.Second, Epoch: later.UnixMilli(), EpochTime: later})
 	_ = l.Release(context.Background())
 }
 
@@ -233,8 +234,8 @@ func TestEpochMarkOnAnyNodeRefuses(t *testing.T) {
 	setLeaseField(t, cl.Nodes[2], k, "e", 5)
 	cl.Nodes[0].Proxy().SetDelay(100 * time.Millisecond)
 	cl.Nodes[1].Proxy().SetDelay(100 * time.Millisecond)
-	_, err := c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: k, TTL: time.Second, Epoch: 5})
-	re := refused(t, err, redlock.ErrEpochDone)
+	_, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: k, TTL: time.Second, Epoch: 5})
+	re := refused(t, err, lease.ErrEpochDone)
 	if re.DoneEpoch != 5 {
 		t.Errorf("DoneEpoch = %d, want 5", re.DoneEpoch)
 	}
@@ -242,7 +243,7 @@ func TestEpochMarkOnAnyNodeRefuses(t *testing.T) {
 		t.Errorf("refused attempt left %v behind on node 0", lockKeys(t, cl.Nodes[0]))
 	}
 	// A later epoch is granted by all three.
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: time.Second, Epoch: 6})
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: time.Second, Epoch: 6})
 	_ = l.Release(context.Background())
 }
 
@@ -251,7 +252,7 @@ func TestEpochMarkOnAnyNodeRefuses(t *testing.T) {
 func youngNodes(err error) []string {
 	var names []string
 	for _, ne := range nodeErrors(err) {
-		if errors.Is(ne, redlock.ErrDataYounger) && !slices.Contains(names, ne.Node) {
+		if errors.Is(ne, lease.ErrDataYounger) && !slices.Contains(names, ne.Node) {
 			names = append(names, ne.Node)
 		}
 	}
@@ -329,7 +330,7 @@ func failbackEpoch(t *testing.T, tweak func(*redlock.Client)) (string, error) {
 	a := newClient(t, cl.ProxiedURLs(), redlock.WithoutRestartDetection(), redlock.WithTimeout(testTimeout))
 	cl.Nodes[2].Proxy().Cut()
 	tick := time.Now()
-	req := redlock.Request{Key: key(t), TTL: ttl, Epoch: tick.UnixMilli(), EpochTime: tick, Owner: "A"}
+	req := lease.Request{Key: key(t), TTL: ttl, Epoch: tick.UnixMilli(), EpochTime: tick, Owner: "A"}
 	la, err := a.Acquire(ctxT(t, 10*time.Second), req)
 	if err != nil {
 		t.Fatalf("A: %v", err)
@@ -351,7 +352,7 @@ func failbackEpoch(t *testing.T, tweak func(*redlock.Client)) (string, error) {
 	if err == nil {
 		_ = lb.Release(context.Background())
 	}
-	return b.Nodes()[0], err
+	return b.Servers()[0], err
 }
 
 // TestFailbackCompletedEpochNotRewon: the completed epoch is not won
@@ -360,10 +361,10 @@ func failbackEpoch(t *testing.T, tweak func(*redlock.Client)) (string, error) {
 func TestFailbackCompletedEpochNotRewon(t *testing.T) {
 	t.Parallel()
 	node0, err := failbackEpoch(t, nil)
-	refused(t, err, redlock.ErrNoQuorum)
+	refused(t, err, lease.ErrNoQuorum)
 	named := false
 	for _, ne := range nodeErrors(err) {
-		named = named || ne.Node == node0 && (errors.Is(ne, redlock.ErrDataYounger) || errors.Is(ne, redlock.ErrRestarted))
+		named = named || ne.Node == node0 && (errors.Is(ne, lease.ErrDataYounger) || errors.Is(ne, lease.ErrRestarted))
 	}
 	if !named {
 		t.Errorf("the refusal does not name the failed-back node %s as not voting: %v", node0, err)

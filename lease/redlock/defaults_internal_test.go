@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // TestDocumentedDefaults pins every default the documentation names.
@@ -78,7 +79,7 @@ func TestDocumentedDefaults(t *testing.T) {
 		t.Errorf("options not applied: guard %s timeout %s drift %v", c.guard(), c.opts.timeout, c.opts.drift)
 	}
 	// validity = ttl - elapsed - (ttl*drift + 2ms)
-	if v := c.validity(10*time.Second, time.Now()); v > 10*time.Second-time.Second-2*time.Millisecond || v < 8*time.Second {
+	if v := lease.Validity(time.Now(), 10*time.Second, c.opts.drift); v > 10*time.Second-time.Second-2*time.Millisecond || v < 8*time.Second {
 		t.Errorf("validity %s", v)
 	}
 }
@@ -121,13 +122,13 @@ func TestReentrantToken(t *testing.T) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	req := Request{Key: "reentrant", TTL: 5 * time.Second, Owner: "o"}
-	first := c.tryBatch(ctx, []Request{req}, []string{"tok"})[0]
+	req := lease.Request{Key: "reentrant", TTL: 5 * time.Second, Owner: "o"}
+	first := c.tryBatch(ctx, []lease.Request{req}, []string{"tok"})[0]
 	if first.Err != nil {
 		t.Fatal(first.Err)
 	}
 	req.TTL = 20 * time.Second
-	again := c.tryBatch(ctx, []Request{req}, []string{"tok"})[0]
+	again := c.tryBatch(ctx, []lease.Request{req}, []string{"tok"})[0]
 	if again.Err != nil {
 		t.Fatalf("same token again: %v", again.Err)
 	}
@@ -145,8 +146,8 @@ func TestReentrantToken(t *testing.T) {
 	if extended < c.Quorum() {
 		t.Errorf("the re-entry extended the lock on %d nodes", extended)
 	}
-	other := c.tryBatch(ctx, []Request{req}, []string{"other"})[0]
-	if !errors.Is(other.Err, ErrHeld) {
+	other := c.tryBatch(ctx, []lease.Request{req}, []string{"other"})[0]
+	if !errors.Is(other.Err, lease.ErrHeld) {
 		t.Errorf("other token: %v", other.Err)
 	}
 	_ = again.Lease.Release(ctx)

@@ -1,11 +1,18 @@
 // Package redlock is a Redlock client: it takes a lease (a lock with a
 // time limit) on N independent Redis masters, as described on redis.io
 // ("Distributed Locks with Redis"), and adds what a job scheduler needs on
-// top: renewal (Hold), fencing tokens, run-once epochs, refusal detail,
-// restart detection and batching. It is like github.com/go-redsync/redsync
+// top: renewal (Client.Hold, a lease.Hold), fencing tokens, run-once
+// epochs, refusal detail, restart detection and batching. It is like github.com/go-redsync/redsync
 // except that every round is decided at quorum instead of waiting for the
 // slowest node, and a release can never be overtaken by the request it
 // cleans up after.
+//
+// A Client is a lease.Backend, leasecron's Redis backend: it takes
+// package lease's Request and returns its Lease, Result, Info and
+// ServerStatus, and its errors are lease's (ErrHeld, ErrNoQuorum, a
+// *lease.RefusedError, ...). Open gives it a key prefix ("PREFIX:", so
+// that several schedules can share the nodes; errors and Lease.Key name
+// keys without it); New has none.
 //
 // # The algorithm
 //
@@ -67,7 +74,7 @@
 //
 // Every new connection checks the server (INFO server, replication and
 // memory) and refuses it, with an error naming the node and the reason
-// (Ping reports it), when it
+// (Health reports it), when it
 //
 //   - is a replica (role:slave), or a Sentinel listed with redis://
 //     instead of redis+sentinel://;
@@ -90,7 +97,7 @@
 // lane loads the scripts again and resends the calls of that round that
 // failed so, in their order (except a call on a lease that a later call of
 // the round reached: resent, it would be applied after that call), so the
-// node keeps voting. Ping checks a node with a script round through its lane,
+// node keeps voting. Health checks a node with a script round through its lane,
 // like the other rounds.
 //
 // A Sentinel failover puts a promoted replica behind the node, which may
@@ -121,8 +128,17 @@
 //
 // PutEntry, GetEntry and ListEntries keep small versioned values with an
 // optional TTL in a hash per space; AppendLog and ReadLog keep bounded
-// logs in a sorted set per log (lease.Entries and lease.Logs; the
-// layout is in store.go and package lease/redis). Their scripts travel
+// logs in a sorted set per log; Put, Get, List, Append and Log (lease.Entries
+// and lease.Logs) check their inputs (lease.CheckEntry and friends:
+// nothing is sent on bad input) and call them on PREFIX:entries:SPACE and
+// PREFIX:log:LOG. The layout, per node, is in store.go:
+//
+//	{PREFIX:entries:SPACE}       hash: entry name -> "VERSION EXPIRY TTL DATA"
+//	{PREFIX:entries:SPACE}:exp   sorted set: names with a TTL, by expiry (ms)
+//	{PREFIX:log:LOG}             sorted set: record IDs, scored by At (unix ms)
+//	{PREFIX:log:LOG}:data        hash: record ID -> data, " limit" -> last limit
+//
+// Their scripts travel
 // on a second ordered lane per node, with its own connection, so they
 // never hold up grants and renewals. A write succeeds once a
 // quorum stored it; a read merges the answers of a quorum (the highest
@@ -252,7 +268,7 @@
 // (a marker without one: layout 1, three keys per lease, {key}:lock,
 // :fence and :epoch, plus :note), and a client refuses a node whose
 // marker names another layout than its own, with ErrOtherLayout naming
-// the node (in Ping, and in every round's NodeErrors). A Redis Cluster
+// the node (in Health, and in every round's NodeErrors). A Redis Cluster
 // node has no marker and is not checked.
 //
 // Epochs: an acquisition with Epoch e is refused by a node whose completed
@@ -299,7 +315,8 @@
 // a second Acquire of a key the caller already holds is refused.
 //
 // The package logs nothing. It reports through return values (errors match
-// the sentinels with errors.Is; *RefusedError and *NodeError carry detail)
+// package lease's sentinels with errors.Is; *lease.RefusedError and
+// *lease.NodeError carry detail)
 // and an optional Observer for metrics. All calls are bounded by their
 // context and the per-node timeout; Client and Lease are safe for
 // concurrent use.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -27,7 +28,7 @@ func TestEpochs(t *testing.T) {
 				redlock.WithRetry(redlock.LimitRetry(redlock.LinearBackoff(10*time.Millisecond), 5)))
 			k := key(t)
 			const e = 1700000000
-			l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 5 * time.Second, Epoch: e, Owner: "tick"})
+			l := mustAcquire(t, c, lease.Request{Key: k, TTL: 5 * time.Second, Epoch: e, Owner: "tick"})
 			if l.Epoch() != e {
 				t.Errorf("Epoch() = %d", l.Epoch())
 			}
@@ -39,8 +40,8 @@ func TestEpochs(t *testing.T) {
 			}
 			for _, ep := range []int64{e, e - 1, 1} {
 				attempts.Store(0)
-				_, err := c.Acquire(context.Background(), redlock.Request{Key: k, TTL: time.Second, Epoch: ep})
-				re := refused(t, err, redlock.ErrEpochDone)
+				_, err := c.Acquire(context.Background(), lease.Request{Key: k, TTL: time.Second, Epoch: ep})
+				re := refused(t, err, lease.ErrEpochDone)
 				if re.DoneEpoch != e {
 					t.Errorf("epoch %d: DoneEpoch = %d, want %d", ep, re.DoneEpoch, e)
 				}
@@ -52,18 +53,18 @@ func TestEpochs(t *testing.T) {
 			}
 			// The completion released the lock: a later epoch, or no epoch,
 			// is granted.
-			l2 := mustAcquire(t, c, redlock.Request{Key: k, TTL: 5 * time.Second, Epoch: e + 1})
+			l2 := mustAcquire(t, c, lease.Request{Key: k, TTL: 5 * time.Second, Epoch: e + 1})
 			// A Complete after a newer holder took the key is refused
 			// (ErrNotHeld), without a mark: the epoch stays open for it.
 			if err := l2.Release(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			l3 := mustAcquire(t, c, redlock.Request{Key: k, TTL: 5 * time.Second})
-			if err := l2.Complete(context.Background()); !errors.Is(err, redlock.ErrNotHeld) {
+			l3 := mustAcquire(t, c, lease.Request{Key: k, TTL: 5 * time.Second})
+			if err := l2.Complete(context.Background()); !errors.Is(err, lease.ErrNotHeld) {
 				t.Fatalf("Complete after a newer holder took the key: %v, want ErrNotHeld", err)
 			}
-			_, err := c.Acquire(context.Background(), redlock.Request{Key: k, TTL: time.Second, Epoch: e + 1})
-			refused(t, err, redlock.ErrHeld)
+			_, err := c.Acquire(context.Background(), lease.Request{Key: k, TTL: time.Second, Epoch: e + 1})
+			refused(t, err, lease.ErrHeld)
 			// l3 (no epoch) still holds the lock.
 			if err := l3.Extend(context.Background(), 0); err != nil {
 				t.Errorf("unrelated holder lost its lock to a Complete: %v", err)
@@ -72,7 +73,7 @@ func TestEpochs(t *testing.T) {
 			if err := l3.Complete(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			mustAcquire(t, c, redlock.Request{Key: k, TTL: time.Second}).Release(context.Background())
+			mustAcquire(t, c, lease.Request{Key: k, TTL: time.Second}).Release(context.Background())
 		})
 	}
 }
@@ -85,29 +86,29 @@ func TestEpochCompleteQuorumOneDown(t *testing.T) {
 	cl := start(t, 3)
 	c := votingClient(t, cl.URLs())
 	k := key(t)
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 5 * time.Second, Epoch: 42})
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: 5 * time.Second, Epoch: 42})
 	cl.Nodes[0].Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := l.Complete(ctx); err != nil {
 		t.Fatalf("Complete with one node down: %v", err)
 	}
-	_, err := c.Acquire(context.Background(), redlock.Request{Key: k, TTL: time.Second, Epoch: 42})
-	refused(t, err, redlock.ErrEpochDone)
+	_, err := c.Acquire(context.Background(), lease.Request{Key: k, TTL: time.Second, Epoch: 42})
+	refused(t, err, lease.ErrEpochDone)
 	// The node that missed the mark comes back (empty); a quorum still
 	// refuses epoch 42.
 	cl.Nodes[0].Restart()
 	waitVoting(t, c, nil)
-	_, err = c.Acquire(context.Background(), redlock.Request{Key: k, TTL: time.Second, Epoch: 42})
-	refused(t, err, redlock.ErrEpochDone)
+	_, err = c.Acquire(context.Background(), lease.Request{Key: k, TTL: time.Second, Epoch: 42})
+	refused(t, err, lease.ErrEpochDone)
 	// With a majority down Complete cannot finish and says so when ctx ends.
-	l2 := mustAcquire(t, c, redlock.Request{Key: k, TTL: 5 * time.Second, Epoch: 43})
+	l2 := mustAcquire(t, c, lease.Request{Key: k, TTL: 5 * time.Second, Epoch: 43})
 	cl.Nodes[1].Kill()
 	cl.Nodes[2].Kill()
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel2()
 	err = l2.Complete(ctx2)
-	if !errors.Is(err, redlock.ErrNoQuorum) || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, lease.ErrNoQuorum) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Complete with 2 of 3 down = %v, want ErrNoQuorum joined with the context's error", err)
 	}
 }

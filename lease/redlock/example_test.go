@@ -12,6 +12,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -28,10 +29,10 @@ func ExampleClient_Acquire() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := c.Acquire(ctx, redlock.Request{Key: "billing", TTL: 30 * time.Second, Owner: "host=web1"})
-	var refused *redlock.RefusedError
+	l, err := c.Acquire(ctx, lease.Request{Key: "billing", TTL: 30 * time.Second, Owner: "host=web1"})
+	var refused *lease.RefusedError
 	switch {
-	case errors.Is(err, redlock.ErrHeld) && errors.As(err, &refused):
+	case errors.Is(err, lease.ErrHeld) && errors.As(err, &refused):
 		fmt.Printf("held by %s, free in %s\n", refused.Holder, refused.HolderTTL)
 		return
 	case err != nil:
@@ -44,7 +45,7 @@ func ExampleClient_Acquire() {
 	fmt.Println("fencing token", l.Fence(), "valid for", time.Until(l.ValidUntil()).Round(time.Second))
 }
 
-func ExampleLease_Hold() {
+func ExampleClient_Hold() {
 	c, err := redlock.New([]string{
 		"redis://127.0.0.1:6379/0",
 		"redis://127.0.0.1:6380/0",
@@ -56,10 +57,10 @@ func ExampleLease_Hold() {
 	defer c.Close()
 
 	// One run of a job for tick 1700000000: the epoch makes it run once.
-	l, err := c.Acquire(context.Background(), redlock.Request{
+	l, err := c.Acquire(context.Background(), lease.Request{
 		Key: "inventory-sync", TTL: 30 * time.Second, Epoch: 1700000000, Owner: "host=web1",
 	})
-	if errors.Is(err, redlock.ErrEpochDone) {
+	if errors.Is(err, lease.ErrEpochDone) {
 		fmt.Println("tick already done")
 		return
 	} else if err != nil {
@@ -68,9 +69,9 @@ func ExampleLease_Hold() {
 
 	// Renew every TTL/3 until the work is done; Ctx is cancelled before
 	// the validity ends if the lease cannot be kept.
-	h := l.Hold(redlock.MaxLifetime(10 * time.Minute))
+	h := c.Hold(l, lease.MaxLifetime(10*time.Minute))
 	if err := doWork(h.Ctx()); err != nil {
-		// Lost (h.Err() wraps redlock.ErrLost) or failed: give the tick up
+		// Lost (h.Err() wraps lease.ErrLost) or failed: give the tick up
 		// without completing it, so another host can take it over.
 		_ = h.Release(context.Background())
 		log.Fatal(err, h.Err())
@@ -100,9 +101,9 @@ func ExampleClient_TryAcquireBatch() {
 	defer c.Close()
 
 	// All jobs due at the same tick: one pipelined round per node.
-	var reqs []redlock.Request
+	var reqs []lease.Request
 	for _, job := range []string{"a", "b", "c"} {
-		reqs = append(reqs, redlock.Request{Key: job, TTL: time.Minute, Epoch: 1700000000})
+		reqs = append(reqs, lease.Request{Key: job, TTL: time.Minute, Epoch: 1700000000})
 	}
 	for i, r := range c.TryAcquireBatch(context.Background(), reqs) {
 		if r.Err != nil {

@@ -77,7 +77,7 @@ func InlineWarmups(c *Client) int64 { return c.nodes[0].inline.warmups.Load() }
 // IgnoreExtendTTL makes c's Extend leave its TTL out of the restart guard
 // and the fence expiry (the negative control of the rule that they follow
 // the longest TTL an Extend asked for too).
-func IgnoreExtendTTL(c *Client) { c.noExtendTTL = true }
+func IgnoreExtendTTL(c *Client) { c.test.noExtendTTL = true }
 
 // IgnoreReplIDChange makes c's marker checks ignore a changed
 // master_replid (the negative control of the failback detection on open
@@ -93,7 +93,7 @@ func IgnoreReplIDChange(c *Client) {
 // IgnoreGuardForStoreReads makes c count every node's answer to an entries
 // or log read, also from nodes whose data is younger than the restart
 // guard (the negative control of the store reads after a data loss).
-func IgnoreGuardForStoreReads(c *Client) { c.noStoreGuard = true }
+func IgnoreGuardForStoreReads(c *Client) { c.test.noStoreGuard = true }
 
 // DisableLaneGenerations makes c's lanes keep their generation after a
 // round that failed on its connection, so that its requests may still be

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -27,7 +28,7 @@ func extendGuardScenario(t *testing.T, ignoreExtend bool) time.Time {
 		redlock.IgnoreExtendTTL(c)
 	}
 	cl.Nodes[2].Proxy().Cut()
-	la, err := c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: key(t), TTL: short, Owner: "A"})
+	la, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: key(t), TTL: short, Owner: "A"})
 	if err != nil {
 		t.Fatalf("A: %v", err)
 	}
@@ -38,7 +39,7 @@ func extendGuardScenario(t *testing.T, ignoreExtend bool) time.Time {
 	cl.Nodes[0].Restart()
 	validUntil := la.ValidUntil()
 	for time.Now().Before(validUntil.Add(-100 * time.Millisecond)) {
-		lb, err := c.Acquire(context.Background(), redlock.Request{Key: la.Key(), TTL: short, Owner: "B"})
+		lb, err := c.Acquire(context.Background(), lease.Request{Key: la.Key(), TTL: short, Owner: "B"})
 		if err == nil {
 			now := time.Now()
 			_ = lb.Release(context.Background())
@@ -48,7 +49,7 @@ func extendGuardScenario(t *testing.T, ignoreExtend bool) time.Time {
 			}
 			return time.Time{}
 		}
-		refused(t, err, redlock.ErrHeld)
+		refused(t, err, lease.ErrHeld)
 		time.Sleep(50 * time.Millisecond)
 	}
 	return time.Time{}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -40,7 +41,7 @@ func TestSlowNodeNoKeyLeftBehind(t *testing.T) {
 			// outcome was decided, and is then dropped: try again.)
 			arrived := false
 			for i := 0; i < 20 && !arrived; i++ {
-				l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: ttl})
+				l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: ttl})
 				arrived = waitFor(2*time.Second, func() bool { return len(lockKeys(t, slow)) == 1 })
 				if err := l.Release(context.Background()); err != nil {
 					t.Logf("release (answered late, still applied): %v", err)
@@ -63,7 +64,7 @@ func TestSlowNodeNoKeyLeftBehind(t *testing.T) {
 					defer wg.Done()
 					k := key(t, fmt.Sprint(g%4))
 					for range 25 {
-						l, err := c.Acquire(ctx, redlock.Request{Key: k, TTL: ttl, Owner: fmt.Sprint(g)})
+						l, err := c.Acquire(ctx, lease.Request{Key: k, TTL: ttl, Owner: fmt.Sprint(g)})
 						if err != nil {
 							errs <- err
 							return
@@ -121,7 +122,7 @@ func TestSlowQuorumValidity(t *testing.T) {
 	cl.Nodes[1].Proxy().SetDelay(delay)
 	cl.Nodes[2].Proxy().SetDelay(delay)
 	ttl := 5 * time.Second
-	l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: ttl})
+	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: ttl})
 	after := time.Now()
 	// validity = start + ttl - elapsed - drift, start <= after, and the
 	// quorum's answers took at least 2*delay (request and reply delayed).
@@ -131,8 +132,8 @@ func TestSlowQuorumValidity(t *testing.T) {
 	}
 	_ = l.Release(context.Background())
 	// With the default 50 ms timeout two slow nodes mean no quorum.
-	_, err := fast.Acquire(context.Background(), redlock.Request{Key: key(t, "2"), TTL: ttl})
-	re := refused(t, err, redlock.ErrNoQuorum)
+	_, err := fast.Acquire(context.Background(), lease.Request{Key: key(t, "2"), TTL: ttl})
+	re := refused(t, err, lease.ErrNoQuorum)
 	if !strings.Contains(re.Error(), "no answer within 50ms") {
 		t.Errorf("timeout refusal: %v", re)
 	}
@@ -149,14 +150,14 @@ func TestBlackholedNode(t *testing.T) {
 	cl.Nodes[2].Proxy().Blackhole(true)
 	k := key(t)
 	for i := range 5 {
-		l, err := c.Acquire(context.Background(), redlock.Request{Key: k, TTL: 5 * time.Second})
+		l, err := c.Acquire(context.Background(), lease.Request{Key: k, TTL: 5 * time.Second})
 		if err != nil {
 			t.Fatalf("round %d with a blackholed node: %v", i, err)
 		}
 		if err := l.Extend(context.Background(), 0); err != nil {
 			t.Fatalf("Extend: %v", err)
 		}
-		h := l.Hold(redlock.RenewEvery(20 * time.Millisecond))
+		h := c.Hold(l, lease.RenewEvery(20*time.Millisecond))
 		time.Sleep(100 * time.Millisecond)
 		select {
 		case <-h.Done():
@@ -169,8 +170,8 @@ func TestBlackholedNode(t *testing.T) {
 	}
 	// Two blackholed: no quorum, both named.
 	cl.Nodes[1].Proxy().Blackhole(true)
-	_, err := c.Acquire(context.Background(), redlock.Request{Key: k, TTL: 5 * time.Second})
-	re := refused(t, err, redlock.ErrNoQuorum)
+	_, err := c.Acquire(context.Background(), lease.Request{Key: k, TTL: 5 * time.Second})
+	re := refused(t, err, lease.ErrNoQuorum)
 	names := nodeErrorNames(re.NodeErrs)
 	if len(names) != 2 {
 		t.Errorf("node errors %v, want the two blackholed nodes", names)
@@ -190,7 +191,7 @@ func TestCloseWithBlackholedNode(t *testing.T) {
 	}
 	waitVoting(t, c, nil)
 	cl.Nodes[2].Proxy().Blackhole(true)
-	l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: 5 * time.Second})
+	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 5 * time.Second})
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestServerClosesIdleConnections(t *testing.T) {
 	c := votingClient(t, cl.URLs(), redlock.WithObserver(obs))
 	k := key(t)
 	for round := range 3 {
-		l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 10 * time.Second})
+		l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second})
 		if err := l.Extend(context.Background(), 0); err != nil {
 			t.Fatalf("round %d: Extend: %v", round, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -64,14 +65,14 @@ func waitVoting(t testing.TB, c *redlock.Client, idx []int) {
 		// A round first: a node's first round writes its data marker, and
 		// a node met with a new marker does not vote for the guard.
 		_, _ = c.Inspect(context.Background(), "warm-up")
-		st := c.Ping(context.Background())
+		st := c.Health(context.Background())
 		var bad []string
 		for i, s := range st {
 			if idx != nil && !slices.Contains(idx, i) {
 				continue
 			}
 			if s.Err != nil || !s.Voting {
-				bad = append(bad, fmt.Sprintf("%s (err=%v, voting at %s)", s.Node, s.Err, s.VotingAt.Format(time.StampMilli)))
+				bad = append(bad, fmt.Sprintf("%s (err=%v, voting at %s)", s.Server, s.Err, s.VotingAt.Format(time.StampMilli)))
 			}
 		}
 		if len(bad) == 0 {
@@ -115,14 +116,14 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 }
 
 // nodeErrors collects every *lease.NodeError in err's tree.
-func nodeErrors(err error) []*redlock.NodeError {
-	var out []*redlock.NodeError
+func nodeErrors(err error) []*lease.NodeError {
+	var out []*lease.NodeError
 	var walk func(error)
 	walk = func(e error) {
 		if e == nil {
 			return
 		}
-		if ne, ok := e.(*redlock.NodeError); ok {
+		if ne, ok := e.(*lease.NodeError); ok {
 			out = append(out, ne)
 		}
 		switch u := e.(type) {
@@ -288,7 +289,7 @@ func (r *recorder) len() int {
 }
 
 // mustAcquire acquires req or fails the test.
-func mustAcquire(t testing.TB, c *redlock.Client, req redlock.Request) *redlock.Lease {
+func mustAcquire(t testing.TB, c *redlock.Client, req lease.Request) lease.Lease {
 	t.Helper()
 	l, err := c.Acquire(ctxT(t, 10*time.Second), req)
 	if err != nil {
@@ -298,22 +299,22 @@ func mustAcquire(t testing.TB, c *redlock.Client, req redlock.Request) *redlock.
 }
 
 // refused asserts that err is a *lease.RefusedError with the given reason.
-func refused(t testing.TB, err error, reason error) *redlock.RefusedError {
+func refused(t testing.TB, err error, reason error) *lease.RefusedError {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("acquire succeeded, want refusal (%v)", reason)
 	}
-	var re *redlock.RefusedError
+	var re *lease.RefusedError
 	if !errors.As(err, &re) {
 		t.Fatalf("error %v (%T) is not a *RefusedError", err, err)
 	}
-	if !errors.Is(err, redlock.ErrNotObtained) {
+	if !errors.Is(err, lease.ErrNotObtained) {
 		t.Errorf("errors.Is(%v, ErrNotObtained) = false", err)
 	}
 	if !errors.Is(err, reason) {
 		t.Fatalf("errors.Is(%v, %v) = false", err, reason)
 	}
-	for _, other := range []error{redlock.ErrHeld, redlock.ErrEpochDone, redlock.ErrNoQuorum} {
+	for _, other := range []error{lease.ErrHeld, lease.ErrEpochDone, lease.ErrNoQuorum} {
 		if other != reason && errors.Is(err, other) {
 			t.Errorf("refusal %v also matches %v", err, other)
 		}

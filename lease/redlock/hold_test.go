@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -42,10 +43,10 @@ func TestHoldRenews(t *testing.T) {
 	c := votingClient(t, cl.URLs(), redlock.WithTimeout(500*time.Millisecond))
 	k := key(t)
 	ttl := 3 * time.Second
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: ttl, Owner: "a"})
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: ttl, Owner: "a"})
 	first := l.ValidUntil()
 	var vl validityLog
-	h := l.Hold(redlock.OnRenew(vl.add)) // renews every TTL/3
+	h := c.Hold(l, lease.OnRenew(vl.add)) // renews every TTL/3
 	if h.Lease() != l {
 		t.Error("Hold.Lease() is not the lease")
 	}
@@ -75,8 +76,8 @@ func TestHoldRenews(t *testing.T) {
 	}
 	// Another client cannot take it while it is held.
 	other := votingClient(t, cl.URLs())
-	_, err := other.Acquire(context.Background(), redlock.Request{Key: k, TTL: ttl})
-	refused(t, err, redlock.ErrHeld)
+	_, err := other.Acquire(context.Background(), lease.Request{Key: k, TTL: ttl})
+	refused(t, err, lease.ErrHeld)
 
 	// Release twice is safe; Done closes with a nil Err.
 	if err := h.Release(context.Background()); err != nil {
@@ -93,7 +94,7 @@ func TestHoldRenews(t *testing.T) {
 	if h.Err() != nil || h.Ctx().Err() == nil {
 		t.Errorf("after Release: Err %v, Ctx.Err %v", h.Err(), h.Ctx().Err())
 	}
-	if _, err := other.Acquire(context.Background(), redlock.Request{Key: k, TTL: ttl}); err != nil {
+	if _, err := other.Acquire(context.Background(), lease.Request{Key: k, TTL: ttl}); err != nil {
 		t.Errorf("acquire after Hold.Release: %v", err)
 	}
 }
@@ -102,14 +103,14 @@ func TestHoldMaxLifetime(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 3)
 	c := votingClient(t, cl.URLs())
-	l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: 3 * time.Second})
-	h := l.Hold(redlock.MaxLifetime(300*time.Millisecond), redlock.RenewEvery(100*time.Millisecond))
+	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 3 * time.Second})
+	h := c.Hold(l, lease.MaxLifetime(300*time.Millisecond), lease.RenewEvery(100*time.Millisecond))
 	select {
 	case <-h.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("Done did not close after MaxLifetime")
 	}
-	if !errors.Is(h.Err(), redlock.ErrMaxLifetime) || errors.Is(h.Err(), redlock.ErrLost) {
+	if !errors.Is(h.Err(), lease.ErrMaxLifetime) || errors.Is(h.Err(), lease.ErrLost) {
 		t.Errorf("Err = %v, want ErrMaxLifetime", h.Err())
 	}
 	if h.Ctx().Err() == nil {
@@ -125,7 +126,7 @@ func TestHoldMaxLifetime(t *testing.T) {
 	if err := h.Release(context.Background()); err != nil {
 		t.Error(err)
 	}
-	if !errors.Is(h.Err(), redlock.ErrMaxLifetime) {
+	if !errors.Is(h.Err(), lease.ErrMaxLifetime) {
 		t.Errorf("Release replaced Err: %v", h.Err())
 	}
 }
@@ -143,9 +144,9 @@ func TestHoldLostBeforeValidity(t *testing.T) {
 			cl := start(t, n)
 			c := votingClient(t, cl.URLs(), redlock.WithTimeout(200*time.Millisecond))
 			ttl := 3 * time.Second
-			l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: ttl})
+			l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: ttl})
 			var vl validityLog
-			h := l.Hold(redlock.OnRenew(vl.add), redlock.SafetyMargin(500*time.Millisecond))
+			h := c.Hold(l, lease.OnRenew(vl.add), lease.SafetyMargin(500*time.Millisecond))
 			defer h.Release(context.Background())
 			// Let it renew first.
 			if !waitFor(10*time.Second, func() bool { return vl.count() >= 2 }) {
@@ -165,7 +166,7 @@ func TestHoldLostBeforeValidity(t *testing.T) {
 				t.Fatalf("Done observed %s after the validity ended (%v)", now.Sub(validUntil), h.Err())
 			}
 			t.Logf("Done observed %s before the validity ended", validUntil.Sub(now).Round(time.Millisecond))
-			if !errors.Is(h.Err(), redlock.ErrLost) {
+			if !errors.Is(h.Err(), lease.ErrLost) {
 				t.Errorf("Err = %v, want ErrLost", h.Err())
 			}
 			if h.Ctx().Err() == nil {
@@ -188,9 +189,9 @@ func TestHoldLostToTakeover(t *testing.T) {
 	cl := start(t, 3)
 	c := votingClient(t, cl.URLs(), redlock.WithTimeout(200*time.Millisecond))
 	k := key(t)
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 2 * time.Second})
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: 2 * time.Second})
 	var vl validityLog
-	h := l.Hold(redlock.OnRenew(vl.add), redlock.RenewEvery(100*time.Millisecond), redlock.SafetyMargin(500*time.Millisecond))
+	h := c.Hold(l, lease.OnRenew(vl.add), lease.RenewEvery(100*time.Millisecond), lease.SafetyMargin(500*time.Millisecond))
 	defer h.Release(context.Background())
 	waitFor(5*time.Second, func() bool { return vl.count() >= 2 })
 	for _, nd := range cl.Nodes {
@@ -204,7 +205,7 @@ func TestHoldLostToTakeover(t *testing.T) {
 	if now, vu := time.Now(), vl.last(); !now.Before(vu) {
 		t.Fatalf("Done observed %s after validity", now.Sub(vu))
 	}
-	if !errors.Is(h.Err(), redlock.ErrLost) || !strings.Contains(h.Err().Error(), "not held") {
+	if !errors.Is(h.Err(), lease.ErrLost) || !strings.Contains(h.Err().Error(), "not held") {
 		t.Errorf("Err = %v, want ErrLost saying the lease is not held", h.Err())
 	}
 }
@@ -214,8 +215,8 @@ func TestHoldComplete(t *testing.T) {
 	cl := start(t, 3)
 	c := votingClient(t, cl.URLs())
 	k := key(t)
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 5 * time.Second, Epoch: 10})
-	h := l.Hold()
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: 5 * time.Second, Epoch: 10})
+	h := c.Hold(l)
 	if err := h.Complete(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +224,6 @@ func TestHoldComplete(t *testing.T) {
 	if h.Err() != nil {
 		t.Errorf("Err after Complete = %v", h.Err())
 	}
-	_, err := c.Acquire(context.Background(), redlock.Request{Key: k, TTL: time.Second, Epoch: 10})
-	refused(t, err, redlock.ErrEpochDone)
+	_, err := c.Acquire(context.Background(), lease.Request{Key: k, TTL: time.Second, Epoch: 10})
+	refused(t, err, lease.ErrEpochDone)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
 // SetNote stores a note beside the lease key on every node, for example
@@ -19,48 +21,24 @@ func (c *Client) SetNote(ctx context.Context, key string, version int64, note st
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	k := leaseKey(key)
+	k := c.hashKey(key)
 	good, _, errs := c.simpleRound(ctx, "note",
 		func(int) call {
 			return call{script: noteScript, keys: []string{k}, args: []any{strconv.FormatInt(version, 10), note}}
 		}, c.quorum, func(any) bool { return true }, false, false)
 	if good < c.quorum {
-		return fmt.Errorf("set note %s: %w%s", key, ErrNoQuorum, nodeSuffix(errs))
+		return fmt.Errorf("set note %s: %w%s", key, lease.ErrNoQuorum, nodeSuffix(errs))
 	}
 	return nil
 }
 
-// Info is the state of a lease as read from the nodes by Inspect.
-type Info struct {
-	// Holder is the Owner of the current holder, "" when free. When nodes
-	// disagree it is the value held by the most nodes.
-	Holder string
-	// HolderNodes is how many of the answering nodes hold it for Holder.
-	HolderNodes int
-	// TTL is how long until the lease is free on a quorum of nodes.
-	TTL time.Duration
-	// DoneEpoch is the highest completed epoch.
-	DoneEpoch int64
-	// Fence is the highest fencing token stored (0 when the key's
-	// counters expired: see WithFenceExpiry).
-	Fence int64
-	// Note is the newest note (see SetNote).
-	Note string
-	// NoteVersion is its version (-1 if none).
-	NoteVersion int64
-	// Answered is how many nodes answered.
-	Answered int
-	// NodeErrs holds the errors of nodes that did not answer.
-	NodeErrs error
-}
-
 // Inspect reads the state of key from all nodes (waiting up to the per-node
 // timeout for each). It fails only when fewer than a quorum answered.
-func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
+func (c *Client) Inspect(ctx context.Context, key string) (lease.Info, error) {
 	if err := checkKey(key); err != nil {
-		return Info{}, err
+		return lease.Info{}, err
 	}
-	k := leaseKey(key)
+	k := c.hashKey(key)
 	start := time.Now()
 	abandon := make(chan struct{})
 	defer close(abandon)
@@ -69,7 +47,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 	}, abandon, true)
 	timer := time.NewTimer(c.opts.timeout)
 	defer timer.Stop()
-	info := Info{NoteVersion: -1}
+	info := lease.Info{NoteVersion: -1}
 	holders := map[string]int{}
 	var free []time.Duration
 	answered := make([]bool, len(c.nodes))
@@ -80,7 +58,7 @@ loop:
 		case a := <-ch:
 			answered[a.node] = true
 			if err := a.callErr(0); err != nil {
-				errs = append(errs, &NodeError{Node: c.nodes[a.node].name, Err: err})
+				errs = append(errs, &lease.NodeError{Node: c.nodes[a.node].name, Err: err})
 				continue
 			}
 			vals, _ := a.cmds[0].Val().([]any)
@@ -123,23 +101,9 @@ loop:
 		info.NodeErrs = errors.Join(errs...)
 	}
 	if info.Answered < c.quorum {
-		return info, fmt.Errorf("inspect %s: %w (%d answered)%s", key, ErrNoQuorum, info.Answered, nodeSuffix(info.NodeErrs))
+		return info, fmt.Errorf("inspect %s: %w (%d answered)%s", key, lease.ErrNoQuorum, info.Answered, nodeSuffix(info.NodeErrs))
 	}
 	return info, nil
-}
-
-// NodeStatus is one node's health as seen by Ping.
-type NodeStatus struct {
-	Node    string        // redacted URL
-	Err     error         // nil when the node ran the check round
-	Latency time.Duration // round trip of the check (through the node's lane)
-	// Voting is false while a restarted node is kept from voting.
-	Voting bool
-	// VotingAt is when it votes again (zero if it votes).
-	VotingAt time.Time
-	// RestartedAt is the last detected restart, failover or data loss
-	// (zero: none).
-	RestartedAt time.Time
 }
 
 // Warm opens every node's connection before the first round: the dial, a
@@ -152,18 +116,18 @@ type NodeStatus struct {
 // round reports them again.
 func (c *Client) Warm(ctx context.Context) error {
 	if c.closed.Load() {
-		return ErrClosed
+		return lease.ErrClosed
 	}
 	errs := make(chan error, len(c.nodes))
 	for _, n := range c.nodes {
 		o := &op{reply: func(_ []*redis.Cmd, err error) {
 			if err != nil {
-				err = &NodeError{Node: n.name, Err: err}
+				err = &lease.NodeError{Node: n.name, Err: err}
 			}
 			errs <- err
 		}}
 		if !n.submit(o) {
-			return ErrClosed
+			return lease.ErrClosed
 		}
 	}
 	var all []error
@@ -178,10 +142,10 @@ func (c *Client) Warm(ctx context.Context) error {
 	return errors.Join(all...)
 }
 
-// pingKey is the lease whose (absent) keys Ping reads.
+// pingKey is the lease whose (absent) keys Health reads.
 const pingKey = "lease.ping"
 
-// Ping checks every node in parallel, each bounded by the larger of the
+// Health checks every node in parallel, each bounded by the larger of the
 // per-node timeout and 1 s (a health check may wait for a cold connection).
 // The check is a round like the others, through the node's ordered lane: a
 // read-only script call on an unused key (on a Cluster, on that key's
@@ -189,8 +153,8 @@ const pingKey = "lease.ping"
 // reported with the error its rounds get, and one refused on connection
 // (a replica, a server that evicts keys, the same server as another node)
 // with the reason.
-func (c *Client) Ping(ctx context.Context) []NodeStatus {
-	out := make([]NodeStatus, len(c.nodes))
+func (c *Client) Health(ctx context.Context) []lease.ServerStatus {
+	out := make([]lease.ServerStatus, len(c.nodes))
 	done := make(chan struct{}, len(c.nodes))
 	probe := []call{{script: inspectScript, keys: []string{leaseKey(pingKey)}}}
 	for i, n := range c.nodes {
@@ -210,7 +174,7 @@ func (c *Client) Ping(ctx context.Context) []NodeStatus {
 				}
 				replies <- err
 			}}) {
-				err = ErrClosed
+				err = lease.ErrClosed
 			} else {
 				select {
 				case err = <-replies:
@@ -220,7 +184,7 @@ func (c *Client) Ping(ctx context.Context) []NodeStatus {
 					err = ctx.Err()
 				}
 			}
-			st := NodeStatus{Node: n.name, Err: err, Latency: time.Since(t0)}
+			st := lease.ServerStatus{Server: n.name, Err: err, Latency: time.Since(t0)}
 			if err != nil {
 				n.mu.Lock()
 				if n.onConnectErr != nil {

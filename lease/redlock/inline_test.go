@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -18,7 +19,7 @@ func warmInline(t *testing.T, c *redlock.Client) {
 	t.Helper()
 	ok := waitFor(20*time.Second, func() bool {
 		before := redlock.InlineRounds(c)
-		l, err := c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: key(t, "warm"), TTL: time.Second, Owner: "warm"})
+		l, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: key(t, "warm"), TTL: time.Second, Owner: "warm"})
 		if err != nil {
 			return false
 		}
@@ -52,7 +53,7 @@ func TestInlineRounds(t *testing.T) {
 	// cycle whose four rounds all ran inline.
 	cycle := func() int64 {
 		before := redlock.InlineRounds(c)
-		l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 10 * time.Second, Owner: "me"})
+		l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "me"})
 		if err := l.Extend(ctxT(t, 5*time.Second), 0); err != nil {
 			t.Fatalf("Extend: %v", err)
 		}
@@ -76,9 +77,9 @@ func TestInlineRounds(t *testing.T) {
 	// rounds right before and after it run inline).
 	if !waitFor(20*time.Second, func() bool {
 		b0 := redlock.InlineRounds(c)
-		l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 10 * time.Second, Owner: "me"})
+		l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "me"})
 		b1 := redlock.InlineRounds(c)
-		res := c.TryAcquireBatch(ctxT(t, 5*time.Second), []redlock.Request{
+		res := c.TryAcquireBatch(ctxT(t, 5*time.Second), []lease.Request{
 			{Key: k + ".b1", TTL: 10 * time.Second}, {Key: k + ".b2", TTL: 10 * time.Second}})
 		b2 := redlock.InlineRounds(c)
 		for i, r := range res {
@@ -106,7 +107,7 @@ func TestInlineRounds(t *testing.T) {
 		t.Fatal("three nodes: a fast path")
 	}
 	for i := 0; i < 5; i++ {
-		l := mustAcquire(t, c3, redlock.Request{Key: k, TTL: 10 * time.Second})
+		l := mustAcquire(t, c3, lease.Request{Key: k, TTL: 10 * time.Second})
 		if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
 			t.Fatalf("K=3 Release: %v", err)
 		}
@@ -134,7 +135,7 @@ func TestInlineTLS(t *testing.T) {
 		t.Fatal("one rediss:// node: no fast path")
 	}
 	warmInline(t, c)
-	l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: 10 * time.Second})
+	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 10 * time.Second})
 	if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
 		t.Fatalf("Release: %v", err)
 	}

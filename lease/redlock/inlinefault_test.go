@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -46,8 +47,8 @@ func inlineTimeout(t *testing.T, kill bool, gen ...bool) (*redistest.Node, *redl
 		fwd.Delay(addr, hold)
 		before := redlock.InlineRounds(c)
 		began = time.Now()
-		var l *redlock.Lease
-		l, err = c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: k, TTL: 60 * time.Second, Owner: "late"})
+		var l lease.Lease
+		l, err = c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: k, TTL: 60 * time.Second, Owner: "late"})
 		if redlock.InlineRounds(c) > before {
 			return true
 		}
@@ -70,7 +71,7 @@ func inlineTimeout(t *testing.T, kill bool, gen ...bool) (*redistest.Node, *redl
 	if took > 2*time.Second {
 		t.Fatalf("Acquire returned after %s, want < 2s (timeout %s)", took, timeout)
 	}
-	if !errors.Is(err, redlock.ErrNoQuorum) {
+	if !errors.Is(err, lease.ErrNoQuorum) {
 		t.Fatalf("Acquire: %v, want ErrNoQuorum", err)
 	}
 	var te interface{ Timeout() bool }
@@ -107,9 +108,9 @@ func TestInlineTimeout(t *testing.T) {
 	}
 	if !waitFor(20*time.Second, func() bool {
 		before := redlock.InlineRounds(c)
-		l, err := c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: k, TTL: time.Second, Owner: "next"})
+		l, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: k, TTL: time.Second, Owner: "next"})
 		if err != nil {
-			if !errors.Is(err, redlock.ErrNoQuorum) {
+			if !errors.Is(err, lease.ErrNoQuorum) {
 				t.Fatalf("Acquire after the timeout: %v", err)
 			}
 			return false // a round past the timeout on a loaded machine
@@ -158,9 +159,9 @@ func TestInlineACL(t *testing.T) {
 		}
 		before := redlock.InlineRounds(c)
 		for i := 0; i < 10; i++ {
-			l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 10 * time.Second, Owner: "acl"})
-			_, err := c.Acquire(ctxT(t, 5*time.Second), redlock.Request{Key: k, TTL: time.Second})
-			refused(t, err, redlock.ErrHeld)
+			l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "acl"})
+			_, err := c.Acquire(ctxT(t, 5*time.Second), lease.Request{Key: k, TTL: time.Second})
+			refused(t, err, lease.ErrHeld)
 			if err := l.Extend(ctxT(t, 5*time.Second), 0); err != nil {
 				t.Fatalf("Extend: %v", err)
 			}
@@ -169,7 +170,7 @@ func TestInlineACL(t *testing.T) {
 			}
 		}
 		if !waitFor(20*time.Second, func() bool {
-			l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 10 * time.Second, Owner: "acl"})
+			l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "acl"})
 			if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
 				t.Fatalf("Release: %v", err)
 			}
@@ -195,7 +196,7 @@ func TestInlineACL(t *testing.T) {
 		rc := start(t, 1)
 		c := votingClient(t, []string{aclURL(rc.Nodes[0], rc.Nodes[0].Addr(), "-client|kill")})
 		if !waitFor(15*time.Second, func() bool {
-			l := mustAcquire(t, c, redlock.Request{Key: key(t, "warm"), TTL: 10 * time.Second})
+			l := mustAcquire(t, c, lease.Request{Key: key(t, "warm"), TTL: 10 * time.Second})
 			if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
 				t.Fatalf("Release: %v", err)
 			}
@@ -221,7 +222,7 @@ func TestInlineACL(t *testing.T) {
 		inspectTimeout(t, c, fwd, k, hold)
 		// The next round carries the kill, which is refused: its own calls
 		// still count.
-		l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 10 * time.Second, Owner: "acl"})
+		l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "acl"})
 		if err := redlock.InlineKillOff(c); err == nil {
 			t.Fatal("kills not turned off after a refused kill")
 		}
@@ -289,7 +290,7 @@ func killInFront(t *testing.T, kill bool) {
 	k := key(t)
 	began, id := inspectTimeout(t, c, fwd, k, hold)
 	before := redlock.InlineRounds(c)
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 10 * time.Second, Owner: "after"})
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "after"})
 	if redlock.InlineRounds(c) != before {
 		t.Fatal("a round ran inline with a kill pending")
 	}
@@ -338,7 +339,7 @@ func TestInlineSetupOffThePath(t *testing.T) {
 	for i := range 8 {
 		time.Sleep(150 * time.Millisecond) // past connIdleRecheck: a set-up is wanted
 		began := time.Now()
-		l, err := c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: key(t, fmt.Sprint(i)), TTL: 5 * time.Second, Owner: "o"})
+		l, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: key(t, fmt.Sprint(i)), TTL: 5 * time.Second, Owner: "o"})
 		if err != nil {
 			t.Fatalf("Acquire %d: %v", i, err)
 		}
@@ -356,7 +357,7 @@ func TestInlineSetupOffThePath(t *testing.T) {
 	// Control: a fresh client's first round needs a new connection.
 	fresh := newClient(t, []string{"redis://" + fwd.Addr()}, redlock.WithTimeout(testTimeout))
 	began := time.Now()
-	_, err := fresh.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: key(t, "fresh"), TTL: 5 * time.Second, Owner: "o"})
+	_, err := fresh.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: key(t, "fresh"), TTL: 5 * time.Second, Owner: "o"})
 	if d := time.Since(began); err == nil && d < 700*time.Millisecond {
 		t.Errorf("a fresh client got through in %s: new connections do not hang, the test shows nothing", d)
 	}

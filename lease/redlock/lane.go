@@ -69,8 +69,38 @@ func (n *node) runLane() {
 }
 
 // exec sends one round of ops on sc (the lane's connection, or the inline
-// path's) and replies to each op. Only the node's executor calls it.
+// path's) and replies to each op. Only the node's executor calls it. Its
+// phases: drop the abandoned ops, queue the round (with the kill of a
+// stale inline request, the generation raise, the server recheck and the
+// data-marker check), run it, reload the scripts and resend on NOSCRIPT,
+// and judge the node's answer.
 func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
+	live := liveOps(batch)
+	if len(live) == 0 {
+		return
+	}
+	sc.failed = nil
+	pipe := n.pipeline(sc)
+	kill := n.queueKill(ctx, pipe, sc)
+	raise := n.queueRaise(ctx, pipe)
+	info := n.recheck(ctx, pipe)
+	r := n.queueCalls(ctx, pipe, live)
+	res, err := sc.run(ctx, pipe)
+	sc.used = time.Now()
+	if kill != nil {
+		err = n.killed(kill, res)
+	}
+	n.raised(raise)
+	err = n.reloadIfNoScript(ctx, sc, live, &r, err)
+	nodeErr := n.roundErr(sc, &r, err, info)
+	for i, o := range live {
+		o.reply(r.cmds[i], nodeErr)
+	}
+}
+
+// liveOps returns the ops of batch whose caller still waits, replying
+// errAbandoned to the others.
+func liveOps(batch []*op) []*op {
 	live := batch[:0]
 	for _, o := range batch {
 		if o.abandoned != nil {
@@ -83,95 +113,128 @@ func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
 		}
 		live = append(live, o)
 	}
-	if len(live) == 0 {
-		return
-	}
-	sc.failed = nil
-	pipe := n.pipeline(sc)
-	kill := n.queueKill(ctx, pipe, sc)
-	raise := n.queueRaise(ctx, pipe)
-	info := n.recheck(ctx, pipe)
-	// The last script call of the round also checks the data marker
-	// (birth.go); a round of PINGs, or one whose last script has no
-	// marker-checking variant, sends the check on its own after it. A
-	// round of releases only is not checked (see releasesOnly).
+	return live
+}
+
+// round is what exec queued on one pipeline, and what it learned of the
+// data marker.
+type round struct {
+	cmds  [][]*redis.Cmd // per op, per call
+	last  pos            // the call that also checks the data marker ({-1, -1}: none)
+	clock bool           // the round also reads the server's clock
+	// birth is the marker check sent on its own (nil when a call carries it).
+	birth *redis.Cmd
+	// wrapped are the marker-checking calls, in the order they ran.
+	wrapped []*redis.Cmd
+	// standaloneNewer: a resend ended with birth on its own.
+	standaloneNewer bool
+}
+
+// queueCalls queues the script calls of live on pipe. The last script call
+// of the round also checks the data marker (birth.go); a round of PINGs,
+// or one whose last script has no marker-checking variant, sends the check
+// on its own after it. A round of releases only is not checked (see
+// releasesOnly).
+func (n *node) queueCalls(ctx context.Context, pipe redis.Pipeliner, live []*op) round {
+	r := round{last: pos{-1, -1}}
 	check := !n.perShard && !releasesOnly(live)
-	last := pos{-1, -1}
 	if check {
 		for i := len(live) - 1; i >= 0; i-- {
 			if k := len(live[i].calls); k > 0 {
 				if birthWrapped[live[i].calls[k-1].script] != nil {
-					last = pos{i, k - 1}
+					r.last = pos{i, k - 1}
 				}
 				break
 			}
 		}
 	}
-	clock := !n.perShard && n.needClock()
-	cmds := make([][]*redis.Cmd, len(live))
+	r.clock = !n.perShard && n.needClock()
+	r.cmds = make([][]*redis.Cmd, len(live))
 	for i, o := range live {
 		if len(o.calls) == 0 {
 			pipe.Ping(ctx)
 			continue
 		}
-		cmds[i] = make([]*redis.Cmd, len(o.calls))
+		r.cmds[i] = make([]*redis.Cmd, len(o.calls))
 		for j, c := range o.calls {
-			c = n.roundCall(c, i == last.i && j == last.j, clock)
-			cmds[i][j] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
+			c = n.roundCall(c, i == r.last.i && j == r.last.j, r.clock)
+			r.cmds[i][j] = pipe.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
 		}
 	}
-	var birth *redis.Cmd
-	if check && last.i < 0 {
+	if check && r.last.i < 0 {
 		bc := n.birthCall()
-		birth = pipe.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
+		r.birth = pipe.EvalSha(ctx, bc.script.Hash(), bc.keys, bc.args...)
 	}
-	res, err := sc.run(ctx, pipe)
-	sc.used = time.Now()
-	if kill != nil {
-		err = n.killed(kill, res)
+	if r.last.i >= 0 {
+		r.wrapped = append(r.wrapped, r.cmds[r.last.i][r.last.j])
 	}
-	n.raised(raise)
-	var wrapped []*redis.Cmd // marker-checking calls, in the order they ran
-	standaloneNewer := false // a resend ended with birth on its own
-	if last.i >= 0 {
-		wrapped = append(wrapped, cmds[last.i][last.j])
+	return r
+}
+
+// reloadIfNoScript reloads the scripts and resends what it can when some
+// call of the round failed with NOSCRIPT (see reloadAndRetry), and returns
+// the round's error after that: nil when every call then succeeded.
+func (n *node) reloadIfNoScript(ctx context.Context, sc *stickyConn, live []*op, r *round, err error) error {
+	if err == nil || !isReplyError(err) || n.noReload.Load() ||
+		!(anyNoScript(r.cmds) || r.birth != nil && isNoScript(r.birth.Err())) {
+		return err
 	}
-	if err != nil && isReplyError(err) && !n.noReload.Load() &&
-		(anyNoScript(cmds) || birth != nil && isNoScript(birth.Err())) {
-		var again *redis.Cmd
-		before := birth
-		birth, again = n.reloadAndRetry(ctx, sc, live, cmds, birth, clock)
-		standaloneNewer = birth != nil && birth != before
-		if again != nil {
-			if len(wrapped) > 0 && isNoScript(wrapped[0].Err()) {
-				wrapped = wrapped[:0] // resent: again replaced it
-			}
-			wrapped = append(wrapped, again)
+	var again *redis.Cmd
+	before := r.birth
+	r.birth, again = n.reloadAndRetry(ctx, sc, live, r.cmds, r.birth, r.clock)
+	r.standaloneNewer = r.birth != nil && r.birth != before
+	if again != nil {
+		if len(r.wrapped) > 0 && isNoScript(r.wrapped[0].Err()) {
+			r.wrapped = r.wrapped[:0] // resent: again replaced it
 		}
-		if !anyCmdErr(cmds) && (birth == nil || birth.Err() == nil) {
-			err = nil
-		}
+		r.wrapped = append(r.wrapped, again)
 	}
+	if !anyCmdErr(r.cmds) && (r.birth == nil || r.birth.Err() == nil) {
+		return nil
+	}
+	return err
+}
+
+// birthCheck is what a round learned of the node's data marker.
+type birthCheck struct {
+	vals    []any
+	err     error
+	ran     bool // a marker check ran at all
+	checked bool // the round carried a marker check
+}
+
+// marker reads the round's data-marker check. Whether it ran is read
+// before the marker-checking calls' replies are split (the error of a
+// body inside one is that call's own, not the round's). A round whose
+// connection could not be set up (AUTH failed) leaves every call without
+// a reply: no check ran.
+func (r *round) marker() birthCheck {
+	var b birthCheck
+	b.ran = r.birth != nil && (r.birth.Err() != nil || r.birth.Val() != nil)
+	for _, w := range r.wrapped {
+		b.ran = b.ran || w.Err() != nil || w.Val() != nil
+	}
+	b.checked = r.birth != nil || len(r.wrapped) > 0
+	for _, w := range r.wrapped {
+		b.vals, b.err = unwrapBirth(w)
+	}
+	if r.birth != nil && (len(r.wrapped) == 0 || r.standaloneNewer) {
+		b.vals, _ = r.birth.Val().([]any)
+		b.err = r.birth.Err()
+	}
+	return b
+}
+
+// roundErr judges the node's answer to the round whose error was err:
+// the error every op of the round gets (nil: each call's own reply
+// counts). It drops a connection a failed round may have spoilt, records
+// the data marker and the server recheck (info), and the inline path's
+// timeouts.
+func (n *node) roundErr(sc *stickyConn, r *round, err error, info *redis.StringCmd) error {
 	// Whether some call failed as a whole (before the marker-checking
-	// calls' replies are split: the error of a body inside one is that
-	// call's own, not the round's).
-	cmdErr := anyCmdErr(cmds)
-	// Whether a marker check ran at all: a round whose connection could
-	// not be set up (AUTH failed) leaves every call without a reply.
-	birthRan := birth != nil && (birth.Err() != nil || birth.Val() != nil)
-	for _, w := range wrapped {
-		birthRan = birthRan || w.Err() != nil || w.Val() != nil
-	}
-	var birthVals []any
-	var birthErr error
-	checked := birth != nil || len(wrapped) > 0
-	for _, w := range wrapped {
-		birthVals, birthErr = unwrapBirth(w)
-	}
-	if birth != nil && (len(wrapped) == 0 || standaloneNewer) {
-		birthVals, _ = birth.Val().([]any)
-		birthErr = birth.Err()
-	}
+	// calls' replies are split by marker).
+	cmdErr := anyCmdErr(r.cmds)
+	bc := r.marker()
 	if err != nil || sc.failed != nil {
 		// A failed round may leave the connection unusable (go-redis
 		// then refuses it for good): the next round dials afresh.
@@ -183,15 +246,15 @@ func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
 		n.connFailed()
 	}
 	var nodeErr error
-	if err != nil && (!isReplyError(err) || !cmdErr && !birthRan) {
+	if err != nil && (!isReplyError(err) || !cmdErr && !bc.ran) {
 		// Connection-level failure: every call failed. An error reply
 		// that no command carries came from setting up the connection
 		// (AUTH with a wrong password: WRONGPASS).
 		nodeErr = err
 	}
-	if nodeErr == nil && checked {
+	if nodeErr == nil && bc.checked {
 		// A round whose data marker could not be checked counts as failed.
-		nodeErr = n.noteBirth(birthVals, birthErr, sc.used)
+		nodeErr = n.noteBirth(bc.vals, bc.err, sc.used)
 	}
 	n.mu.Lock()
 	if cerr := n.onConnectErr; cerr != nil && nodeErr != nil {
@@ -212,9 +275,7 @@ func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
 		n.lastFail = nodeErr
 	}
 	n.mu.Unlock()
-	for i, o := range live {
-		o.reply(cmds[i], nodeErr)
-	}
+	return nodeErr
 }
 
 // releasesOnly reports whether every call of a round is a release (of a

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -35,10 +36,10 @@ func laneLateAcquire(t *testing.T, generations bool) []string {
 	k := key(t)
 	fwds[0].HoldAll(hold)
 	fwds[1].HoldAll(hold)
-	_, err := c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: k, TTL: time.Minute, Owner: "late"})
+	_, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: k, TTL: time.Minute, Owner: "late"})
 	fwds[0].HoldAll(0)
 	fwds[1].HoldAll(0)
-	if !errors.Is(err, redlock.ErrNoQuorum) {
+	if !errors.Is(err, lease.ErrNoQuorum) {
 		t.Fatalf("Acquire with nodes 0 and 1 held back: %v, want ErrNoQuorum", err)
 	}
 	if !waitFor(hold+20*time.Second, func() bool { return fwds[0].Held() > 0 && fwds[1].Held() > 0 }) {

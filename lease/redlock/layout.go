@@ -13,7 +13,7 @@ import (
 // of the client that wrote its data marker (birth.go) as the marker's
 // third field, and a client refuses a node whose marker names another
 // layout (ErrOtherLayout, with the node's name, on every round and in
-// Ping). A marker of two fields was written by a client of layout 1
+// Health). A marker of two fields was written by a client of layout 1
 // (three keys per lease: {key}:lock, :fence, :epoch, plus :note), before
 // the layout was written down. A Redis Cluster node has no marker and is
 // not checked.
@@ -23,7 +23,7 @@ const layoutVersion = "2"
 
 // ErrOtherLayout is wrapped by the refusal of a node whose data was
 // written by a client that keeps leases in another layout of keys.
-var ErrOtherLayout = errors.New("lease: node keeps leases in another key layout")
+var ErrOtherLayout = errors.New("redlock: node keeps leases in another key layout")
 
 // markerTail is what this client writes after the time in a new data
 // marker: its nonce and its layout.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -31,17 +32,17 @@ func TestOtherLayoutRefused(t *testing.T) {
 	}
 	c := newClient(t, cl.URLs(), redlock.WithRestartGuard(testGuard), redlock.WithTimeout(testTimeout))
 	waitVoting(t, c, []int{0, 1})
-	st := c.Ping(ctx)
+	st := c.Health(ctx)
 	if err := st[2].Err; !errors.Is(err, redlock.ErrOtherLayout) || !strings.Contains(err.Error(), "layout 1") {
-		t.Errorf("Ping of node 2 = %v, want ErrOtherLayout naming layout 1", err)
+		t.Errorf("Health of node 2 = %v, want ErrOtherLayout naming layout 1", err)
 	}
 	for _, s := range st[:2] {
 		if s.Err != nil {
-			t.Errorf("Ping %s: %v", s.Node, s.Err)
+			t.Errorf("Health %s: %v", s.Server, s.Err)
 		}
 	}
 	k := key(t)
-	res := c.TryAcquireBatch(ctx, []redlock.Request{{Key: k, TTL: 10 * time.Second}})[0]
+	res := c.TryAcquireBatch(ctx, []lease.Request{{Key: k, TTL: 10 * time.Second}})[0]
 	if res.Err != nil {
 		t.Fatalf("acquire on the two nodes of this layout: %v", res.Err)
 	}
@@ -56,11 +57,11 @@ func TestOtherLayoutRefused(t *testing.T) {
 	if err := cl.Nodes[0].Client().Set(ctx, markerKey, "1700000000000000 0123456789abcdef 3", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.Acquire(ctx, redlock.Request{Key: k, TTL: 10 * time.Second})
-	refused(t, err, redlock.ErrNoQuorum)
+	_, err := c.Acquire(ctx, lease.Request{Key: k, TTL: 10 * time.Second})
+	refused(t, err, lease.ErrNoQuorum)
 	var named bool
 	for _, ne := range nodeErrors(err) {
-		if ne.Node == c.Nodes()[0] && errors.Is(ne.Err, redlock.ErrOtherLayout) && strings.Contains(ne.Err.Error(), "layout 3") {
+		if ne.Node == c.Servers()[0] && errors.Is(ne.Err, redlock.ErrOtherLayout) && strings.Contains(ne.Err.Error(), "layout 3") {
 			named = true
 		}
 	}
@@ -83,6 +84,6 @@ func TestLayoutWrittenInMarker(t *testing.T) {
 		t.Errorf("marker %q, want time, nonce and layout 2", m)
 	}
 	other := votingClient(t, cl.URLs())
-	mustAcquire(t, other, redlock.Request{Key: key(t), TTL: time.Second})
+	mustAcquire(t, other, lease.Request{Key: key(t), TTL: time.Second})
 	_ = c
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -29,7 +30,7 @@ func TestAcquireReleaseExtend(t *testing.T) {
 			ttl := 5 * time.Second
 			drift := time.Duration(float64(ttl)*redlock.DefaultDrift) + 2*time.Millisecond
 			before := time.Now()
-			l := mustAcquire(t, c, redlock.Request{Key: k, TTL: ttl, Owner: "host=a"})
+			l := mustAcquire(t, c, lease.Request{Key: k, TTL: ttl, Owner: "host=a"})
 			after := time.Now()
 			if l.Key() != k || l.Owner() != "host=a" || l.TTL() != ttl || l.Epoch() != 0 || l.Token() == "" {
 				t.Errorf("lease fields: key=%q owner=%q ttl=%s epoch=%d token=%q", l.Key(), l.Owner(), l.TTL(), l.Epoch(), l.Token())
@@ -56,8 +57,8 @@ func TestAcquireReleaseExtend(t *testing.T) {
 
 			// A second acquisition of a held key is refused, also for the
 			// same caller (every Acquire uses a fresh token).
-			_, err := c.Acquire(context.Background(), redlock.Request{Key: k, TTL: ttl, Owner: "host=b"})
-			re := refused(t, err, redlock.ErrHeld)
+			_, err := c.Acquire(context.Background(), lease.Request{Key: k, TTL: ttl, Owner: "host=b"})
+			re := refused(t, err, lease.ErrHeld)
 			if re.Holder != "host=a" {
 				t.Errorf("Holder = %q, want host=a", re.Holder)
 			}
@@ -94,14 +95,14 @@ func TestAcquireReleaseExtend(t *testing.T) {
 				t.Errorf("ValidUntil after Release = %s, want zero", l.ValidUntil())
 			}
 			// Extend after release: not held.
-			if err := l.Extend(context.Background(), 0); !errors.Is(err, redlock.ErrNotHeld) {
+			if err := l.Extend(context.Background(), 0); !errors.Is(err, lease.ErrNotHeld) {
 				t.Errorf("Extend after Release = %v, want ErrNotHeld", err)
 			}
 			// Releasing twice is harmless.
 			if err := l.Release(context.Background()); err != nil {
 				t.Errorf("second Release: %v", err)
 			}
-			l2 := mustAcquire(t, c, redlock.Request{Key: k, TTL: ttl, Owner: "host=b"})
+			l2 := mustAcquire(t, c, lease.Request{Key: k, TTL: ttl, Owner: "host=b"})
 			if l2.Fence() <= l.Fence() {
 				t.Errorf("fence %d after %d", l2.Fence(), l.Fence())
 			}
@@ -134,15 +135,15 @@ func TestLeaseExpires(t *testing.T) {
 	cl := start(t, 3)
 	c := votingClient(t, cl.URLs())
 	k := key(t)
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: time.Second, Owner: "a"})
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: time.Second, Owner: "a"})
 	time.Sleep(time.Until(l.ValidUntil()) + 50*time.Millisecond)
 	if !waitFor(2*time.Second, func() bool {
-		_, err := c.Acquire(context.Background(), redlock.Request{Key: k, TTL: time.Second, Owner: "b"})
+		_, err := c.Acquire(context.Background(), lease.Request{Key: k, TTL: time.Second, Owner: "b"})
 		return err == nil
 	}) {
 		t.Fatal("lease did not expire")
 	}
-	if err := l.Extend(context.Background(), 0); !errors.Is(err, redlock.ErrNotHeld) {
+	if err := l.Extend(context.Background(), 0); !errors.Is(err, lease.ErrNotHeld) {
 		t.Errorf("Extend of an expired, taken-over lease = %v, want ErrNotHeld", err)
 	}
 }
@@ -151,7 +152,7 @@ func TestRequestValidation(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 1)
 	c := votingClient(t, cl.URLs())
-	for _, req := range []redlock.Request{
+	for _, req := range []lease.Request{
 		{Key: "", TTL: time.Second},
 		{Key: "a{b}", TTL: time.Second},
 		{Key: "ok", TTL: 0},
@@ -176,14 +177,14 @@ func TestClosedClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitVoting(t, c, nil)
-	l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: time.Second})
+	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: time.Second})
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if _, err := c.Acquire(context.Background(), redlock.Request{Key: key(t, "2"), TTL: time.Second}); !errors.Is(err, redlock.ErrClosed) {
+	if _, err := c.Acquire(context.Background(), lease.Request{Key: key(t, "2"), TTL: time.Second}); !errors.Is(err, lease.ErrClosed) {
 		t.Errorf("Acquire on closed client = %v, want ErrClosed", err)
 	}
 	if err := l.Extend(context.Background(), 0); err == nil {
@@ -207,7 +208,7 @@ func TestRefusalNoQuorum(t *testing.T) {
 			for i := 0; i < minority; i++ {
 				cl.Nodes[i].Kill()
 			}
-			l, err := c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: k, TTL: 5 * time.Second})
+			l, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: k, TTL: 5 * time.Second})
 			if err != nil {
 				t.Fatalf("with %d of %d nodes killed: %v", minority, n, err)
 			}
@@ -223,11 +224,11 @@ func TestRefusalNoQuorum(t *testing.T) {
 				if i >= minority {
 					cl.Nodes[i].Kill()
 				}
-				dead = append(dead, c.Nodes()[i])
+				dead = append(dead, c.Servers()[i])
 			}
 			slices.Sort(dead)
-			_, err = c.Acquire(context.Background(), redlock.Request{Key: k, TTL: 5 * time.Second})
-			re := refused(t, err, redlock.ErrNoQuorum)
+			_, err = c.Acquire(context.Background(), lease.Request{Key: k, TTL: 5 * time.Second})
+			re := refused(t, err, lease.ErrNoQuorum)
 			names := nodeErrorNames(re.NodeErrs)
 			for _, d := range dead {
 				if !slices.Contains(names, d) {
@@ -237,11 +238,11 @@ func TestRefusalNoQuorum(t *testing.T) {
 					t.Errorf("error text does not name %s: %v", d, err)
 				}
 			}
-			var ne *redlock.NodeError
+			var ne *lease.NodeError
 			if !errors.As(err, &ne) || ne.Node == "" || ne.Err == nil {
 				t.Errorf("errors.As(*NodeError) = %+v", ne)
 			}
-			for _, alive := range c.Nodes()[n/2+1:] {
+			for _, alive := range c.Servers()[n/2+1:] {
 				if slices.Contains(names, alive) {
 					t.Errorf("live node %s reported as failed: %v", alive, err)
 				}
@@ -260,8 +261,8 @@ func TestRefusalSplitVote(t *testing.T) {
 	cl := start(t, 3)
 	urls := cl.URLs()
 	k := key(t)
-	req := func(owner string) []redlock.Request {
-		return []redlock.Request{{Key: k, TTL: 10 * time.Second, Owner: owner}}
+	req := func(owner string) []lease.Request {
+		return []lease.Request{{Key: k, TTL: 10 * time.Second, Owner: owner}}
 	}
 	// A client on one node has a quorum of 1: each takes its node.
 	for i, owner := range []string{"host=x", "host=y"} {
@@ -272,7 +273,7 @@ func TestRefusalSplitVote(t *testing.T) {
 	}
 	c := votingClient(t, urls)
 	res := c.TryAcquireBatch(context.Background(), req("host=z"))
-	re := refused(t, res[0].Err, redlock.ErrHeld)
+	re := refused(t, res[0].Err, lease.ErrHeld)
 	if re.Holder != "host=x" && re.Holder != "host=y" {
 		t.Errorf("Holder = %q, want host=x or host=y", re.Holder)
 	}
@@ -309,7 +310,7 @@ func TestContention(t *testing.T) {
 					defer wg.Done()
 					who := fmt.Sprintf("w%02d", w)
 					for range rounds {
-						l, err := c.Acquire(ctx, redlock.Request{Key: k, TTL: 10 * time.Second, Owner: who})
+						l, err := c.Acquire(ctx, lease.Request{Key: k, TTL: 10 * time.Second, Owner: who})
 						if err != nil {
 							errs <- fmt.Errorf("%s: %w", who, err)
 							return
@@ -373,13 +374,13 @@ func TestContentionProgress(t *testing.T) {
 					defer wg.Done()
 					who := fmt.Sprintf("c%02d", i)
 					for won := 0; won < winsEach; {
-						l, err := c.Acquire(ctx, redlock.Request{Key: k, TTL: 10 * time.Second, Owner: who})
+						l, err := c.Acquire(ctx, lease.Request{Key: k, TTL: 10 * time.Second, Owner: who})
 						if ctx.Err() != nil {
 							errs <- fmt.Errorf("%s won %d of %d times before the deadline", who, won, winsEach)
 							return
 						}
 						if err != nil {
-							if !errors.Is(err, redlock.ErrNotObtained) {
+							if !errors.Is(err, lease.ErrNotObtained) {
 								errs <- fmt.Errorf("%s: %w", who, err)
 								return
 							}
@@ -413,10 +414,10 @@ func TestSameOwnerTokenIsFresh(t *testing.T) {
 	cl := start(t, 3)
 	c := votingClient(t, cl.URLs())
 	k := key(t)
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 5 * time.Second, Owner: "same"})
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: 5 * time.Second, Owner: "same"})
 	defer l.Release(context.Background())
-	_, err := c.Acquire(context.Background(), redlock.Request{Key: k, TTL: 5 * time.Second, Owner: "same"})
-	refused(t, err, redlock.ErrHeld)
+	_, err := c.Acquire(context.Background(), lease.Request{Key: k, TTL: 5 * time.Second, Owner: "same"})
+	refused(t, err, lease.ErrHeld)
 }
 
 func TestAcquireRetryUntilFree(t *testing.T) {
@@ -424,9 +425,9 @@ func TestAcquireRetryUntilFree(t *testing.T) {
 	cl := start(t, 3)
 	c := votingClient(t, cl.URLs(), redlock.WithRetry(redlock.LinearBackoff(20*time.Millisecond)))
 	k := key(t)
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: time.Second, Owner: "a"})
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: time.Second, Owner: "a"})
 	validUntil := l.ValidUntil()
-	l2, err := c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: k, TTL: time.Second, Owner: "b"})
+	l2, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: k, TTL: time.Second, Owner: "b"})
 	if err != nil {
 		t.Fatalf("retrying Acquire: %v", err)
 	}
@@ -437,16 +438,16 @@ func TestAcquireRetryUntilFree(t *testing.T) {
 
 	// Limited retries give up with the refusal; a cancelled context adds
 	// ctx.Err().
-	l3 := mustAcquire(t, c, redlock.Request{Key: k, TTL: 5 * time.Second, Owner: "c"})
+	l3 := mustAcquire(t, c, lease.Request{Key: k, TTL: 5 * time.Second, Owner: "c"})
 	defer l3.Release(context.Background())
 	lim := newClient(t, cl.URLs(), redlock.WithRestartGuard(testGuard), redlock.WithTimeout(testTimeout), redlock.WithRetry(redlock.LimitRetry(redlock.LinearBackoff(5*time.Millisecond), 2)))
 	waitVoting(t, lim, nil)
-	_, err = lim.Acquire(context.Background(), redlock.Request{Key: k, TTL: time.Second})
-	refused(t, err, redlock.ErrHeld)
+	_, err = lim.Acquire(context.Background(), lease.Request{Key: k, TTL: time.Second})
+	refused(t, err, lease.ErrHeld)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err = c.Acquire(ctx, redlock.Request{Key: k, TTL: time.Second})
-	if !errors.Is(err, redlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+	_, err = c.Acquire(ctx, lease.Request{Key: k, TTL: time.Second})
+	if !errors.Is(err, lease.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Acquire with expired ctx = %v, want it to match context.DeadlineExceeded", err)
 	}
 }
@@ -456,9 +457,9 @@ func TestTryAcquireBatch(t *testing.T) {
 	cl := start(t, 3)
 	a := votingClient(t, cl.URLs())
 	b := votingClient(t, cl.URLs())
-	var reqs []redlock.Request
+	var reqs []lease.Request
 	for i := range 100 {
-		reqs = append(reqs, redlock.Request{Key: key(t, fmt.Sprint(i)), TTL: 10 * time.Second, Owner: "a"})
+		reqs = append(reqs, lease.Request{Key: key(t, fmt.Sprint(i)), TTL: 10 * time.Second, Owner: "a"})
 	}
 	res := a.TryAcquireBatch(ctxT(t, 10*time.Second), reqs)
 	if len(res) != 100 {
@@ -480,9 +481,9 @@ func TestTryAcquireBatch(t *testing.T) {
 		}
 	}
 	// b holds the even keys; a's batch gets exactly the odd ones.
-	var breqs []redlock.Request
+	var breqs []lease.Request
 	for i := 0; i < 100; i += 2 {
-		breqs = append(breqs, redlock.Request{Key: reqs[i].Key, TTL: 10 * time.Second, Owner: "b"})
+		breqs = append(breqs, lease.Request{Key: reqs[i].Key, TTL: 10 * time.Second, Owner: "b"})
 	}
 	for i, r := range b.TryAcquireBatch(context.Background(), breqs) {
 		if r.Err != nil {
@@ -497,7 +498,7 @@ func TestTryAcquireBatch(t *testing.T) {
 				t.Errorf("key %d held by b was granted to a", i)
 				continue
 			}
-			re := refused(t, r.Err, redlock.ErrHeld)
+			re := refused(t, r.Err, lease.ErrHeld)
 			if re.Holder != "b" || re.Key != reqs[i].Key {
 				t.Errorf("key %d: holder %q key %q", i, re.Holder, re.Key)
 			}
@@ -508,7 +509,7 @@ func TestTryAcquireBatch(t *testing.T) {
 		}
 	}
 	// Invalid requests fail alone.
-	mixed := a.TryAcquireBatch(context.Background(), []redlock.Request{{Key: "bad{", TTL: time.Second}, {Key: key(t, "ok"), TTL: time.Second}})
+	mixed := a.TryAcquireBatch(context.Background(), []lease.Request{{Key: "bad{", TTL: time.Second}, {Key: key(t, "ok"), TTL: time.Second}})
 	if mixed[0].Err == nil || mixed[1].Err != nil {
 		t.Errorf("mixed batch: %v / %v", mixed[0].Err, mixed[1].Err)
 	}
@@ -535,7 +536,7 @@ func TestSetNoteInspect(t *testing.T) {
 	if err := c.SetNote(context.Background(), k, 3, "run 3: stale"); err != nil {
 		t.Fatal(err)
 	}
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 5 * time.Second, Owner: "host=a tick=7", Epoch: 7})
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: 5 * time.Second, Owner: "host=a tick=7", Epoch: 7})
 	info, err = c.Inspect(context.Background(), k)
 	if err != nil {
 		t.Fatal(err)
@@ -566,10 +567,10 @@ func TestSetNoteInspect(t *testing.T) {
 	cl.Nodes[0].Kill()
 	cl.Nodes[1].Kill()
 	info, err = c.Inspect(context.Background(), k)
-	if !errors.Is(err, redlock.ErrNoQuorum) || info.Answered != 1 || info.NodeErrs == nil {
+	if !errors.Is(err, lease.ErrNoQuorum) || info.Answered != 1 || info.NodeErrs == nil {
 		t.Errorf("Inspect with 2 of 3 down: %+v, %v", info, err)
 	}
-	if err := c.SetNote(context.Background(), k, 9, "x"); !errors.Is(err, redlock.ErrNoQuorum) {
+	if err := c.SetNote(context.Background(), k, 9, "x"); !errors.Is(err, lease.ErrNoQuorum) {
 		t.Errorf("SetNote with 2 of 3 down: %v", err)
 	}
 }
@@ -608,10 +609,10 @@ func TestObserver(t *testing.T) {
 	}
 	c := votingClient(t, cl.URLs(), redlock.WithObserver(ob))
 	k := key(t)
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 5 * time.Second, Owner: "a"})
-	_, err := c.Acquire(context.Background(), redlock.Request{Key: k, TTL: 5 * time.Second, Owner: "b"})
-	refused(t, err, redlock.ErrHeld)
-	h := l.Hold(redlock.RenewEvery(50 * time.Millisecond))
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: 5 * time.Second, Owner: "a"})
+	_, err := c.Acquire(context.Background(), lease.Request{Key: k, TTL: 5 * time.Second, Owner: "b"})
+	refused(t, err, lease.ErrHeld)
+	h := c.Hold(l, lease.RenewEvery(50*time.Millisecond))
 	waitFor(5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(renews) >= 2 })
 	if err := h.Release(context.Background()); err != nil {
 		t.Fatal(err)
@@ -619,7 +620,7 @@ func TestObserver(t *testing.T) {
 	// A restart is reported.
 	cl.Nodes[2].Restart()
 	waitFor(5*time.Second, func() bool {
-		c.Ping(context.Background())
+		c.Health(context.Background())
 		mu.Lock()
 		defer mu.Unlock()
 		return len(restarts) > 0
@@ -639,15 +640,15 @@ func TestObserver(t *testing.T) {
 		t.Errorf("extend votes %v, release votes %v", votes["extend"], votes["release"])
 	}
 	for n := range nodes {
-		if !slices.Contains(c.Nodes(), n) {
+		if !slices.Contains(c.Servers(), n) {
 			t.Errorf("vote from unknown node %q", n)
 		}
 	}
 	if len(renews) < 2 || !renews[0].OK || renews[0].Key != k || renews[0].Err != nil {
 		t.Errorf("renew events %+v", renews)
 	}
-	if len(restarts) == 0 || restarts[0] != c.Nodes()[2] {
-		t.Errorf("restart events %v, want %s", restarts, c.Nodes()[2])
+	if len(restarts) == 0 || restarts[0] != c.Servers()[2] {
+		t.Errorf("restart events %v, want %s", restarts, c.Servers()[2])
 	}
 	for v, s := range map[redlock.Vote]string{redlock.VoteGranted: "granted", redlock.VoteRefused: "refused", redlock.VoteFailed: "failed", redlock.VoteNotVoting: "not_voting"} {
 		if v.String() != s {
@@ -658,8 +659,8 @@ func TestObserver(t *testing.T) {
 
 func TestSentinelErrors(t *testing.T) {
 	t.Parallel()
-	all := []error{redlock.ErrNotObtained, redlock.ErrHeld, redlock.ErrEpochDone, redlock.ErrNoQuorum, redlock.ErrLost,
-		redlock.ErrMaxLifetime, redlock.ErrNotHeld, redlock.ErrRestarted, redlock.ErrClosed}
+	all := []error{lease.ErrNotObtained, lease.ErrHeld, lease.ErrEpochDone, lease.ErrNoQuorum, lease.ErrLost,
+		lease.ErrMaxLifetime, lease.ErrNotHeld, lease.ErrRestarted, lease.ErrClosed}
 	for i, a := range all {
 		if !strings.HasPrefix(a.Error(), "lease: ") {
 			t.Errorf("%q lacks the package prefix", a)
@@ -670,16 +671,16 @@ func TestSentinelErrors(t *testing.T) {
 			}
 		}
 	}
-	ne := &redlock.NodeError{Node: "redis://h:1", Err: redlock.ErrRestarted}
-	re := &redlock.RefusedError{Key: "k", Reason: redlock.ErrHeld, Holder: "h1", HolderTTL: 1500 * time.Millisecond,
+	ne := &lease.NodeError{Node: "redis://h:1", Err: lease.ErrRestarted}
+	re := &lease.RefusedError{Key: "k", Reason: lease.ErrHeld, Holder: "h1", HolderTTL: 1500 * time.Millisecond,
 		NodeErrs: errors.Join(ne), Detail: "d"}
-	if !errors.Is(re, redlock.ErrNotObtained) || !errors.Is(re, redlock.ErrHeld) || errors.Is(re, redlock.ErrNoQuorum) {
+	if !errors.Is(re, lease.ErrNotObtained) || !errors.Is(re, lease.ErrHeld) || errors.Is(re, lease.ErrNoQuorum) {
 		t.Error("RefusedError.Is")
 	}
-	if !errors.Is(re, redlock.ErrRestarted) {
+	if !errors.Is(re, lease.ErrRestarted) {
 		t.Error("RefusedError does not unwrap to its node errors")
 	}
-	var got *redlock.NodeError
+	var got *lease.NodeError
 	if !errors.As(re, &got) || got != ne {
 		t.Error("errors.As(*NodeError) through RefusedError")
 	}
@@ -687,7 +688,7 @@ func TestSentinelErrors(t *testing.T) {
 	if re.Error() != want {
 		t.Errorf("Error() =\n%s\nwant\n%s", re.Error(), want)
 	}
-	ed := &redlock.RefusedError{Key: "k", Reason: redlock.ErrEpochDone, DoneEpoch: 4}
+	ed := &lease.RefusedError{Key: "k", Reason: lease.ErrEpochDone, DoneEpoch: 4}
 	if !strings.Contains(ed.Error(), "completed epoch 4") {
 		t.Errorf("epoch refusal text %q", ed.Error())
 	}

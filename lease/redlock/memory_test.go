@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -41,7 +42,7 @@ func TestReleasedLeasesLeaveNoPermanentKeys(t *testing.T) {
 	cl := start(t, 3)
 	c := votingClient(t, cl.URLs())
 	for i := range 50 {
-		l := mustAcquire(t, c, redlock.Request{Key: key(t, fmt.Sprint(i)), TTL: 5 * time.Second})
+		l := mustAcquire(t, c, lease.Request{Key: key(t, fmt.Sprint(i)), TTL: 5 * time.Second})
 		if l.Fence() <= 0 {
 			t.Fatalf("no fencing token: %d", l.Fence())
 		}
@@ -49,9 +50,9 @@ func TestReleasedLeasesLeaveNoPermanentKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reqs := make([]redlock.Request, 50)
+	reqs := make([]lease.Request, 50)
 	for i := range reqs {
-		reqs[i] = redlock.Request{Key: key(t, "batch", fmt.Sprint(i)), TTL: 5 * time.Second}
+		reqs[i] = lease.Request{Key: key(t, "batch", fmt.Sprint(i)), TTL: 5 * time.Second}
 	}
 	for _, r := range c.TryAcquireBatch(ctxT(t, 10*time.Second), reqs) {
 		if r.Err != nil {
@@ -85,7 +86,7 @@ func TestReleasedLeasesLeaveNoPermanentKeys(t *testing.T) {
 	}
 
 	// Negative control: a completed epoch stays, without a TTL.
-	l := mustAcquire(t, c, redlock.Request{Key: key(t, "epoch"), TTL: 5 * time.Second, Epoch: 7})
+	l := mustAcquire(t, c, lease.Request{Key: key(t, "epoch"), TTL: 5 * time.Second, Epoch: 7})
 	if err := l.Complete(ctxT(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -109,10 +110,10 @@ func TestFenceAfterCounterExpired(t *testing.T) {
 	k := key(t)
 	var last int64
 	for round := range 2 {
-		l1 := mustAcquire(t, c, redlock.Request{Key: k, TTL: 200 * time.Millisecond})
+		l1 := mustAcquire(t, c, lease.Request{Key: k, TTL: 200 * time.Millisecond})
 		_ = l1.Release(ctxT(t, 5*time.Second))
 		t2 := time.Now()
-		l2 := mustAcquire(t, c, redlock.Request{Key: k, TTL: 200 * time.Millisecond})
+		l2 := mustAcquire(t, c, lease.Request{Key: k, TTL: 200 * time.Millisecond})
 		_ = l2.Release(ctxT(t, 5*time.Second))
 		if l1.Fence() <= last || l2.Fence() <= l1.Fence() {
 			t.Fatalf("round %d: tokens %d, %d after %d: not increasing", round, l1.Fence(), l2.Fence(), last)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/leasecron/leasecron/lease"
 )
 
 // laneReadTimeout bounds one pipelined round on a node's lane. It is long on
@@ -297,7 +299,7 @@ func newNode(name string, rdb redis.UniversalClient, obs *Observer, guard func()
 		wake:          make(chan struct{}, 1),
 		laneDone:      make(chan struct{}),
 		guardAtDetect: guard,
-		nonce:         newToken(),
+		nonce:         lease.NewToken(),
 	}
 	return n
 }
@@ -406,7 +408,7 @@ func (n *node) unanswered(err error) error {
 	return te
 }
 
-// refuse records err as the reason the node cannot be used (shown by Ping)
+// refuse records err as the reason the node cannot be used (shown by Health)
 // and returns it, so that go-redis drops the connection.
 func (n *node) refuse(err error) error {
 	n.mu.Lock()
@@ -433,7 +435,7 @@ func (n *node) voting(now time.Time, guard time.Duration) bool {
 	return !now.Before(n.votingFrom.Add(guard))
 }
 
-// status returns the restart bookkeeping for Ping.
+// status returns the restart bookkeeping for Health.
 func (n *node) status(guard time.Duration) (votingAt, restartedAt time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

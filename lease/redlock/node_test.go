@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -81,7 +82,7 @@ func TestNodeURLForms(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for i, n := range c.Nodes() {
+	for i, n := range c.Servers() {
 		if strings.Contains(n, secret) {
 			t.Errorf("Nodes()[%d] = %q leaks the password", i, n)
 		}
@@ -124,18 +125,18 @@ func TestPasswordNodes(t *testing.T) {
 	// Each node alone grants (so each form of credentials works) ...
 	for _, u := range urls {
 		c := votingClient(t, []string{u})
-		l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: 5 * time.Second})
+		l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 5 * time.Second})
 		if err := l.Release(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// ... and together they make a Redlock.
 	c := votingClient(t, urls)
-	l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: 5 * time.Second})
+	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 5 * time.Second})
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range c.Nodes() {
+	for _, n := range c.Servers() {
 		if strings.Contains(n, secret) {
 			t.Errorf("Nodes() leaks the password: %s", n)
 		}
@@ -151,8 +152,8 @@ func TestPasswordNodes(t *testing.T) {
 		"redis://" + pw.Nodes[0].Addr(),
 	} {
 		bad := newClient(t, []string{u}, redlock.WithRestartGuard(time.Millisecond), redlock.WithTimeout(2*time.Second))
-		_, err := bad.Acquire(context.Background(), redlock.Request{Key: key(t), TTL: time.Second})
-		re := refused(t, err, redlock.ErrNoQuorum)
+		_, err := bad.Acquire(context.Background(), lease.Request{Key: key(t), TTL: time.Second})
+		re := refused(t, err, lease.ErrNoQuorum)
 		if names := nodeErrorNames(re.NodeErrs); len(names) != 1 || names[0] != redlock.Redact(u) {
 			t.Errorf("%s: node errors name %v", redlock.Redact(u), names)
 		}
@@ -163,7 +164,7 @@ func TestPasswordNodes(t *testing.T) {
 		if !strings.Contains(msg, pw.Nodes[0].Addr()) && !strings.Contains(msg, acl.Nodes[0].Addr()) {
 			t.Errorf("error does not name the node: %s", msg)
 		}
-		for _, st := range bad.Ping(context.Background()) {
+		for _, st := range bad.Health(context.Background()) {
 			if st.Err == nil || st.Voting || strings.Contains(st.Err.Error(), secret) || strings.Contains(st.Err.Error(), wrong) {
 				t.Errorf("Ping: %+v", st)
 			}
@@ -180,21 +181,21 @@ func TestReplicaRefused(t *testing.T) {
 	}
 	// Only the replica: refused, and the error says why.
 	solo := newClient(t, cl.URLs()[2:], redlock.WithRestartGuard(time.Millisecond), redlock.WithTimeout(2*time.Second))
-	_, err := solo.Acquire(context.Background(), redlock.Request{Key: key(t), TTL: time.Second})
-	refused(t, err, redlock.ErrNoQuorum)
+	_, err := solo.Acquire(context.Background(), lease.Request{Key: key(t), TTL: time.Second})
+	refused(t, err, lease.ErrNoQuorum)
 	if !strings.Contains(err.Error(), "replica") || !strings.Contains(err.Error(), cl.Nodes[2].Addr()) {
 		t.Errorf("error does not say the node is a replica: %v", err)
 	}
-	if st := solo.Ping(context.Background())[0]; st.Err == nil || !strings.Contains(st.Err.Error(), "replica") || st.Voting {
+	if st := solo.Health(context.Background())[0]; st.Err == nil || !strings.Contains(st.Err.Error(), "replica") || st.Voting {
 		t.Errorf("Ping of a replica: %+v", st)
 	}
 	// Two masters and the replica: the masters are a quorum; the replica
 	// is reported.
 	c := newClient(t, cl.URLs(), redlock.WithRestartGuard(testGuard), redlock.WithTimeout(testTimeout))
 	waitVoting(t, c, []int{0, 1})
-	l := mustAcquire(t, c, redlock.Request{Key: key(t, "3"), TTL: time.Second})
+	l := mustAcquire(t, c, lease.Request{Key: key(t, "3"), TTL: time.Second})
 	_ = l.Release(context.Background())
-	if st := c.Ping(context.Background())[2]; st.Err == nil || !strings.Contains(st.Err.Error(), "replica") {
+	if st := c.Health(context.Background())[2]; st.Err == nil || !strings.Contains(st.Err.Error(), "replica") {
 		t.Errorf("Ping of the replica: %+v", st)
 	}
 }
@@ -222,10 +223,10 @@ func TestClusterNode(t *testing.T) {
 	ctx := context.Background()
 	cc := rc.Client()
 
-	var leases []*redlock.Lease
+	var leases []lease.Lease
 	for i := range 12 {
 		k := key(t, fmt.Sprint(i))
-		l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 30 * time.Second, Owner: "o"})
+		l := mustAcquire(t, c, lease.Request{Key: k, TTL: 30 * time.Second, Owner: "o"})
 		leases = append(leases, l)
 		// The cluster's vote was needed, so it holds the lease.
 		if v, _ := lockOf(t, cc, k); !strings.HasPrefix(v, l.Token()+" ") {
@@ -246,8 +247,8 @@ func TestClusterNode(t *testing.T) {
 		t.Errorf("12 leases landed on %d cluster masters", used)
 	}
 	for _, l := range leases {
-		_, err := other.Acquire(ctx, redlock.Request{Key: l.Key(), TTL: time.Second})
-		re := refused(t, err, redlock.ErrHeld)
+		_, err := other.Acquire(ctx, lease.Request{Key: l.Key(), TTL: time.Second})
+		re := refused(t, err, lease.ErrHeld)
 		if re.Holder != "o" {
 			t.Errorf("holder %q", re.Holder)
 		}
@@ -274,9 +275,9 @@ func TestClusterNode(t *testing.T) {
 	// Batch and epochs across slots, with all three nodes up again.
 	plain.Nodes[1].Restart()
 	waitVoting(t, c, nil)
-	var reqs []redlock.Request
+	var reqs []lease.Request
 	for i := range 20 {
-		reqs = append(reqs, redlock.Request{Key: key(t, "b", fmt.Sprint(i)), TTL: 5 * time.Second, Epoch: 3})
+		reqs = append(reqs, lease.Request{Key: key(t, "b", fmt.Sprint(i)), TTL: 5 * time.Second, Epoch: 3})
 	}
 	for _, r := range c.TryAcquireBatch(ctx, reqs) {
 		if r.Err != nil {
@@ -290,7 +291,7 @@ func TestClusterNode(t *testing.T) {
 		}
 	}
 	for _, r := range other.TryAcquireBatch(ctx, reqs) {
-		if !errors.Is(r.Err, redlock.ErrEpochDone) {
+		if !errors.Is(r.Err, lease.ErrEpochDone) {
 			t.Errorf("after Complete on cluster: %v", r.Err)
 		}
 	}
@@ -326,7 +327,7 @@ func TestSentinelNode(t *testing.T) {
 
 	// Listed as a plain node by mistake, the Sentinel is named as one.
 	wrong := newClient(t, []string{g.Sentinel.URL()})
-	if st := wrong.Ping(ctx)[0]; st.Err == nil || !strings.Contains(st.Err.Error(), "redis+sentinel://") {
+	if st := wrong.Health(ctx)[0]; st.Err == nil || !strings.Contains(st.Err.Error(), "redis+sentinel://") {
 		t.Errorf("a Sentinel listed as a plain node: %+v", st)
 	}
 
@@ -336,7 +337,7 @@ func TestSentinelNode(t *testing.T) {
 		v, _ := lockOf(t, n.Client(), k)
 		return v
 	}
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: time.Minute, Owner: "o"})
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: time.Minute, Owner: "o"})
 	if v := lockOn(g.Master, k); !strings.HasPrefix(v, l.Token()+" ") {
 		t.Errorf("the lock on the Sentinel's master is %q, want the lease's token %s", v, l.Token())
 	}
@@ -363,18 +364,18 @@ func TestSentinelNode(t *testing.T) {
 	// master: the Sentinel node does not vote and the one live plain node
 	// is no quorum. Then the node votes again, on the new master.
 	k2 := key(t, "after")
-	var l2 *redlock.Lease
+	var l2 lease.Lease
 	sawRestarted := false
 	deadline := time.Now().Add(30 * time.Second)
 	for l2 == nil {
 		var err error
-		l2, err = c.Acquire(ctx, redlock.Request{Key: k2, TTL: 10 * time.Second, Owner: "o"})
+		l2, err = c.Acquire(ctx, lease.Request{Key: k2, TTL: 10 * time.Second, Owner: "o"})
 		if err == nil {
 			break
 		}
-		refused(t, err, redlock.ErrNoQuorum)
+		refused(t, err, lease.ErrNoQuorum)
 		for _, ne := range nodeErrors(err) {
-			if strings.Contains(ne.Node, g.Sentinel.Addr()) && errors.Is(ne, redlock.ErrRestarted) {
+			if strings.Contains(ne.Node, g.Sentinel.Addr()) && errors.Is(ne, lease.ErrRestarted) {
 				sawRestarted = true
 			}
 		}
@@ -398,13 +399,13 @@ func TestSentinelNode(t *testing.T) {
 	if v := lockOn(g.Master, k2); !strings.HasPrefix(v, l2.Token()+" ") {
 		t.Errorf("the lock on the new master %s is %q, want the lease's token %s", g.Master.Addr(), v, l2.Token())
 	}
-	if st := c.Ping(ctx)[0]; st.Err != nil || !st.Voting || st.RestartedAt.IsZero() {
+	if st := c.Health(ctx)[0]; st.Err != nil || !st.Voting || st.RestartedAt.IsZero() {
 		t.Errorf("Ping of the Sentinel node after the failover: %+v", st)
 	}
 	// A client that meets the promoted master for the first time cannot
 	// know when it was promoted: the node does not vote for a guard.
 	fresh := newClient(t, []string{sentinelURL}, redlock.WithRestartGuard(guard))
-	if st := fresh.Ping(ctx)[0]; st.Err != nil || st.Voting || st.VotingAt.Before(time.Now().Add(guard/2)) {
+	if st := fresh.Health(ctx)[0]; st.Err != nil || st.Voting || st.VotingAt.Before(time.Now().Add(guard/2)) {
 		t.Errorf("a new client's first Ping of the promoted master: %+v, want it not voting for about %s", st, guard)
 	}
 	if err := l2.Release(ctx); err != nil {
@@ -450,7 +451,7 @@ func TestTLSNodes(t *testing.T) {
 	urls := cl.TLSURLs()
 	c := votingClient(t, urls, redlock.WithTLSConfig(ca.ClientConfig()))
 	ctx := ctxT(t, 20*time.Second)
-	l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: 10 * time.Second, Owner: "o"})
+	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 10 * time.Second, Owner: "o"})
 	// A grant needs a quorum (2 of 3), not every node: on a loaded machine
 	// one node's answer may come after the request timeout. Every node's
 	// TLS is checked by Warm below.
@@ -485,17 +486,17 @@ func TestTLSNodes(t *testing.T) {
 	if werr == nil || !strings.Contains(werr.Error(), "certificate") || !strings.Contains(werr.Error(), cl.Nodes[0].TLSAddr()) {
 		t.Errorf("Warm without the CA: %v, want certificate errors naming each node", werr)
 	}
-	_, err := untrusting.Acquire(ctx, redlock.Request{Key: key(t, "untrusted"), TTL: time.Second})
-	refused(t, err, redlock.ErrNoQuorum)
+	_, err := untrusting.Acquire(ctx, lease.Request{Key: key(t, "untrusted"), TTL: time.Second})
+	refused(t, err, lease.ErrNoQuorum)
 	if !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("Acquire without the CA does not say why: %v", err)
 	}
-	for _, st := range untrusting.Ping(ctx) {
+	for _, st := range untrusting.Health(ctx) {
 		if st.Err == nil || !strings.Contains(st.Err.Error(), "certificate") {
-			t.Errorf("Ping of %s without the CA: %v", st.Node, st.Err)
+			t.Errorf("Ping of %s without the CA: %v", st.Server, st.Err)
 		}
-		if strings.Contains(st.Node, secret) {
-			t.Errorf("node name leaks the password: %s", st.Node)
+		if strings.Contains(st.Server, secret) {
+			t.Errorf("node name leaks the password: %s", st.Server)
 		}
 	}
 }

@@ -14,12 +14,12 @@ import (
 // ErrUnsafeNode is wrapped by the refusal of a node that could lose lease
 // keys without restarting (it evicts keys under memory pressure), or whose
 // restarts the client cannot see (its INFO has no run_id).
-var ErrUnsafeNode = errors.New("lease: node can lose lease keys unnoticed")
+var ErrUnsafeNode = errors.New("redlock: node can lose lease keys unnoticed")
 
 // ErrDuplicateNode is wrapped by the refusal of a node that is the same
 // server (same run_id) as another node of the client, listed under another
 // address: one server must not get two votes.
-var ErrDuplicateNode = errors.New("lease: same server listed twice")
+var ErrDuplicateNode = errors.New("redlock: same server listed twice")
 
 // checkServer refuses a server, from its INFO (sections server and
 // memory), that can drop lease keys on its own or whose restarts cannot be

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -19,7 +20,7 @@ import (
 // with a message that contains every one of want.
 func unsafe(t *testing.T, c *redlock.Client, i int, want ...string) {
 	t.Helper()
-	st := c.Ping(context.Background())[i]
+	st := c.Health(context.Background())[i]
 	if st.Err == nil || st.Voting || !errors.Is(st.Err, redlock.ErrUnsafeNode) {
 		t.Errorf("Ping of node %d: %+v, want ErrUnsafeNode and not voting", i, st)
 	} else {
@@ -53,19 +54,19 @@ func TestEvictingNodeRefused(t *testing.T) {
 			cl := start(t, 1, redistest.WithArgs("--maxmemory", tc.maxmemory, "--maxmemory-policy", tc.policy))
 			if !tc.refused {
 				c := votingClient(t, cl.URLs())
-				l, err := c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: key(t), TTL: 5 * time.Second})
+				l, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: key(t), TTL: 5 * time.Second})
 				if err != nil {
 					t.Fatalf("a node that cannot evict lease keys was refused: %v", err)
 				}
 				_ = l.Release(ctxT(t, 5*time.Second))
-				if st := c.Ping(context.Background())[0]; st.Err != nil || !st.Voting {
+				if st := c.Health(context.Background())[0]; st.Err != nil || !st.Voting {
 					t.Errorf("Ping: %+v", st)
 				}
 				return
 			}
 			c := newClient(t, cl.URLs(), redlock.WithRestartGuard(time.Millisecond), redlock.WithTimeout(testTimeout))
-			_, err := c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: key(t), TTL: 5 * time.Second})
-			re := refused(t, err, redlock.ErrNoQuorum)
+			_, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: key(t), TTL: 5 * time.Second})
+			re := refused(t, err, lease.ErrNoQuorum)
 			if !errors.Is(re, redlock.ErrUnsafeNode) || !strings.Contains(re.Error(), cl.Nodes[0].Addr()) {
 				t.Errorf("refusal does not name the node and ErrUnsafeNode: %v", re)
 			}
@@ -87,7 +88,7 @@ func TestEvictionConfiguredLater(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 3)
 	c := votingClient(t, cl.URLs())
-	l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: 5 * time.Second})
+	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 5 * time.Second})
 	_ = l.Release(ctxT(t, 5*time.Second))
 	rdb := cl.Nodes[1].Client()
 	set := func(k, v string) {
@@ -102,23 +103,23 @@ func TestEvictionConfiguredLater(t *testing.T) {
 	unsafe(t, fresh, 1, "maxmemory-policy volatile-lfu", "104857600")
 
 	if !waitFor(10*time.Second, func() bool {
-		return errors.Is(c.Ping(context.Background())[1].Err, redlock.ErrUnsafeNode)
+		return errors.Is(c.Health(context.Background())[1].Err, redlock.ErrUnsafeNode)
 	}) {
-		t.Fatalf("the running client still counts the evicting node: %+v", c.Ping(context.Background())[1])
+		t.Fatalf("the running client still counts the evicting node: %+v", c.Health(context.Background())[1])
 	}
 	unsafe(t, c, 1, "maxmemory-policy volatile-lfu")
 	// Its grants do not count: with node 0 paused there is no quorum.
 	cl.Nodes[0].Pause()
-	_, err := c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: key(t, "2"), TTL: 5 * time.Second})
+	_, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: key(t, "2"), TTL: 5 * time.Second})
 	cl.Nodes[0].Resume()
-	re := refused(t, err, redlock.ErrNoQuorum)
+	re := refused(t, err, lease.ErrNoQuorum)
 	if !errors.Is(re, redlock.ErrUnsafeNode) {
 		t.Errorf("refusal does not name the evicting node: %v", re)
 	}
 
 	set("maxmemory-policy", "noeviction")
 	waitVoting(t, c, nil)
-	l = mustAcquire(t, c, redlock.Request{Key: key(t, "3"), TTL: 5 * time.Second})
+	l = mustAcquire(t, c, lease.Request{Key: key(t, "3"), TTL: 5 * time.Second})
 	_ = l.Release(ctxT(t, 5*time.Second))
 }
 
@@ -144,7 +145,7 @@ func TestNoRunIDRefused(t *testing.T) {
 	waitVoting(t, c, []int{1, 2})
 	unsafe(t, c, 0, "run_id")
 	// The two others are a quorum.
-	l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: 5 * time.Second})
+	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 5 * time.Second})
 	_ = l.Release(ctxT(t, 5*time.Second))
 
 	plain := netproxy.New(t, cl.Nodes[0].Addr())
@@ -171,27 +172,27 @@ func TestSameServerTwice(t *testing.T) {
 			// Wait until both names of the server connected and either
 			// vote or are refused.
 			if !waitFor(15*time.Second, func() bool {
-				st := c.Ping(context.Background())
+				st := c.Health(context.Background())
 				return (st[0].Err != nil || st[0].Voting) && (st[1].Err != nil || st[1].Voting)
 			}) {
-				t.Fatalf("the server's two names neither vote nor are refused: %+v", c.Ping(context.Background()))
+				t.Fatalf("the server's two names neither vote nor are refused: %+v", c.Health(context.Background()))
 			}
 
 			// Without the other server only one vote is left: no quorum.
 			cl.Nodes[1].Pause()
 			for i := range 3 {
-				l, err := c.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: key(t, "alone"), TTL: 5 * time.Second})
+				l, err := c.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: key(t, "alone"), TTL: 5 * time.Second})
 				if err == nil {
 					_ = l.Release(ctxT(t, 5*time.Second))
 					cl.Nodes[1].Resume()
 					t.Fatalf("attempt %d: one server made a quorum of 3 by being listed twice", i)
 				}
-				refused(t, err, redlock.ErrNoQuorum)
+				refused(t, err, lease.ErrNoQuorum)
 			}
 			cl.Nodes[1].Resume()
 
 			// Exactly one of the two names is refused, naming the other.
-			st := c.Ping(context.Background())
+			st := c.Health(context.Background())
 			if (st[0].Err == nil) == (st[1].Err == nil) {
 				t.Fatalf("not exactly one of the two names of one server refused: %+v", st)
 			}
@@ -204,7 +205,7 @@ func TestSameServerTwice(t *testing.T) {
 			}
 			// With both distinct servers the lease is taken.
 			waitVoting(t, c, []int{1 - dup, 2})
-			l := mustAcquire(t, c, redlock.Request{Key: key(t), TTL: 5 * time.Second})
+			l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 5 * time.Second})
 			_ = l.Release(ctxT(t, 5*time.Second))
 		})
 	}

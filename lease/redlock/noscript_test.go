@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -31,13 +32,13 @@ func TestScriptFlushReloaded(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 3)
 	c := votingClient(t, cl.URLs())
-	l := mustAcquire(t, c, redlock.Request{Key: key(t, "warm"), TTL: 5 * time.Second})
+	l := mustAcquire(t, c, lease.Request{Key: key(t, "warm"), TTL: 5 * time.Second})
 	if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	for round := range 3 {
 		scriptFlush(t, cl, 0, 1)
-		l, err := c.Acquire(ctxT(t, 5*time.Second), redlock.Request{Key: key(t, "one"), TTL: 5 * time.Second})
+		l, err := c.Acquire(ctxT(t, 5*time.Second), lease.Request{Key: key(t, "one"), TTL: 5 * time.Second})
 		if err != nil {
 			t.Fatalf("round %d: Acquire after SCRIPT FLUSH on 2 of 3 nodes: %v", round, err)
 		}
@@ -46,9 +47,9 @@ func TestScriptFlushReloaded(t *testing.T) {
 		}
 		// A batch: many calls in one round, all on flushed nodes.
 		scriptFlush(t, cl, 0, 1, 2)
-		reqs := make([]redlock.Request, 20)
+		reqs := make([]lease.Request, 20)
 		for i := range reqs {
-			reqs[i] = redlock.Request{Key: key(t, "batch", fmt.Sprint(i)), TTL: 5 * time.Second}
+			reqs[i] = lease.Request{Key: key(t, "batch", fmt.Sprint(i)), TTL: 5 * time.Second}
 		}
 		for i, r := range c.TryAcquireBatch(ctxT(t, 5*time.Second), reqs) {
 			if r.Err != nil {
@@ -59,7 +60,7 @@ func TestScriptFlushReloaded(t *testing.T) {
 			}
 		}
 		scriptFlush(t, cl, 1, 2)
-		for i, st := range c.Ping(context.Background()) {
+		for i, st := range c.Health(context.Background()) {
 			if st.Err != nil || !st.Voting {
 				t.Errorf("round %d: Ping of node %d after SCRIPT FLUSH: %+v", round, i, st)
 			}
@@ -83,12 +84,12 @@ func TestScriptFlushNegativeControl(t *testing.T) {
 	c := votingClient(t, cl.URLs())
 	redlock.DisableScriptReload(c)
 	scriptFlush(t, cl, 0, 1)
-	_, err := c.Acquire(ctxT(t, 5*time.Second), redlock.Request{Key: key(t), TTL: 5 * time.Second})
-	re := refused(t, err, redlock.ErrNoQuorum)
+	_, err := c.Acquire(ctxT(t, 5*time.Second), lease.Request{Key: key(t), TTL: 5 * time.Second})
+	re := refused(t, err, lease.ErrNoQuorum)
 	if !strings.Contains(re.Error(), "NOSCRIPT") {
 		t.Errorf("refusal does not name NOSCRIPT: %v", re)
 	}
-	st := c.Ping(context.Background())
+	st := c.Health(context.Background())
 	for i := range 2 {
 		if st[i].Err == nil || st[i].Voting || !strings.Contains(st[i].Err.Error(), "NOSCRIPT") {
 			t.Errorf("Ping of flushed node %d with the reload off: %+v, want a NOSCRIPT error and not voting", i, st[i])

@@ -10,7 +10,7 @@ import (
 // Defaults used by New when the matching option is not given.
 const (
 	DefaultTimeout = 50 * time.Millisecond
-	DefaultDrift   = 0.01
+	DefaultDrift   = lease.DefaultDrift
 	// DefaultFenceExpiry is how long a key's fencing counter is kept after
 	// the last acquisition raised it (see WithFenceExpiry).
 	DefaultFenceExpiry = time.Hour

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/lease/redlock"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // TestReleaseRoundSkipsMarkerNextGrantSeesLoss: a round of releases only
@@ -19,17 +19,17 @@ func TestReleaseRoundSkipsMarkerNextGrantSeesLoss(t *testing.T) {
 	c := votingClient(t, cl.URLs())
 	ctx := ctxT(t, 20*time.Second)
 	k := key(t)
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 10 * time.Second})
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second})
 	cl.Nodes[0].FlushAll()
 	_ = l.Release(ctx)
 	if n := cl.Nodes[0].Client().Exists(context.Background(), markerKey).Val(); n != 0 {
 		t.Errorf("the release round wrote the data marker: it checked it")
 	}
-	_, err := c.Acquire(ctx, redlock.Request{Key: k, TTL: 10 * time.Second})
-	refused(t, err, redlock.ErrNoQuorum)
+	_, err := c.Acquire(ctx, lease.Request{Key: k, TTL: 10 * time.Second})
+	refused(t, err, lease.ErrNoQuorum)
 	found := false
 	for _, ne := range nodeErrors(err) {
-		found = found || errors.Is(ne.Err, redlock.ErrRestarted)
+		found = found || errors.Is(ne.Err, lease.ErrRestarted)
 	}
 	if !found {
 		t.Errorf("acquisition after the flush = %v, want the node not voting (ErrRestarted)", err)

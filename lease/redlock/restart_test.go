@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -17,12 +18,12 @@ import (
 // It returns A's lease; B is the caller's client on the direct URLs.
 func restartScenario(t *testing.T, cl interface {
 	ProxiedURLs() []string
-}, cut func(), restart func(), ttl time.Duration) *redlock.Lease {
+}, cut func(), restart func(), ttl time.Duration) lease.Lease {
 	t.Helper()
 	a := newClient(t, cl.ProxiedURLs(), redlock.WithoutRestartDetection(), redlock.WithTimeout(testTimeout),
 		redlock.WithRetry(redlock.LimitRetry(redlock.LinearBackoff(50*time.Millisecond), 20)))
 	cut()
-	la, err := a.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: key(t), TTL: ttl, Owner: "A"})
+	la, err := a.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: key(t), TTL: ttl, Owner: "A"})
 	if err != nil {
 		t.Fatalf("A: %v", err)
 	}
@@ -55,7 +56,7 @@ func TestRestartDetection(t *testing.T) {
 	attempts := 0
 	for time.Now().Before(validUntil.Add(-100 * time.Millisecond)) {
 		attempts++
-		lb, err := b.Acquire(context.Background(), redlock.Request{Key: k, TTL: ttl, Owner: "B"})
+		lb, err := b.Acquire(context.Background(), lease.Request{Key: k, TTL: ttl, Owner: "B"})
 		if err == nil {
 			if time.Now().Before(validUntil) {
 				t.Fatalf("double grant: B acquired %s while A is valid", time.Until(validUntil))
@@ -63,8 +64,8 @@ func TestRestartDetection(t *testing.T) {
 			_ = lb.Release(context.Background())
 			break
 		}
-		re := refused(t, err, redlock.ErrHeld)
-		if errors.Is(err, redlock.ErrRestarted) {
+		re := refused(t, err, lease.ErrHeld)
+		if errors.Is(err, lease.ErrRestarted) {
 			sawRestarted = true
 			// The refusal's time left counts the restarted node as free
 			// only once it votes again: not "free in 0s" while A holds.
@@ -78,12 +79,12 @@ func TestRestartDetection(t *testing.T) {
 			}
 			var names []string
 			for _, ne := range nodeErrors(err) {
-				if errors.Is(ne, redlock.ErrRestarted) {
+				if errors.Is(ne, lease.ErrRestarted) {
 					names = append(names, ne.Node)
 				}
 			}
-			if !slices.Equal(names, []string{b.Nodes()[0]}) {
-				t.Errorf("not-voting nodes %v, want only the restarted %s", names, b.Nodes()[0])
+			if !slices.Equal(names, []string{b.Servers()[0]}) {
+				t.Errorf("not-voting nodes %v, want only the restarted %s", names, b.Servers()[0])
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -91,16 +92,16 @@ func TestRestartDetection(t *testing.T) {
 	if !sawRestarted {
 		t.Fatalf("in %d attempts no refusal was due to the restarted node (ErrRestarted)", attempts)
 	}
-	if st := b.Ping(context.Background()); st[0].RestartedAt.IsZero() || !st[1].RestartedAt.IsZero() {
+	if st := b.Health(context.Background()); st[0].RestartedAt.IsZero() || !st[1].RestartedAt.IsZero() {
 		t.Errorf("Ping does not report the restart: %+v", st)
 	}
 	// Once A's lease has expired, B gets it from the two nodes that vote.
 	time.Sleep(time.Until(validUntil))
-	lb, err := b.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: k, TTL: ttl, Owner: "B"})
+	lb, err := b.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: k, TTL: ttl, Owner: "B"})
 	if err != nil {
 		// A's lock on node 1 may outlive A's validity by drift + elapsed.
 		if !waitFor(5*time.Second, func() bool {
-			lb, err = b.Acquire(context.Background(), redlock.Request{Key: k, TTL: ttl, Owner: "B"})
+			lb, err = b.Acquire(context.Background(), lease.Request{Key: k, TTL: ttl, Owner: "B"})
 			return err == nil
 		}) {
 			t.Fatalf("B after A's validity: %v", err)
@@ -122,7 +123,7 @@ func TestRestartWithoutDetectionDoubleGrant(t *testing.T) {
 	la := restartScenario(t, cl,
 		func() { cl.Nodes[2].Proxy().Cut() },
 		func() { cl.Nodes[0].Restart() }, ttl)
-	lb, err := b.Acquire(ctxT(t, 10*time.Second), redlock.Request{Key: la.Key(), TTL: ttl, Owner: "B"})
+	lb, err := b.Acquire(ctxT(t, 10*time.Second), lease.Request{Key: la.Key(), TTL: ttl, Owner: "B"})
 	now := time.Now()
 	if err != nil {
 		t.Fatalf("negative control did not show the double grant: %v", err)
@@ -153,7 +154,7 @@ func TestFencingMonotonic(t *testing.T) {
 		case 90:
 			cl.Nodes[j].Restart() // restart empty while running
 		}
-		l, err := c.Acquire(ctx, redlock.Request{Key: k, TTL: 2 * time.Second, Owner: "h"})
+		l, err := c.Acquire(ctx, lease.Request{Key: k, TTL: 2 * time.Second, Owner: "h"})
 		if err != nil {
 			t.Fatalf("holder %d: %v", i, err)
 		}
@@ -183,19 +184,19 @@ func TestFencingQuorumRegister(t *testing.T) {
 	for _, nd := range cl.Nodes[1:] {
 		setLeaseField(t, nd, k, "f", high)
 	}
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: time.Second})
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: time.Second})
 	if l.Fence() != high+1 {
 		t.Fatalf("fence = %d, want %d", l.Fence(), high+1)
 	}
 	_ = l.Release(context.Background())
 	// Node 1 restarts empty and does not vote for the guard (1 s).
 	cl.Nodes[1].Restart()
-	l = mustAcquire(t, c, redlock.Request{Key: k, TTL: time.Second})
+	l = mustAcquire(t, c, lease.Request{Key: k, TTL: time.Second})
 	if l.Fence() <= high+1 {
 		t.Fatalf("after a restart fence = %d, want > %d", l.Fence(), high+1)
 	}
 	_ = l.Release(context.Background())
-	if l := mustAcquire(t, votingClient(t, cl.URLs(), redlock.WithoutFencing()), redlock.Request{Key: k, TTL: time.Second}); l.Fence() != 0 {
+	if l := mustAcquire(t, votingClient(t, cl.URLs(), redlock.WithoutFencing()), lease.Request{Key: k, TTL: time.Second}); l.Fence() != 0 {
 		t.Errorf("WithoutFencing: Fence() = %d", l.Fence())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -23,7 +24,7 @@ func TestExtendSpreads(t *testing.T) {
 	for _, n := range cl.Nodes[3:] {
 		setLock(t, n, k, "foreign", 300*time.Millisecond)
 	}
-	l := mustAcquire(t, c, redlock.Request{Key: k, TTL: 10 * time.Second, Owner: "a", Epoch: 7})
+	l := mustAcquire(t, c, lease.Request{Key: k, TTL: 10 * time.Second, Owner: "a", Epoch: 7})
 	if !waitFor(5*time.Second, func() bool { return len(lockKeys(t, cl.Nodes[3])) == 0 && len(lockKeys(t, cl.Nodes[4])) == 0 }) {
 		t.Fatal("the foreign locks did not expire")
 	}
@@ -53,10 +54,10 @@ func TestExtendSpreads(t *testing.T) {
 	}
 
 	// After the validity ended an extend does not take missing locks.
-	l2 := mustAcquire(t, c, redlock.Request{Key: k + "-short", TTL: 300 * time.Millisecond, Owner: "b"})
+	l2 := mustAcquire(t, c, lease.Request{Key: k + "-short", TTL: 300 * time.Millisecond, Owner: "b"})
 	time.Sleep(400 * time.Millisecond)
 	err := l2.Extend(ctx, time.Second)
-	if !errors.Is(err, redlock.ErrNotHeld) && !errors.Is(err, redlock.ErrNoQuorum) {
+	if !errors.Is(err, lease.ErrNotHeld) && !errors.Is(err, lease.ErrNoQuorum) {
 		t.Errorf("Extend after validity = %v, want ErrNotHeld", err)
 	}
 	for i, n := range cl.Nodes[1:] {

@@ -98,7 +98,7 @@ func (c *Client) storeFanout(start time.Time, cl call, abandoned <-chan struct{}
 			},
 		})
 		if !ok {
-			ch <- answer{node: i, err: ErrClosed}
+			ch <- answer{node: i, err: lease.ErrClosed}
 		}
 	}
 	return ch
@@ -120,7 +120,7 @@ func (c *Client) storeTimeout() time.Duration { return max(c.opts.timeout, minSt
 // dropped); a write is sent to every node whatever happens.
 func (c *Client) storeRound(ctx context.Context, cl call, read bool) ([]any, error) {
 	if c.closed.Load() {
-		return nil, ErrClosed
+		return nil, lease.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err // nothing sent
@@ -140,7 +140,7 @@ func (c *Client) storeRound(ctx context.Context, cl call, read bool) ([]any, err
 	unanswered := func(err error) {
 		for i, ok := range answered {
 			if !ok {
-				errs = append(errs, &NodeError{Node: c.stores[i].name, Err: c.stores[i].unanswered(err)})
+				errs = append(errs, &lease.NodeError{Node: c.stores[i].name, Err: c.stores[i].unanswered(err)})
 			}
 		}
 	}
@@ -149,11 +149,11 @@ func (c *Client) storeRound(ctx context.Context, cl call, read bool) ([]any, err
 		case a := <-ch:
 			answered[a.node] = true
 			if err := a.callErr(0); err != nil {
-				errs = append(errs, &NodeError{Node: c.stores[a.node].name, Err: err})
+				errs = append(errs, &lease.NodeError{Node: c.stores[a.node].name, Err: err})
 				continue
 			}
 			if read && !c.storeVoting(a.node, time.Now()) {
-				errs = append(errs, &NodeError{Node: c.stores[a.node].name, Err: errStoreYoung})
+				errs = append(errs, &lease.NodeError{Node: c.stores[a.node].name, Err: errStoreYoung})
 				continue
 			}
 			vals = append(vals, a.cmds[0].Val())
@@ -170,7 +170,7 @@ func (c *Client) storeRound(ctx context.Context, cl call, read bool) ([]any, err
 
 // errStoreYoung is the per-node error of a read answer that does not
 // count: the node's data is younger than the restart guard.
-var errStoreYoung = fmt.Errorf("data younger than the restart guard, its answer to a read does not count: %w", ErrRestarted)
+var errStoreYoung = fmt.Errorf("data younger than the restart guard, its answer to a read does not count: %w", lease.ErrRestarted)
 
 // storeVoting reports whether node i's answer to a read counts at now:
 // its data birth, as both its lanes know it (the lease lane's connections
@@ -180,7 +180,7 @@ var errStoreYoung = fmt.Errorf("data younger than the restart guard, its answer 
 // quorum of such nodes would read a written entry (a pause flag) as
 // absent.
 func (c *Client) storeVoting(i int, now time.Time) bool {
-	if !c.opts.detect || c.noStoreGuard {
+	if !c.opts.detect || c.test.noStoreGuard {
 		return true
 	}
 	g := c.guard()
@@ -191,9 +191,9 @@ func (c *Client) storeVoting(i int, now time.Time) bool {
 // than a quorum of nodes: it matches ErrNoQuorum and the *NodeErrors.
 func (c *Client) noQuorum(what string, good int, errs error) error {
 	if errs == nil {
-		return fmt.Errorf("%s: %w (%d of %d needed)", what, ErrNoQuorum, good, c.quorum)
+		return fmt.Errorf("%s: %w (%d of %d needed)", what, lease.ErrNoQuorum, good, c.quorum)
 	}
-	return fmt.Errorf("%s: %w (%d of %d needed): %w", what, ErrNoQuorum, good, c.quorum, errs)
+	return fmt.Errorf("%s: %w (%d of %d needed): %w", what, lease.ErrNoQuorum, good, c.quorum, errs)
 }
 
 // entryKeys are the keys of the space of entries key (see above).

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 )
 
 // TestEntriesVersionGuardNegativeControl runs entries.lua as shipped and
@@ -103,7 +104,7 @@ func TestStoreLanesApart(t *testing.T) {
 			t.Fatal(err)
 		}
 		unwedge := wedge(t, c.stores)
-		l, err := c.Acquire(ctx, Request{Key: "apart.lease", TTL: 10 * time.Second})
+		l, err := c.Acquire(ctx, lease.Request{Key: "apart.lease", TTL: 10 * time.Second})
 		switch {
 		case shared && err == nil:
 			t.Errorf("control (store calls on the lease lanes): Acquire succeeded behind a stuck store round")
@@ -131,7 +132,7 @@ func TestStoreLanesApart(t *testing.T) {
 			if _, err := c.ReadLog(ctx, "apart.log", 5); err != nil {
 				t.Errorf("ReadLog with every lease lane stuck: %v", err)
 			}
-			if _, err := c.Acquire(ctx, Request{Key: "apart.lease2", TTL: 10 * time.Second}); err == nil {
+			if _, err := c.Acquire(ctx, lease.Request{Key: "apart.lease2", TTL: 10 * time.Second}); err == nil {
 				t.Errorf("Acquire went through a stuck lease lane: the wedge does not hold")
 			}
 			unwedge()

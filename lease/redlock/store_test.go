@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -263,11 +264,11 @@ func TestStoreMergesDivergedNodes(t *testing.T) {
 		"Append": c.AppendLog(ctx, lg, redlock.Record{ID: "c", At: at}, 10),
 		"Log":    rerr,
 	} {
-		if !errors.Is(err, redlock.ErrNoQuorum) {
+		if !errors.Is(err, lease.ErrNoQuorum) {
 			t.Errorf("%s with 2 of 3 nodes cut: %v, want ErrNoQuorum", name, err)
 			continue
 		}
-		var ne *redlock.NodeError
+		var ne *lease.NodeError
 		if !errors.As(err, &ne) {
 			t.Errorf("%s: no *NodeError in %v", name, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -63,7 +64,7 @@ func storeLossScenario(t *testing.T, guard time.Duration, ignoreGuard bool) (sil
 // younger than the restart guard.
 func isYoung(err error) bool {
 	for _, ne := range nodeErrors(err) {
-		if errors.Is(ne, redlock.ErrRestarted) {
+		if errors.Is(ne, lease.ErrRestarted) {
 			return true
 		}
 	}

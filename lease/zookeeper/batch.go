@@ -35,7 +35,7 @@ func (b *Backend) TryAcquireBatch(ctx context.Context, reqs []lease.Request) []l
 	var wg sync.WaitGroup
 	single := func(i int) {
 		defer wg.Done()
-		l, err := b.attempt(ctx, reqs[i], newToken(), timeout)
+		l, err := b.attempt(ctx, reqs[i], lease.NewToken(), timeout)
 		if err != nil {
 			out[i].Err = err
 			return
@@ -100,11 +100,10 @@ type member struct {
 // group is refused for want of an answer, and true is returned.
 func (b *Backend) attemptGroup(ctx context.Context, reqs []lease.Request, idx []int, out []lease.Result, timeout time.Duration) bool {
 	ms := make([]member, 0, len(idx))
-	var ops []any
 	b.mu.Lock()
 	for _, i := range idx {
 		r := reqs[i]
-		m := member{i: i, token: newToken(), p: b.paths(r.Key)}
+		m := member{i: i, token: lease.NewToken(), p: b.paths(r.Key)}
 		ds, known := b.doneVer[m.p.key]
 		m.fresh, m.done = !b.ready[m.p.key], ds
 		if !m.fresh && (!known || r.Epoch > 0 && ds.epoch >= r.Epoch) {
@@ -126,21 +125,7 @@ func (b *Backend) attemptGroup(ctx context.Context, reqs []lease.Request, idx []
 		}
 		b.mu.Unlock()
 	}()
-	for k := range ms {
-		m := &ms[k]
-		data := []byte(m.token + " " + reqs[m.i].Owner)
-		if m.fresh {
-			m.doneOp = len(ops) + 1
-			ops = append(ops, &zk.CreateRequest{Path: m.p.key, Acl: b.acl()},
-				&zk.CreateRequest{Path: m.p.done, Data: []byte("0"), Acl: b.acl()})
-		} else {
-			m.doneOp = len(ops)
-			ops = append(ops, &zk.SetDataRequest{Path: m.p.done, Data: []byte(strconv.FormatInt(m.done.epoch, 10)), Version: m.done.version})
-		}
-		ops = append(ops, &zk.CreateRequest{Path: m.p.lock, Data: data, Acl: b.acl(), Flags: zk.FlagEphemeral},
-			&zk.SetDataRequest{Path: m.p.lock, Data: data, Version: 0})
-		m.lockOp = len(ops) - 1
-	}
+	ops := b.groupOps(reqs, ms)
 	start := time.Now()
 	var res []zk.MultiResponse
 	err := b.call(ctx, timeout, func() error {
@@ -174,8 +159,8 @@ func (b *Backend) attemptGroup(ctx context.Context, reqs []lease.Request, idx []
 	b.mu.Unlock()
 	for _, m := range ms {
 		r := reqs[m.i]
-		l := &Lease{b: b, req: r, p: m.p, token: m.token, fence: res[m.lockOp].Stat.Czxid, gen: genOf(m, res)}
-		if v := b.validity(r.TTL, start); v > 0 {
+		l := &Lease{State: lease.NewState(r, m.token, res[m.lockOp].Stat.Czxid), b: b, p: m.p, gen: genOf(m, res)}
+		if v := lease.Validity(start, b.span(r.TTL), b.cfg.Drift); v > 0 {
 			l.hold(start.Add(v))
 			out[m.i].Lease = l
 			continue
@@ -184,6 +169,31 @@ func (b *Backend) attemptGroup(ctx context.Context, reqs []lease.Request, idx []
 		out[m.i].Err = refused(r.Key, lease.ErrNoQuorum, "answer came too late to leave any validity", nil)
 	}
 	return true
+}
+
+// groupOps returns the ops of the group multi for ms, and sets each
+// member's doneOp and lockOp: per key, the creation of the key and its
+// done node (a fresh key) or the rewrite of done with its own value under
+// its version check (which bumps the version: the lease's generation), then
+// the lock's creation and a SetData that reads back its czxid.
+func (b *Backend) groupOps(reqs []lease.Request, ms []member) []any {
+	var ops []any
+	for k := range ms {
+		m := &ms[k]
+		data := []byte(m.token + " " + reqs[m.i].Owner)
+		if m.fresh {
+			m.doneOp = len(ops) + 1
+			ops = append(ops, &zk.CreateRequest{Path: m.p.key, Acl: b.acl()},
+				&zk.CreateRequest{Path: m.p.done, Data: []byte("0"), Acl: b.acl()})
+		} else {
+			m.doneOp = len(ops)
+			ops = append(ops, &zk.SetDataRequest{Path: m.p.done, Data: []byte(strconv.FormatInt(m.done.epoch, 10)), Version: m.done.version})
+		}
+		ops = append(ops, &zk.CreateRequest{Path: m.p.lock, Data: data, Acl: b.acl(), Flags: zk.FlagEphemeral},
+			&zk.SetDataRequest{Path: m.p.lock, Data: data, Version: 0})
+		m.lockOp = len(ops) - 1
+	}
+	return ops
 }
 
 // genOf is the done node's version after the group multi: the lease's

@@ -96,7 +96,7 @@ func (b *Backend) expired(ctx context.Context, e lease.Entry, st *zk.Stat) (bool
 		ttl++ // round up: never early
 	}
 	end := st.Mtime + ttl
-	if b.trustClientClock {
+	if b.test.trustClientClock {
 		return b.clientNow().UnixMilli() >= end, nil
 	}
 	now, err := b.serverNow(ctx)
@@ -110,8 +110,8 @@ func (b *Backend) expired(ctx context.Context, e lease.Entry, st *zk.Stat) (bool
 // its readings is used (its monotonic part), except by the
 // trustClientClock negative control. Tests replace it to skew it.
 func (b *Backend) clientNow() time.Time {
-	if b.testClientNow != nil {
-		return b.testClientNow()
+	if b.test.clientNow != nil {
+		return b.test.clientNow()
 	}
 	return time.Now()
 }

@@ -33,7 +33,7 @@ func (b *Backend) connectBound() time.Duration {
 // dial is the Backend's zk.Dialer: it connects within the connect bound
 // and returns a boundedConn, which it remembers as the current connection.
 func (b *Backend) dial(network, address string, _ time.Duration) (net.Conn, error) {
-	if b.unboundedConnect {
+	if b.test.unboundedConnect {
 		return net.DialTimeout(network, address, time.Second) // go-zookeeper's default
 	}
 	bound := b.connectBound()
@@ -54,7 +54,7 @@ func (b *Backend) dial(network, address string, _ time.Duration) (net.Conn, erro
 // start, the server is frozen or gone, and the connection is closed:
 // go-zookeeper reconnects, to the next server.
 func (b *Backend) watchSilence(start time.Time, answered <-chan struct{}) {
-	if b.unboundedConnect {
+	if b.test.unboundedConnect {
 		return
 	}
 	b.mu.Lock()

@@ -88,7 +88,7 @@ func partitionScenario(t *testing.T, unsafeSpan time.Duration) (won, last time.T
 	}
 	const ttl = 2 * time.Second
 	a, b := open(t, via, ttl), open(t, e.Addrs(), ttl)
-	a.unsafeSpan = unsafeSpan
+	setUnsafeSpan(a, unsafeSpan)
 	h, vl := holdThrough(t, a, "cut", ttl)
 	time.Sleep(ttl / 2) // a renewal or two
 	for _, p := range proxies {

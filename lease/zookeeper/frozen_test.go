@@ -41,7 +41,7 @@ func TestFrozenLeaderClientsGoOn(t *testing.T) {
 // still accepts connections) and wait there for a handshake that never
 // comes: the check above sees a client stalled past the TTL.
 func TestNegativeControlUnboundedHandshake(t *testing.T) {
-	r := frozenLeaderScenario(t, func(b *Backend) { b.unboundedConnect = true })
+	r := frozenLeaderScenario(t, setUnboundedConnect)
 	worst := time.Duration(0)
 	for _, g := range r.gaps {
 		worst = max(worst, g)

@@ -117,8 +117,8 @@ func TestOrphanRemovalSparesALaterLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	var later lease.Lease
-	b.heldByHook = func() {
-		b.heldByHook = nil
+	setHeldByHook(b, func() {
+		setHeldByHook(b, nil)
 		if err := b.conn.Delete(p.lock, -1); err != nil {
 			t.Error(err)
 		}
@@ -127,7 +127,7 @@ func TestOrphanRemovalSparesALaterLock(t *testing.T) {
 		if err != nil {
 			t.Error(err)
 		}
-	}
+	})
 	res := b.TryAcquireBatch(ctx, []lease.Request{{Key: "k", TTL: 5 * time.Second, Owner: "finder"}})
 	if later == nil {
 		t.Fatal("the hook did not run: no orphan was found")

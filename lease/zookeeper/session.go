@@ -43,7 +43,7 @@ func (b *Backend) SessionTimeout() time.Duration {
 // one asked for; nil otherwise.
 func (b *Backend) sessionErr() error {
 	got := b.SessionTimeout()
-	if got == 0 || got >= b.cfg.SessionTimeout || b.acceptShortSession {
+	if got == 0 || got >= b.cfg.SessionTimeout || b.test.acceptShortSession {
 		return nil
 	}
 	srv := b.conn.Server()

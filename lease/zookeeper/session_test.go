@@ -52,7 +52,7 @@ func TestNegativeControlShortSessionAccepted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, err := openWith(ctx, Config{Servers: e.Addrs(), Root: "/lctest", Timeout: askedSession / 10, SessionTimeout: askedSession},
-		func(b *Backend) { b.acceptShortSession = true })
+		setAcceptShortSession)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -346,7 +346,7 @@ func (b *Backend) children(ctx context.Context, dir string) ([]string, error) {
 // (ZooKeeper's sync; reads are otherwise served from the server's own,
 // possibly lagging, copy).
 func (b *Backend) sync(ctx context.Context) error {
-	if b.unsafeNoSync {
+	if b.test.noSync {
 		return nil
 	}
 	err := b.call(ctx, b.cfg.Timeout, func() error {

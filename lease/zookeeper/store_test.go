@@ -30,13 +30,15 @@ func TestEntryExpiryOnServerClock(t *testing.T) {
 	e := zktest.Start(t, 1)
 	const session = 5 * time.Second
 	w := open(t, e.Addrs(), session)
-	w.testClientNow = skewed(-time.Hour)
+	setClientNow(w, skewed(-time.Hour))
 	r := open(t, e.Addrs(), session)
-	r.testClientNow = skewed(time.Hour)
+	setClientNow(r, skewed(time.Hour))
 	behind := open(t, e.Addrs(), session)
-	behind.testClientNow, behind.trustClientClock = skewed(-time.Hour), true
+	setClientNow(behind, skewed(-time.Hour))
+	setTrustClientClock(behind)
 	ahead := open(t, e.Addrs(), session)
-	ahead.testClientNow, ahead.trustClientClock = skewed(time.Hour), true
+	setClientNow(ahead, skewed(time.Hour))
+	setTrustClientClock(ahead)
 	ctx := ctxT(t, time.Minute)
 	const ttl = 3 * time.Second
 	space := lease.SpaceHosts
@@ -120,7 +122,7 @@ func testLaggingFollower(t *testing.T, e *zktest.Ensemble, x, y int) {
 	w := open(t, []string{e.Servers[x].Addr()}, session)
 	r := open(t, []string{e.Servers[y].Addr()}, session)
 	naive := open(t, []string{e.Servers[y].Addr()}, session)
-	naive.unsafeNoSync = true
+	setNoSync(naive)
 	ctx := ctxT(t, 2*time.Minute)
 	const space, log = "lag", "lag"
 	version := int64(0)

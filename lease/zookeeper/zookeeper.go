@@ -19,7 +19,7 @@ const (
 	DefaultRoot           = "/leasecron"
 	DefaultTimeout        = time.Second
 	DefaultSessionTimeout = 30 * time.Second
-	DefaultDrift          = 0.01
+	DefaultDrift          = lease.DefaultDrift
 )
 
 // Config says where the ensemble is and how to use it.
@@ -55,30 +55,8 @@ type Backend struct {
 	servers []string
 	// cur is the connection to the server the session uses (see dial).
 	cur atomic.Pointer[boundedConn]
-	// unboundedConnect, when set (negative-control tests only, before
-	// the connection is made), dials as go-zookeeper does by default:
-	// the handshake may take 10 × two thirds of the session timeout, and
-	// a server that stopped answering is not left before two thirds of it.
-	unboundedConnect bool
-	// acceptShortSession, when set (negative-control tests only), lets
-	// Open and acquisitions go on with a session shorter than asked for.
-	acceptShortSession bool
-	// unsafeSpan, when set (negative-control tests only), replaces the
-	// validity span: a client that trusts its lock longer than its
-	// session is certainly alive.
-	unsafeSpan time.Duration
-	// heldByHook, when set (tests only), runs in heldBy between reading a
-	// lock it found to be an orphan and deleting it.
-	heldByHook func()
-	// trustClientClock, when set (negative-control tests only), judges
-	// an entry's expiry against this client's wall clock (clientNow)
-	// instead of the servers' clock, as a store trusting its clients'
-	// clocks would; testClientNow, when set, replaces that clock.
-	trustClientClock bool
-	testClientNow    func() time.Time
-	// unsafeNoSync, when set (negative-control tests only), reads entries
-	// and logs without syncing the server first.
-	unsafeNoSync bool
+	// test holds the switches only tests set (testhooks.go).
+	test testHooks
 
 	// beatMu guards beatHealth, when a Beat last ran Health (beat.go).
 	beatMu     sync.Mutex
@@ -285,12 +263,12 @@ func (b *Backend) ensurePath(ctx context.Context, path string) error {
 	return nil
 }
 
-// validity is how long a lease is certainly ours, counted from start (the
-// moment before the request that granted or extended it left).
-func (b *Backend) validity(ttl time.Duration, start time.Time) time.Duration {
-	span := min(ttl, b.SessionTimeout())
-	if b.unsafeSpan > 0 {
-		span = b.unsafeSpan
+// span is how long a grant or extension of ttl can be trusted, before
+// the drift margin: the ttl, at most the session timeout (a lock lives
+// as long as the session). Validity counts it with lease.Validity.
+func (b *Backend) span(ttl time.Duration) time.Duration {
+	if b.test.span > 0 {
+		return b.test.span
 	}
-	return span - time.Since(start) - time.Duration(float64(span)*b.cfg.Drift) - 2*time.Millisecond
+	return min(ttl, b.SessionTimeout())
 }

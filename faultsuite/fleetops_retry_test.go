@@ -1,0 +1,247 @@
+package faultsuite
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/scheduler"
+)
+
+// opsConfig is the fleet of the "Operating a fleet" tests on backend: its
+// defaults, with a 2s heartbeat (live hosts and pause flags are read
+// soon; a heartbeat lives 6s, so a loaded machine whose writes time out
+// now and then does not drop hosts from the view, which would send
+// retries back to the host that failed), and on Redis 3 nodes instead of
+// 5 (these tests do not need a minority of nodes to fail; fewer
+// processes keep make test lighter) with a 150ms timeout and a 3s TTL
+// (0.5 + 0.3 + 2*0.15 + 0.03 + 0.002 + 1 = 2.132s <= 3s), so that renewals
+// survive a loaded machine.
+func opsConfig(backend string) Config {
+	cfg := DefaultConfigFor(backend)
+	cfg.Heartbeat = 2 * time.Second
+	if cfg.Backend == "" || cfg.Backend == "redis" {
+		cfg.Nodes, cfg.TTL, cfg.Timeout = 3, 3*time.Second, 150*time.Millisecond
+	}
+	return cfg
+}
+
+// completedTicks returns the ticks of job in [from, to] (ticks of an @every
+// schedule) once each has a run that ended (successfully, or any when
+// anyEnd), waiting up to slack past to; it fails the test for a tick that
+// has none.
+func completedTicks(f *Fleet, job string, every time.Duration, from, to time.Time, anyEnd bool, slack time.Duration) *History {
+	f.t.Helper()
+	ticks := Ticks(every, from, to)
+	return f.WaitFor(fmt.Sprintf("ticks %s..%s of %s to end", fmtT(from), fmtT(to), job), time.Until(to.Add(slack)), func(h *History) bool {
+		for _, tk := range ticks {
+			done := false
+			for _, r := range h.Tick(job, tk.Unix()) {
+				if r.Succeeded() || anyEnd && r.Ended() {
+					done = true
+				}
+			}
+			if !done {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// history runs `leasecron history JOB -n n --json` and decodes it.
+func history(t *testing.T, f *Fleet, job string, n int) []scheduler.RunRecord {
+	t.Helper()
+	res := f.MustCLI("history", job, "-n", fmt.Sprint(n), "--json")
+	var recs []scheduler.RunRecord
+	if err := json.Unmarshal([]byte(res.Stdout), &recs); err != nil {
+		t.Fatalf("history of %s: %v\n%s", job, err, res)
+	}
+	return recs
+}
+
+// TestRetryOnAnotherHost: 3 daemons. Job flaky (retries 2, backoff 300ms)
+// fails its first attempt of every tick: each tick is retried on another
+// host than the one that failed, attempt 2 succeeds, and nothing runs
+// after it (the tick is completed: no attempt 3). Job doomed (retries 2)
+// always fails: each tick stops after 3 attempts, attempt 2 on another
+// host than attempt 1. Control: job once fails the same way
+// as flaky but has no retries: its ticks run once, and fail. The oracle
+// checks that attempts never overlap, none runs after a success and
+// attempt numbers go 1, 2, 3; `leasecron history` shows each attempt. On
+// every backend.
+func TestRetryOnAnotherHost(t *testing.T) {
+	t.Parallel()
+	for _, b := range Backends {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			retryOnAnotherHost(t, b)
+		})
+	}
+}
+
+func retryOnAnotherHost(t *testing.T, backend string) {
+	cfg := opsConfig(backend)
+	retry := FleetKeys{Retries: 2, RetryBackoff: 300 * time.Millisecond}
+	// Every 8s: the host whose attempt failed leaves the retry to others
+	// for TTL + 1s (4s) past the backoff only if that still ends before
+	// the deadline (the next tick); otherwise it retries at once itself.
+	// 8s leaves room for an attempt 1 that starts 2s late.
+	cfg.Jobs = []Job{
+		{Name: "flaky", Every: 8 * time.Second, Sleep: 300 * time.Millisecond, FleetKeys: retry, Fail: Fail{Attempts: []int{1}}},
+		{Name: "doomed", Every: 12 * time.Second, Sleep: 200 * time.Millisecond, FleetKeys: retry, Fail: Fail{Always: true}},
+		{Name: "once", Every: 8 * time.Second, Sleep: 300 * time.Millisecond, Fail: Fail{Attempts: []int{1}}},
+		{Name: "slowpoke", Every: 12 * time.Second, Sleep: 3 * time.Second, Timeout: 800 * time.Millisecond,
+			FleetKeys: FleetKeys{Retries: 1, RetryBackoff: 200 * time.Millisecond, RetryOnTimeout: true}},
+	}
+	f := startVoting(t, cfg)
+
+	// One or two ticks of flaky and once, one of doomed, all past their
+	// deadlines (the next tick) before they are checked.
+	from := f.ScheduleFrom().Add(time.Second)
+	to := from.Add(12 * time.Second)
+	completedTicks(f, "flaky", 8*time.Second, from, to, false, 20*time.Second)
+	awaitMostTicks(f, "once", 8*time.Second, from, to, 1, 20*time.Second)
+	doomedTicks := Ticks(12*time.Second, from, to)
+	last := to
+	if n := len(doomedTicks); n > 0 {
+		last = doomedTicks[n-1].Add(12 * time.Second)
+	}
+	f.WaitFor("the deadlines of the checked ticks to pass", time.Until(last.Add(2*time.Second)), func(*History) bool {
+		return time.Now().After(last.Add(time.Second))
+	})
+	h := f.CheckAudit()
+
+	// Exact counts: on a machine so loaded that the store times out, a
+	// run whose completion could not be confirmed is rightly run again
+	// (CheckAudit's rerun rule), with the same attempt; the counts below
+	// allow that, never a further attempt.
+	for _, tk := range Ticks(8*time.Second, from, to) {
+		rs := h.Tick("flaky", tk.Unix())
+		var retry *Run
+		for i := range rs {
+			if rs[i].Attempt == 2 && retry == nil {
+				retry = &rs[i]
+			}
+			if rs[i].Attempt > 2 || (rs[i].Attempt == 2 && !rs[i].Succeeded() && rs[i].Ended()) {
+				t.Errorf("tick %s of flaky: attempt %d %s; attempt 2 cannot fail", fmtT(tk), rs[i].Attempt, rs[i])
+			}
+		}
+		if len(rs) == 0 || !rs[0].Failed() || rs[0].Attempt != 1 || retry == nil || !rs[len(rs)-1].Succeeded() {
+			t.Errorf("tick %s of flaky: want attempt 1 failed, then attempt 2 succeeded; got:\n%s", fmtT(tk), (&History{Runs: rs}).String())
+			continue
+		}
+		if retry.Host == rs[0].Host {
+			t.Errorf("tick %s of flaky: the retry ran on %s, the host whose attempt failed", fmtT(tk), retry.Host)
+		}
+		t.Logf("flaky %s: attempt 1 on %s failed, attempt 2 on %s %s later", fmtT(tk), rs[0].Host, retry.Host,
+			retry.Start.Sub(rs[0].End).Round(time.Millisecond))
+		os := h.Tick("once", tk.Unix())
+		if len(os) > 0 && !os[0].Failed() {
+			t.Errorf("tick %s of once (no retries): want a failed run; got:\n%s", fmtT(tk), (&History{Runs: os}).String())
+		}
+		for _, r := range os {
+			if r.Attempt != 1 {
+				t.Errorf("tick %s of once (no retries) was retried: %s", fmtT(tk), r)
+			}
+		}
+	}
+	if len(doomedTicks) == 0 {
+		t.Fatalf("no tick of doomed in [%s, %s]", fmtT(from), fmtT(to))
+	}
+	checked := 0
+	for _, tk := range doomedTicks {
+		rs := h.Tick("doomed", tk.Unix())
+		if len(rs) == 0 && previousRanInto(h, "doomed", tk, 12*time.Second) {
+			// The previous tick's last attempts (started late on a
+			// loaded machine) still held the job at tk: overlap: skip
+			// gave tk up, as designed.
+			t.Logf("tick %s of doomed skipped: the previous tick's retries ran into it", fmtT(tk))
+			continue
+		}
+		checked++
+		if len(rs) != 3 {
+			t.Errorf("tick %s of doomed (retries 2, always fails): %d runs, want 3:\n%s", fmtT(tk), len(rs), (&History{Runs: rs}).String())
+			continue
+		}
+		for i, r := range rs {
+			if !r.Failed() || r.Attempt != i+1 {
+				t.Errorf("tick %s of doomed: run %d is not a failed attempt %d: %s", fmtT(tk), i, i+1, r)
+			}
+		}
+		// Attempt 2 goes to another host as flaky's does. Attempt 3 may
+		// come back to the host of attempt 2 when the third host is too
+		// slow to take it in its turn (a loaded machine): not checked.
+		if rs[1].Host == rs[0].Host {
+			t.Errorf("tick %s of doomed: attempt 2 ran on %s, the host whose attempt 1 failed", fmtT(tk), rs[1].Host)
+		}
+		t.Logf("doomed %s: attempts on %s, %s, %s", fmtT(tk), rs[0].Host, rs[1].Host, rs[2].Host)
+	}
+	if checked == 0 {
+		t.Errorf("no tick of doomed in [%s, %s] could be checked: each was skipped behind the previous tick's retries", fmtT(from), fmtT(to))
+	}
+	// retry_on_timeout: both attempts time out (SIGTERM), on two hosts.
+	for _, tk := range doomedTicks {
+		rs := h.Tick("slowpoke", tk.Unix())
+		// (Attempt 1 may be missing from the log when its timeout hit
+		// before the recorder's first line, on a loaded machine.)
+		var a1, a2 *Run
+		for i := range rs {
+			switch {
+			case rs[i].Attempt == 1 && a1 == nil:
+				a1 = &rs[i]
+			case rs[i].Attempt == 2 && a2 == nil:
+				a2 = &rs[i]
+			}
+		}
+		if a2 == nil || (a1 != nil && a1.Host == a2.Host) {
+			t.Errorf("tick %s of slowpoke (timeout, retries 1, retry_on_timeout): want attempts 1 and 2 on two hosts; got:\n%s",
+				fmtT(tk), (&History{Runs: rs}).String())
+			continue
+		}
+		for _, r := range rs {
+			if r.Ended() || !r.Term {
+				t.Errorf("tick %s of slowpoke: a run did not time out (SIGTERM before its end): %s", fmtT(tk), r)
+			}
+		}
+	}
+
+	// Control: the oracle finds the retries when told a job has fewer.
+	fewer := map[string]int{"flaky": 0, "doomed": 1, "slowpoke": 0}
+	found := map[string]bool{}
+	for _, v := range h.SafetyRetries(func(job string) int { return fewer[job] }) {
+		if v.Rule == "rerun" || v.Rule == "attempt" {
+			found[v.Runs[0].Job] = true
+		}
+	}
+	if !found["flaky"] || !found["doomed"] {
+		t.Errorf("control: with retries 0 for flaky and 1 for doomed the oracle found extra attempts only in %v", found)
+	}
+
+	// The history has every attempt, with its attempt number and result.
+	recs := history(t, f, "flaky", 100)
+	for _, tk := range Ticks(8*time.Second, from, to) {
+		got := map[int]string{}
+		for _, rec := range recs {
+			if rec.Tick.Equal(tk) {
+				got[rec.Attempt] = rec.Host + " " + rec.Result
+			}
+		}
+		rs := h.Tick("flaky", tk.Unix())
+		if len(rs) == 2 && (got[1] != rs[0].Host+" failed" || got[2] != rs[1].Host+" ok" || len(got) != 2) {
+			t.Errorf("history of flaky, tick %s: attempts %v, want 1: %s failed, 2: %s ok", fmtT(tk), got, rs[0].Host, rs[1].Host)
+		}
+	}
+}
+
+// previousRanInto reports whether a run of job's tick before tk (every
+// apart) was still running at tk.
+func previousRanInto(h *History, job string, tk time.Time, every time.Duration) bool {
+	for _, r := range h.Tick(job, tk.Add(-every).Unix()) {
+		if !r.Until().Before(tk) {
+			return true
+		}
+	}
+	return false
+}

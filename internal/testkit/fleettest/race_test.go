@@ -1,5 +1,0 @@
-//go:build race
-
-package fleettest
-
-const raceEnabled = true

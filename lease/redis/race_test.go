@@ -1,7 +1,0 @@
-//go:build race
-
-package redis_test
-
-// raceEnabled reports whether the race detector is on: it slows every
-// round trip of the client several times.
-const raceEnabled = true

@@ -1,0 +1,39 @@
+package scheduler
+
+import "time"
+
+// testHooks are what tests change in a Scheduler: a clock they step, and
+// the switches that turn a protection off for a negative control (the
+// same test with the protection off must see the violation). The zero
+// value is production behaviour; only export_test.go sets them.
+type testHooks struct {
+	// clock, when set, replaces the host's clock, and recheck, when set,
+	// replaces clockRecheck.
+	clock   func() time.Time
+	recheck time.Duration
+	// noStandby switches the standby hosts off (TestStandby's negative
+	// control).
+	noStandby bool
+	// standbyWithoutView restores the ranking of a standby time without a
+	// fresh view of the hosts: every host tries every job it stood back
+	// from (TestStandbyWithoutView's negative control).
+	standbyWithoutView bool
+	// rankIgnoresSlots and standbyFixedReach restore the ranking that
+	// ignored the hosts' run slots and the standby looks that let only
+	// ranks below 2×candidates try (the max_parallel negative controls).
+	rankIgnoresSlots  bool
+	standbyFixedReach bool
+	// dropWhenFull leaves a tick this host has no run slot for to other
+	// hosts instead of following it (the negative control of the test
+	// where a slot frees up before the deadline).
+	dropWhenFull bool
+	// keepUnvotable keeps retrying ticks no quorum will vote for instead
+	// of giving them up (the fresh-servers negative control).
+	keepUnvotable bool
+	// unpaced lets the ticks that found no quorum retry on their own
+	// instead of sharing one pacer.
+	unpaced bool
+	// noLapseWait makes Close skip the wait for leases left to run out
+	// (the close-after-lapse negative control).
+	noLapseWait bool
+}
