@@ -187,8 +187,6 @@ func runsOnly(recs []scheduler.RunRecord) []scheduler.RunRecord {
 	return out
 }
 
-// first returns its first argument.
-
 // TestHistoryOfDaemonRuns: a daemon runs a job that always fails (one
 // retry per tick) and one that succeeds; `history` shows their records
 // newest first (start and fencing token decreasing), with each tick's
