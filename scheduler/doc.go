@@ -18,8 +18,8 @@
 // output_limit. The tail is stored with the run's record in the job's
 // history (RunRecord.Output, within lease.MaxRecordSize) and, while the
 // job runs, published about once a second in the SpaceOutput entries
-// (LiveTail, ReadLiveTail) for `leasecron logs -f`. WriteOutputTail writes
-// a run's tail to a file, for hooks.
+// (LiveTail, ReadLiveTail) for `leasecron logs -f`; a command hook gets
+// it in the file LEASECRON_OUTPUT_FILE names.
 //
 // # Missed ticks and hooks
 //

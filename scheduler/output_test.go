@@ -129,30 +129,6 @@ func TestRedactor(t *testing.T) {
 	}
 }
 
-// TestWriteOutputTail: the file holds the cut note and the lines as
-// printed, mode 0600.
-func TestWriteOutputTail(t *testing.T) {
-	o := newOutputTail(32, nil) // 2 lines at most
-	for _, l := range []string{"first line", "two", "three"} {
-		o.add("out", []byte(l))
-	}
-	out := o.snapshot(0)
-	path := filepath.Join(t.TempDir(), "tail")
-	if err := WriteOutputTail(path, RunRecord{Job: "j", Output: &out}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := out.CutNote() + "\ntwo\nthree\n"; string(b) != want {
-		t.Errorf("file:\n%q\nwant\n%q", b, want)
-	}
-	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
-		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
-	}
-}
-
 // TestOutputConfigKeys: output_limit (with units), redact and secret_env
 // in defaults and jobs; a bad regexp is named with its file and line.
 func TestOutputConfigKeys(t *testing.T) {

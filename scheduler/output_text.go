@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 )
 
 // CutNote is the line that says what was cut from the start of an output
@@ -47,25 +46,4 @@ func writeLine(w io.Writer, l OutputLine, stamps bool) {
 // text.
 func FormatLine(l OutputLine) string {
 	return l.At.UTC().Format("2006-01-02T15:04:05.000Z") + " " + l.Stream + " " + l.Text
-}
-
-// WriteOutputTail writes the tail of rec's output, as the job printed it
-// (redacted, both streams interleaved, after a line saying what was cut
-// from the start, if anything), to a new file at path with mode 0600: for
-// a hook that wants to show what a run printed. A run without output
-// gives an empty file.
-func WriteOutputTail(path string, rec RunRecord) (err error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("output tail of %s: %w", rec.Job, err)
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("output tail of %s: %w", rec.Job, cerr)
-		}
-	}()
-	if err := rec.Output.WriteText(f, false); err != nil {
-		return fmt.Errorf("output tail of %s: %w", rec.Job, err)
-	}
-	return nil
 }
