@@ -1,0 +1,53 @@
+package scheduler
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// TestReviewHookDrainIgnoredUnderGuard: stopHooks promises to wait at
+// most hookDrain (10s) for queued hooks and then drop them. A tick's hook
+// is delivered under its guard's Hold, whose context derives from
+// context.Background(), not from the worker's: cancelling the workers
+// does not stop it, and stop() waits for the hook's whole timeout (x
+// retries + backoff). Here a webhook that never answers, timeout 60s:
+// stop() should return after ~10s.
+func TestReviewHookDrainIgnoredUnderGuard(t *testing.T) {
+	got := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	j := &Job{Name: "drain", Schedule: "@every 1m", Shell: "true", Deadline: time.Second,
+		Hooks: Hooks{OnFailure: &Hook{URL: srv.URL, Timeout: 60 * time.Second, Retries: 0}}}
+	s, _ := tickScheduler(t, j)
+	j = s.cfg.Load().Jobs[0]
+	stop := s.startHooks()
+	s.fireHook(j, HookEvent{Event: EventFailure, Job: j.Name, Tick: time.Now().Truncate(time.Minute), Result: "failed", Exit: 1})
+	select {
+	case <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("webhook not called")
+	}
+	stopped := make(chan struct{})
+	t0 := time.Now()
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(hookDrain + 20*time.Second):
+		t.Errorf("stopHooks did not return %s after hookDrain (%s): the guarded hook ignores the drain", 20*time.Second, hookDrain)
+		<-stopped
+	}
+	t.Logf("stop took %s", time.Since(t0).Round(time.Second))
+}
