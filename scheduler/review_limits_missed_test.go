@@ -1,0 +1,37 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestReviewUnlimitableJobNeverRecordedMissed: a job with limits on a
+// fleet where no host can apply them (cgroup v1, no delegation) never
+// runs, and docs say "with none, the tick is missed". But fire drops the
+// job in limitable() before any host notes a miss, so no missed record is
+// written and on_missed never fires: the job silently never runs.
+func TestReviewUnlimitableJobNeverRecordedMissed(t *testing.T) {
+	j := &Job{Name: "limited", Schedule: "@every 2s", Shell: "true", Deadline: time.Second, MemoryMax: 64 << 20}
+	s, _ := tickScheduler(t, j)
+	forceProcessTree(s) // this host cannot apply limits
+	if s.CannotLimit(s.cfg.Load().Jobs[0]) == nil {
+		t.Skip("host can apply limits")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = s.Run(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	var recs []RunRecord
+	for end := time.Now().Add(25 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		recs, _ = ReadHistory(context.Background(), s.be, "limited", 100)
+		if len(recs) > 0 {
+			break
+		}
+	}
+	if len(recs) == 0 {
+		t.Errorf("no run and no missed record for any tick in 25s of an @every 2s job no host can limit")
+	}
+}
