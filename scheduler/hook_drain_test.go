@@ -7,14 +7,11 @@ import (
 	"time"
 )
 
-// TestReviewHookDrainIgnoredUnderGuard: stopHooks promises to wait at
-// most hookDrain (10s) for queued hooks and then drop them. A tick's hook
-// is delivered under its guard's Hold, whose context derives from
-// context.Background(), not from the worker's: cancelling the workers
-// does not stop it, and stop() waits for the hook's whole timeout (x
-// retries + backoff). Here a webhook that never answers, timeout 60s:
-// stop() should return after ~10s.
-func TestReviewHookDrainIgnoredUnderGuard(t *testing.T) {
+// TestHookDrainBoundsGuardedDelivery: stopHooks waits at most hookDrain
+// for queued hooks and then drops them, a tick's hook delivered under its
+// guard included (its context ends with the workers' too). Here a webhook
+// that never answers, timeout 60s: stop() returns about hookDrain later.
+func TestHookDrainBoundsGuardedDelivery(t *testing.T) {
 	got := make(chan struct{}, 1)
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,12 +7,11 @@ import (
 	"time"
 )
 
-// TestReviewUnlimitableJobNeverRecordedMissed: a job with limits on a
-// fleet where no host can apply them (cgroup v1, no delegation) never
-// runs, and docs say "with none, the tick is missed". But fire drops the
-// job in limitable() before any host notes a miss, so no missed record is
-// written and on_missed never fires: the job silently never runs.
-func TestReviewUnlimitableJobNeverRecordedMissed(t *testing.T) {
+// TestUnlimitableJobRecordedMissed: a job with limits on a fleet where no
+// host can apply them (cgroup v1, no delegation) never runs; each of its
+// ticks is recorded missed with the reason cannot_limit (and fires
+// on_missed), so that it does not go silently unrun.
+func TestUnlimitableJobRecordedMissed(t *testing.T) {
 	j := &Job{Name: "limited", Schedule: "@every 2s", Shell: "true", Deadline: time.Second, MemoryMax: 64 << 20}
 	s, _ := tickScheduler(t, j)
 	forceProcessTree(s) // this host cannot apply limits
@@ -33,5 +32,10 @@ func TestReviewUnlimitableJobNeverRecordedMissed(t *testing.T) {
 	}
 	if len(recs) == 0 {
 		t.Errorf("no run and no missed record for any tick in 25s of an @every 2s job no host can limit")
+	}
+	for _, r := range recs {
+		if r.Result != "missed" || r.Reason != MissCannotLimit {
+			t.Errorf("record %+v: want missed, %s", r, MissCannotLimit)
+		}
 	}
 }
