@@ -39,8 +39,9 @@ const doneTTL = 24 * time.Hour
 const guardTries = 8
 
 // guardWaitFor bounds how long a host waits for a guard's mutex held by
-// another host (or another worker of its own).
-const guardWaitFor = 5 * time.Minute
+// another host (or another worker of its own): longer than the longest
+// delivery of a hook (11 tries of at most a minute, and their backoff).
+const guardWaitFor = 20 * time.Minute
 
 // doneName is the name of the done mark of what (hook.EVENT, missed) of
 // tick of job.
