@@ -18,7 +18,7 @@ import (
 type follower struct {
 	s         *Scheduler
 	ctx, hard context.Context
-	wg        *sync.WaitGroup // owns the missed tick's recorder
+	wg        *sync.WaitGroup // owns the missed tick's recorder (nil: waited for)
 	cfg       *Config
 	j         *Job
 	tick      time.Time
@@ -42,7 +42,13 @@ func (f *follower) run(res lease.Result, lateBy time.Duration) {
 	f.log = f.s.log.With("job", f.j.Name, "tick", f.tick.UTC().Format(time.RFC3339))
 	defer func() {
 		if f.missReason != "" {
-			f.s.noteMiss(f.ctx, f.wg, f.j, f.tick, f.missReason)
+			if f.wg != nil {
+				f.s.noteMiss(f.ctx, f.wg, f.j, f.tick, f.missReason)
+				return
+			}
+			var wg sync.WaitGroup // a follower of its own: record here
+			f.s.noteMiss(f.ctx, &wg, f.j, f.tick, f.missReason)
+			wg.Wait()
 		}
 	}()
 	defer f.freeSlot()

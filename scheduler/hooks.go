@@ -217,6 +217,9 @@ func (s *Scheduler) runHook(ctx context.Context, t hookTask) {
 			log.Debug("could not release the hook's guard; it runs out", "err", err)
 		}
 	}()
+	if s.test.hookIgnoresDrain {
+		ctx = context.Background()
+	}
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(hold.Ctx(), cancel)()

@@ -96,7 +96,9 @@ func (s *Scheduler) limitable(ctx context.Context, wg *sync.WaitGroup, tick time
 	for _, j := range jobs {
 		if err := s.CannotLimit(j); err != nil {
 			s.log.Debug("not trying the tick", "job", j.Name, "err", err)
-			s.noteMiss(ctx, wg, j, tick, MissCannotLimit)
+			if !s.test.noCannotLimitMiss {
+				s.noteMiss(ctx, wg, j, tick, MissCannotLimit)
+			}
 			continue
 		}
 		out = append(out, j)
