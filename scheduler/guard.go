@@ -115,12 +115,17 @@ func (s *Scheduler) lockGuard(ctx context.Context, key, owner string, log *slog.
 	return nil, err
 }
 
+// guardPoll bounds the wait before another look at a held guard: its
+// holder releases it as soon as it is done, long before its TTL.
+const guardPoll = 500 * time.Millisecond
+
 // heldBy reports, for a refusal err because the lease is held, how long
-// until it is free (at least 50ms; 0 for any other error).
+// to wait before another look: until it is free (at least 50ms), at most
+// about guardPoll (jittered); 0 for any other error.
 func heldBy(err error) time.Duration {
 	var rerr *lease.RefusedError
 	if !errors.As(err, &rerr) || !errors.Is(rerr.Reason, lease.ErrHeld) {
 		return 0
 	}
-	return max(rerr.HolderTTL, 0) + 50*time.Millisecond
+	return min(max(rerr.HolderTTL, 0)+50*time.Millisecond, lease.Jitter(guardPoll))
 }
