@@ -25,6 +25,10 @@ const (
 	defaultHookTimeout = 10 * time.Second
 	defaultHookRetries = 3
 	maxHookRetries     = 10
+	// maxHookTimeout bounds a hook's timeout, so that a delivery (at most
+	// 1 + maxHookRetries tries and their backoff) ends in bounded time:
+	// another tick's event of the job waits for it.
+	maxHookTimeout = time.Minute
 )
 
 // Hook is what a job's on_start, on_success, on_failure or on_missed key
@@ -192,8 +196,11 @@ func (v *validator) hook(h *Hook, field string, line int) {
 	case len(h.Command) > 0 && h.Command[0] == "":
 		v.errorf(f("command[0]"), line, "the program to run is empty")
 	}
-	if h.Timeout <= 0 {
+	switch {
+	case h.Timeout <= 0:
 		v.errorf(f("timeout"), line, "timeout %s must be positive", h.Timeout)
+	case h.Timeout > maxHookTimeout:
+		v.errorf(f("timeout"), line, "timeout %s: at most %s", h.Timeout, maxHookTimeout)
 	}
 	if h.Retries < 0 || h.Retries > maxHookRetries {
 		v.errorf(f("retries"), line, "retries %d: want 0 to %d", h.Retries, maxHookRetries)

@@ -81,6 +81,7 @@ func TestHookConfigBad(t *testing.T) {
 		{"nothing to run", `{timeout: 1s}`, "8 jobs[0].on_failure: a hook needs url"},
 		{"two things to run", `{url: "https://example.com/", shell: "true"}`, "8 jobs[0].on_failure: set one of url, command and shell"},
 		{"bad timeout", `{url: "https://example.com/", timeout: 0s}`, "8 jobs[0].on_failure.timeout: must be positive"},
+		{"timeout over the cap", `{url: "https://example.com/", timeout: 2m}`, "8 jobs[0].on_failure.timeout: timeout 2m0s: at most 1m0s"},
 		{"too many retries", `{url: "https://example.com/", retries: 11}`, "8 jobs[0].on_failure.retries: want 0 to 10"},
 		{"not a mapping", `"https://example.com/"`, "8 jobs[0].on_failure: must be a mapping"},
 	} {

@@ -29,7 +29,7 @@ func (s *Scheduler) rankStagger() time.Duration {
 // by are followed by one standby loop (see standby).
 func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick time.Time, jobs []*Job) {
 	cfg := s.cfg.Load()
-	pausesNow, live := s.unpaused(ctx, wg, tick, s.limitable(jobs))
+	pausesNow, live := s.unpaused(ctx, wg, tick, s.limitable(ctx, wg, tick, jobs))
 	hosts := s.liveHosts(cfg)
 	rk := s.rankFor(cfg, live, hosts)
 	groups := map[time.Duration][]*Job{}
@@ -240,7 +240,7 @@ func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				f := &follower{s: s, ctx: ctx, hard: hard, cfg: cfg, j: j, tick: tick, pausesNow: pausesNow}
+				f := &follower{s: s, ctx: ctx, hard: hard, wg: wg, cfg: cfg, j: j, tick: tick, pausesNow: pausesNow}
 				f.run(lease.Result{Err: errHostFull}, -s.until(at))
 			}()
 		}
@@ -285,7 +285,7 @@ func (s *Scheduler) tryGroup(ctx, hard context.Context, wg *sync.WaitGroup, cfg 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f := &follower{s: s, ctx: ctx, hard: hard, cfg: cfg, j: j, tick: tick, slot: true, pausesNow: pausesNow}
+			f := &follower{s: s, ctx: ctx, hard: hard, wg: wg, cfg: cfg, j: j, tick: tick, slot: true, pausesNow: pausesNow}
 			f.run(res, lateBy)
 		}()
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/leasecron/leasecron/lease"
@@ -17,6 +18,7 @@ import (
 type follower struct {
 	s         *Scheduler
 	ctx, hard context.Context
+	wg        *sync.WaitGroup // owns the missed tick's recorder (nil: waited for)
 	cfg       *Config
 	j         *Job
 	tick      time.Time
@@ -30,7 +32,7 @@ type follower struct {
 	log       *slog.Logger
 	// missReason, when set at the end of run, is why the tick did not
 	// run on this host: it is then recorded as missed unless it ran
-	// elsewhere (see recordMiss).
+	// elsewhere (see noteMiss).
 	missReason string
 }
 
@@ -40,10 +42,16 @@ func (f *follower) run(res lease.Result, lateBy time.Duration) {
 	f.log = f.s.log.With("job", f.j.Name, "tick", f.tick.UTC().Format(time.RFC3339))
 	defer func() {
 		if f.missReason != "" {
-			f.s.recordMiss(f.ctx, f.j, f.tick, f.missReason)
+			if f.wg != nil {
+				f.s.noteMiss(f.ctx, f.wg, f.j, f.tick, f.missReason)
+				return
+			}
+			var wg sync.WaitGroup // a follower of its own: record here
+			f.s.noteMiss(f.ctx, &wg, f.j, f.tick, f.missReason)
+			wg.Wait()
 		}
 	}()
-	defer f.freeSlot() // before recordMiss waits
+	defer f.freeSlot()
 	st := f.newFollowState(res)
 	for attempt := 0; ; attempt++ {
 		st.runsElsewhere = false

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,19 +19,23 @@ import (
 //     (logged and counted): the scheduler never waits for a hook.
 //   - A few workers, owned by the scheduler's Run (or by the Exec or
 //     Trigger that queued it), take the events from the queue. For an
-//     event of a tick, a worker first takes the lease of a key derived
-//     from the job's ("JOB@hook.EVENT") with the tick as its epoch, and
-//     completes it once the hook was delivered (or gave up): a tick taken
-//     over by another host after its run started, or a failure recorded
-//     twice, fires its hook once. A manual run's events are its host's
-//     alone and fire without a lease.
+//     event of a tick, a worker takes the guard of the job's event (see
+//     guard.go: a mutex "JOB@hook.EVENT" without epoch, waited for while
+//     another host or worker holds it), skips the event if its done mark
+//     (JOB.hook.EVENT.<unix tick>) is stored, else delivers it and writes
+//     the mark: a tick taken over by another host after its run started,
+//     or a failure recorded twice, fires its hook once, whatever the
+//     order in which ticks' events come. A manual run's events are its
+//     host's alone and fire without a guard.
 //   - Delivery is tried 1 + retries times with a doubling backoff;
 //     failures are logged and counted (leasecron_hook_failures_total).
 //
-// A host that dies between taking the hook's lease and delivering it
-// leaves the event undelivered (the lease runs out; no other host knows
-// the event): hooks are at most once on a host crash, exactly once
-// otherwise.
+// A host that dies before it wrote the done mark leaves the event
+// undelivered or delivered without a mark (the mutex runs out; no other
+// host knows the event, except a twice recorded failure or miss, which
+// that other host then delivers again): hooks are at most once on a host
+// crash, exactly once otherwise. Delivery is bounded by the hook's
+// timeout × (1 + retries) plus the backoff, and by the drain at the end.
 
 // HookEvent is what a hook is told: the JSON body of a webhook, the
 // LEASECRON_* environment of a command.
@@ -182,11 +185,13 @@ func (s *Scheduler) stopHooks(cancel context.CancelFunc, wg *sync.WaitGroup) {
 	<-drained
 }
 
-// hookKey is the lease key that guards the hook of event of job: one per
-// job and event, the tick its epoch.
+// hookKey is the lease key of the mutex that guards the hooks of event
+// of job (see guard.go).
 func (s *Scheduler) hookKey(job, event string) string { return s.key(job) + "@hook." + event }
 
-// runHook delivers one event: for a tick, under the hook's lease.
+// runHook delivers one event: for a tick, under the hook's guard, unless
+// a host marked it done. Delivery ends with ctx (the workers', cancelled
+// at the end of the drain) or when the guard's mutex is lost.
 func (s *Scheduler) runHook(ctx context.Context, t hookTask) {
 	log := s.log.With("job", t.job.Name, "event", t.ev.Event, "hook", t.hook.Describe())
 	if !t.ev.Tick.IsZero() {
@@ -197,73 +202,40 @@ func (s *Scheduler) runHook(ctx context.Context, t hookTask) {
 		return
 	}
 	cfg := s.cfg.Load()
-	req := lease.Request{Key: s.hookKey(t.job.Name, t.ev.Event), TTL: cfg.Lease.TTL, Epoch: t.ev.Tick.Unix(),
-		Owner: "hook " + t.ev.Event + " tick=" + strconv.FormatInt(t.ev.Tick.Unix(), 10) + " host=" + s.host}
-	l, err := s.guard(ctx, req, log)
+	owner := "hook " + t.ev.Event + " tick=" + strconv.FormatInt(t.ev.Tick.Unix(), 10) + " host=" + s.host
+	l, err := s.lockGuard(ctx, s.hookKey(t.job.Name, t.ev.Event), owner, log)
 	if err != nil {
-		if !errors.Is(err, errGuardTaken) {
-			log.Error("hook not fired: its lease could not be taken", "err", err)
-			s.opts.Metrics.HookFailed(t.job.Name, t.ev.Event, "no_lease")
-		}
+		log.Error("hook not fired: its guard could not be taken", "err", err)
+		s.opts.Metrics.HookFailed(t.job.Name, t.ev.Event, "no_lease")
 		return
 	}
 	hold := lease.NewHold(l, s.be.Timeout(), lease.RenewEvery(cfg.Lease.Renew))
-	s.deliverCounted(hold.Ctx(), t, log)
-	cctx, cancel := context.WithTimeout(context.Background(), max(cfg.Lease.TTL, 5*time.Second))
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), s.requestWait())
+		defer cancel()
+		if err := hold.Release(rctx); err != nil {
+			log.Debug("could not release the hook's guard; it runs out", "err", err)
+		}
+	}()
+	if s.test.hookIgnoresDrain {
+		ctx = context.Background()
+	}
+	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := hold.Complete(cctx); err != nil {
-		log.Warn("could not mark the hook fired", "err", err)
+	defer context.AfterFunc(hold.Ctx(), cancel)()
+	name := s.doneName(t.job.Name, "hook."+t.ev.Event, t.ev.Tick)
+	done, err := s.isDone(dctx, name)
+	switch {
+	case err != nil:
+		log.Error("hook not fired: could not read whether a host fired it", "err", err)
+		s.opts.Metrics.HookFailed(t.job.Name, t.ev.Event, "no_lease")
+		return
+	case done:
+		log.Debug("hook already fired by a host")
+		return
 	}
-}
-
-// errGuardTaken: a guard's epoch is completed or held by another host.
-var errGuardTaken = errors.New("taken by another host")
-
-// guardTries bounds the attempts at a guard's lease that find no quorum.
-const guardTries = 8
-
-// guard takes the lease of req (a hook's) with up to guardTries attempts,
-// backing off from 1s after one that found no quorum. It fails with
-// errGuardTaken when the epoch is completed, or held by another host
-// (which fires the hook). A hold by this host is an earlier attempt of
-// its own that timed out here but was granted: it is waited out.
-func (s *Scheduler) guard(ctx context.Context, req lease.Request, log *slog.Logger) (lease.Lease, error) {
-	backoff := time.Second
-	var err error
-	for range guardTries {
-		res := s.be.TryAcquireBatch(ctx, []lease.Request{req})[0]
-		if res.Err == nil {
-			return res.Lease, nil
-		}
-		err = res.Err
-		wait, own := s.heldBy(err)
-		switch {
-		case errors.Is(err, lease.ErrEpochDone), wait > 0 && !own:
-			log.Debug("guard taken elsewhere", "key", req.Key, "err", err)
-			return nil, errGuardTaken
-		case wait == 0:
-			wait, backoff = lease.Jitter(backoff), min(2*backoff, 30*time.Second)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, errors.Join(err, ctx.Err())
-		case <-t.C:
-		}
-	}
-	return nil, err
-}
-
-// heldBy reports, for a refusal err because the lease is held, how long
-// until it is free (at least 50ms; 0 for any other error) and whether
-// this host holds it (its Owner ends with " host=" and this host's id).
-func (s *Scheduler) heldBy(err error) (wait time.Duration, own bool) {
-	var rerr *lease.RefusedError
-	if !errors.As(err, &rerr) || !errors.Is(rerr.Reason, lease.ErrHeld) {
-		return 0, false
-	}
-	return max(rerr.HolderTTL, 0) + 50*time.Millisecond, strings.HasSuffix(rerr.Holder, " host="+s.host)
+	s.deliverCounted(dctx, t, log)
+	s.markDone(name, log)
 }
 
 // deliverCounted delivers t's hook with its retries and counts the

@@ -27,7 +27,7 @@ import (
 func hookScheduler(t *testing.T) (*Scheduler, *Metrics) {
 	t.Helper()
 	m := NewMetrics(prometheus.NewRegistry())
-	s := &Scheduler{host: "h1", hooks: newHookQueue(), opts: Options{Metrics: m, Version: "test"},
+	s := &Scheduler{host: "h1", hooks: newHookQueue(), misses: newMissQueue(), opts: Options{Metrics: m, Version: "test"},
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	return s, m
 }

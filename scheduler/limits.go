@@ -1,7 +1,10 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/leasecron/leasecron/internal/supervisor"
 )
@@ -86,12 +89,17 @@ func (s *Scheduler) LimitControllers() (have []string, why string) {
 }
 
 // limitable drops from jobs those whose limits this host cannot apply:
-// it does not try their ticks, so that a host that can takes them.
-func (s *Scheduler) limitable(jobs []*Job) []*Job {
+// it does not try their ticks, so that a host that can takes them, and
+// notes each such tick missed (reason cannot_limit): recorded once its
+// deadline passed unless a host ran it.
+func (s *Scheduler) limitable(ctx context.Context, wg *sync.WaitGroup, tick time.Time, jobs []*Job) []*Job {
 	out := jobs[:0:0]
 	for _, j := range jobs {
 		if err := s.CannotLimit(j); err != nil {
 			s.log.Debug("not trying the tick", "job", j.Name, "err", err)
+			if !s.test.noCannotLimitMiss {
+				s.noteMiss(ctx, wg, j, tick, MissCannotLimit)
+			}
 			continue
 		}
 		out = append(out, j)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/internal/supervisor"
@@ -69,9 +71,13 @@ func TestLimitsRefusedWithoutCgroups(t *testing.T) {
 	if err := s.CannotLimit(cfg.Jobs[1]); err != nil {
 		t.Errorf("CannotLimit(free) = %v", err)
 	}
-	if got := s.limitable(cfg.Jobs); len(got) != 1 || got[0].Name != "free" {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	if got := s.limitable(ctx, &wg, time.Now().Truncate(time.Second), cfg.Jobs); len(got) != 1 || got[0].Name != "free" {
 		t.Errorf("limitable kept %v; want only free", got)
 	}
+	cancel()
+	wg.Wait()
 	// The supervisor refuses too, before any process is started (Self
 	// does not exist: only the refusal can explain ErrLimits).
 	_, err = s.startSupervised(supervisor.Spec{Path: "/bin/true", Deadline: supervisor.BootNow() + 10e9,

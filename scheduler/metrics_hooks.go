@@ -19,7 +19,7 @@ type hookMetrics struct {
 func newHookMetrics(f promauto.Factory, ns string) *hookMetrics {
 	return &hookMetrics{
 		missed: f.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "ticks_missed_total",
-			Help: "Ticks whose deadline passed without a run, recorded by this host (once per tick across the fleet), by reason: no_quorum, no_eligible_host, all_full, data_younger, other; paused and overlap are recorded as skipped."}, []string{"job", "reason"}),
+			Help: "Ticks whose deadline passed without a run, recorded by this host (once per tick across the fleet), by reason: no_quorum, no_eligible_host, all_full, data_younger, cannot_limit, other; paused and overlap are recorded as skipped."}, []string{"job", "reason"}),
 		fired: f.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "hooks_fired_total",
 			Help: "Hooks (on_start, on_success, on_failure, on_missed) delivered by this host, by event."}, []string{"job", "event"}),
 		failures: f.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "hook_failures_total",

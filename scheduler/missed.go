@@ -21,17 +21,22 @@ import (
 //     quorum, no eligible host, every slot full, the job paused...) notes
 //     the reason (noteMiss). A host that saw the tick run elsewhere notes
 //     nothing, so a healthy fleet spends nothing on this.
-//   - Just after the deadline, each such host tries the lease of a key
-//     derived from the job's ("JOB@missed") with the tick as its epoch,
-//     as for the tick itself. The one that wins checks that the tick has
-//     no run (its lease is neither completed nor held for it, and the
-//     history has no record of it), appends the record (its ID is the
-//     tick's, so a repeated append changes nothing), counts it
-//     (leasecron_ticks_missed_total), fires on_missed, and completes the
-//     lease: the others find the epoch done and stop.
+//   - Just after the deadline, each such host takes the job's missed
+//     guard (see guard.go: a mutex "JOB@missed" without epoch, and a done
+//     mark JOB.missed.<unix tick> per tick). Under the mutex, unless the
+//     tick's mark is stored, it checks that the tick has no run (its
+//     lease is neither completed nor held for it, and the history has no
+//     record of it), appends the record (its ID is the tick's, so a
+//     repeated append changes nothing), counts it
+//     (leasecron_ticks_missed_total), fires on_missed, writes the mark
+//     and releases the mutex: the others find the mark and stop. Ticks
+//     may be recorded in any order.
 //   - A host that cannot reach a quorum keeps trying, with a backoff, for
 //     missedRecordFor after the deadline: a tick missed for want of a
 //     quorum is recorded once the quorum is back.
+//   - One recorder goroutine per job does this on a host, for its pending
+//     ticks oldest first; at most maxPendingMisses ticks of a job wait on
+//     a host, a further one is not recorded by this host (logged).
 
 // Reasons a tick was missed or skipped (RunRecord.Reason, the reason
 // label of leasecron_ticks_missed_total).
@@ -42,6 +47,7 @@ const (
 	MissDataYounger    = "data_younger"     // the servers lost their data since the tick
 	MissPaused         = "paused"           // skipped: the job was paused
 	MissOverlap        = "overlap"          // skipped: the previous run still held the lease (overlap: skip)
+	MissCannotLimit    = "cannot_limit"     // no host could apply the job's limits
 	MissOther          = "other"            // any other failure to acquire
 )
 
@@ -53,7 +59,8 @@ const missedRecordFor = time.Hour
 // run that won the lease just before the deadline has started by then.
 func (s *Scheduler) missedMargin() time.Duration { return time.Second + 2*s.be.Timeout() }
 
-// missKey is the lease key that guards the missed record of job's ticks.
+// missKey is the lease key of the mutex that guards the missed records
+// of job's ticks (see guard.go).
 func (s *Scheduler) missKey(job string) string { return s.key(job) + "@missed" }
 
 // skippedReason reports whether a tick missed for reason is recorded as
@@ -62,81 +69,35 @@ func skippedReason(reason string) bool { return reason == MissPaused || reason =
 
 // noteMiss notes that this host saw tick of j not run here for reason:
 // once the deadline passed, the tick is recorded as missed by one host of
-// the fleet unless it ran. It returns at once; the work is done by a
-// goroutine of the tick (wg, ctx: the scheduler's).
+// the fleet unless it ran. It returns at once; the work is done by the
+// job's recorder (see missQueue).
 func (s *Scheduler) noteMiss(ctx context.Context, wg *sync.WaitGroup, j *Job, tick time.Time, reason string) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.recordMiss(ctx, j, tick, reason)
-	}()
+	s.misses.note(s, ctx, wg, j, tick, reason)
 }
 
-// recordMiss waits for tick's deadline, then records the tick as missed
-// for reason unless another host did or the tick ran.
-func (s *Scheduler) recordMiss(ctx context.Context, j *Job, tick time.Time, reason string) {
-	deadline := j.DeadlineFor(tick)
-	if !s.sleepUntil(ctx, deadline.Add(s.missedMargin())) {
-		return
-	}
-	log := s.log.With("job", j.Name, "tick", tick.UTC().Format(time.RFC3339), "reason", reason)
-	giveUp := time.Now().Add(missedRecordFor)
-	backoff := time.Second
-	for {
-		done, err := s.tryRecordMiss(ctx, j, tick, reason, log)
-		if done {
-			return
-		}
-		// Held: by a host checking the tick now (it may die), or by an
-		// attempt of this host's that timed out here but was granted;
-		// else no quorum: back off.
-		wait, _ := s.heldBy(err)
-		if wait == 0 {
-			wait, backoff = lease.Jitter(backoff), min(2*backoff, 10*time.Second)
-		}
-		if !time.Now().Add(wait).Before(giveUp) {
-			log.Error("could not record the missed tick", "err", err, "tried_for", missedRecordFor)
-			return
-		}
-		log.Debug("could not record the missed tick yet; retrying", "err", err, "retry_in", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// tryRecordMiss makes one attempt of recordMiss; done is false when it is
-// to be tried again (err says why).
+// tryRecordMiss makes one attempt at recording tick of j missed; done is
+// false when it is to be tried again (err says why).
 func (s *Scheduler) tryRecordMiss(ctx context.Context, j *Job, tick time.Time, reason string, log *slog.Logger) (done bool, err error) {
-	cfg := s.cfg.Load()
-	var l lease.Lease
+	name := s.doneName(j.Name, "missed", tick)
 	if !s.noMissGuard {
-		// No EpochTime: a server that lost its data since the tick still
-		// votes here (a tick missed for that reason is recorded too); a
-		// record written twice is one record (its ID is the tick's).
-		req := lease.Request{Key: s.missKey(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(),
-			Owner: "missed tick=" + strconv.FormatInt(tick.Unix(), 10) + " host=" + s.host}
+		owner := "missed tick=" + strconv.FormatInt(tick.Unix(), 10) + " host=" + s.host
+		req := lease.Request{Key: s.missKey(j.Name), TTL: s.cfg.Load().Lease.TTL, Owner: owner}
 		res := s.be.TryAcquireBatch(ctx, []lease.Request{req})[0]
-		switch {
-		case errors.Is(res.Err, lease.ErrEpochDone):
-			return true, nil // recorded (or found run) by a host
-		case res.Err != nil:
-			return false, res.Err // held by a host checking it now, or no quorum
+		if res.Err != nil {
+			return false, res.Err // held by a host checking a tick now, or no quorum
 		}
-		l = res.Lease
+		defer s.release(res.Lease, log)
+		recorded, err := s.isDone(ctx, name)
+		if err != nil || recorded {
+			return recorded, err
+		}
 	}
 	ran, err := s.tickRan(ctx, j, tick)
 	if err != nil {
-		s.releaseGuard(l, log)
 		return false, err
 	}
 	if !ran {
 		if err := s.appendMiss(ctx, j, tick, reason); err != nil {
-			s.releaseGuard(l, log)
 			return false, err
 		}
 		result := "missed"
@@ -149,21 +110,10 @@ func (s *Scheduler) tryRecordMiss(ctx context.Context, j *Job, tick time.Time, r
 			s.fireHook(j, HookEvent{Event: EventMissed, Job: j.Name, Tick: tick.UTC(), Result: result, Reason: reason})
 		}
 	}
-	if l != nil {
-		cctx, cancel := context.WithTimeout(context.Background(), max(cfg.Lease.TTL, 5*time.Second))
-		defer cancel()
-		if err := l.Complete(cctx); err != nil {
-			log.Debug("could not complete the missed tick's lease; it runs out", "err", err)
-		}
+	if !s.noMissGuard {
+		s.markDone(name, log)
 	}
 	return true, nil
-}
-
-// releaseGuard releases a guard lease (nil: none) that was not used.
-func (s *Scheduler) releaseGuard(l lease.Lease, log *slog.Logger) {
-	if l != nil {
-		s.release(l, log)
-	}
 }
 
 // tickRan reports whether tick of j ran (or runs) somewhere: its lease is

@@ -116,6 +116,7 @@ type Scheduler struct {
 	// without their leases (negative controls of the once-per-event
 	// tests).
 	hooks       *hookQueue
+	misses      *missQueue // ticks noted missed, to record (missqueue.go)
 	noHookGuard bool
 	noMissGuard bool
 
@@ -161,6 +162,7 @@ func New(cfg *Config, opts Options) (*Scheduler, error) {
 		running: map[string]*runState{},
 		started: time.Now(),
 		hooks:   newHookQueue(),
+		misses:  newMissQueue(),
 
 		spares:    make(chan *supervisor.Spare, maxSpares),
 		spareWake: make(chan struct{}, 1),

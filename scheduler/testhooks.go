@@ -36,4 +36,11 @@ type testHooks struct {
 	// noLapseWait makes Close skip the wait for leases left to run out
 	// (the close-after-lapse negative control).
 	noLapseWait bool
+	// hookIgnoresDrain delivers a tick's hook on its guard's context
+	// alone, not cancelled with the hook workers' (the drain negative
+	// control).
+	hookIgnoresDrain bool
+	// noCannotLimitMiss drops a job this host cannot limit without noting
+	// its tick missed (the cannot_limit negative control).
+	noCannotLimitMiss bool
 }
