@@ -16,12 +16,13 @@ import (
 //
 //   - a mutex: a short lease without an epoch on a key derived from the
 //     job's (JOB@hook.EVENT, JOB@missed), held only while one host
-//     checks, delivers (or records) and marks the tick done; a host that
+//     checks and marks the tick done and delivers (records); a host that
 //     finds it held waits for it (bounded by guardWaitFor);
 //   - a done mark: an entry per job, event and tick (space SpaceDone,
-//     name JOB.EVENT.<unix tick>) written under the mutex once the work
-//     is done, expiring doneTTL after it was written, so that the store
-//     stays bounded whatever the number of ticks.
+//     name JOB.EVENT.<unix tick>) written under the mutex — for a hook
+//     before it is delivered, for a missed record once it is written (its
+//     append is idempotent) —, expiring doneTTL after it was written, so
+//     that the store stays bounded whatever the number of ticks.
 //
 // The mark is checked under the mutex before the work: a tick's event
 // done by any host, in any order of ticks, is not done again, and no tick
@@ -61,9 +62,9 @@ func (s *Scheduler) isDone(ctx context.Context, name string) (bool, error) {
 }
 
 // markDone stores the done mark name, trying a few times; it runs on its
-// own context so that a shutdown does not keep a delivered event from
-// being marked.
-func (s *Scheduler) markDone(name string, log *slog.Logger) {
+// own context so that a shutdown does not keep an event from being
+// marked. A mark that could not be stored is logged and returned.
+func (s *Scheduler) markDone(name string, log *slog.Logger) error {
 	e := lease.Entry{Name: name, Version: 1, Data: []byte(s.host), TTL: doneTTL}
 	var err error
 	for try := range 3 {
@@ -74,10 +75,11 @@ func (s *Scheduler) markDone(name string, log *slog.Logger) {
 		err = s.be.Put(ctx, SpaceDone, e)
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 	}
-	log.Warn("could not mark the tick's event done; a host may do it again", "mark", name, "err", err)
+	log.Warn("could not mark the tick's event done", "mark", name, "err", err)
+	return err
 }
 
 // lockGuard takes the mutex lease key (no epoch) for owner (which ends

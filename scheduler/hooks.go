@@ -30,11 +30,9 @@ import (
 //   - Delivery is tried 1 + retries times with a doubling backoff;
 //     failures are logged and counted (leasecron_hook_failures_total).
 //
-// A host that dies before it wrote the done mark leaves the event
-// undelivered or delivered without a mark (the mutex runs out; no other
-// host knows the event, except a twice recorded failure or miss, which
-// that other host then delivers again): hooks are at most once on a host
-// crash, exactly once otherwise. Delivery is bounded by the hook's
+// The done mark is written before the delivery, so a host that dies while
+// it delivers loses the event (the mutex runs out; no host delivers it
+// again): hooks are at most once on a host crash, exactly once otherwise. Delivery is bounded by the hook's
 // timeout × (1 + retries) plus the backoff, and by the drain at the end.
 
 // HookEvent is what a hook is told: the JSON body of a webhook, the
@@ -234,8 +232,15 @@ func (s *Scheduler) runHook(ctx context.Context, t hookTask) {
 		log.Debug("hook already fired by a host")
 		return
 	}
+	// The mark goes first: a host that dies while it delivers loses the
+	// event rather than have another host (one that queued the same event
+	// of the tick: a takeover) deliver it a second time.
+	if err := s.markDone(name, log); err != nil {
+		log.Error("hook not fired: could not mark it fired", "err", err)
+		s.opts.Metrics.HookFailed(t.job.Name, t.ev.Event, "no_lease")
+		return
+	}
 	s.deliverCounted(dctx, t, log)
-	s.markDone(name, log)
 }
 
 // deliverCounted delivers t's hook with its retries and counts the

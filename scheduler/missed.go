@@ -111,7 +111,7 @@ func (s *Scheduler) tryRecordMiss(ctx context.Context, j *Job, tick time.Time, r
 		}
 	}
 	if !s.noMissGuard {
-		s.markDone(name, log)
+		_ = s.markDone(name, log) // logged; the record's append is idempotent
 	}
 	return true, nil
 }
