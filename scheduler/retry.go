@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -41,26 +42,30 @@ func (s *Scheduler) readRetry(ctx context.Context, j *Job, tick time.Time, log *
 	return &st, nil
 }
 
-// writeRetry stores st, trying for up to half a lease TTL while the lease
-// is still renewed. The entry lives until a lease TTL after the tick's
-// deadline.
-func (s *Scheduler) writeRetry(j *Job, tick time.Time, st retryState) error {
+// writeRetry stores st while hold (nil: none) still holds the run's
+// lease, trying until the retry could no longer start before the
+// tick's deadline: a store slow to answer (a loaded machine) delays the
+// retry instead of cancelling it. The entry lives until a lease TTL
+// after the tick's deadline.
+func (s *Scheduler) writeRetry(j *Job, tick time.Time, hold *lease.Hold, st retryState) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	ttl := max(s.until(j.DeadlineFor(tick)), 0) + s.base.Lease.TTL
+	deadline := j.DeadlineFor(tick)
+	ttl := max(s.until(deadline), 0) + s.base.Lease.TTL
 	e := lease.Entry{Name: s.retryName(j.Name, tick), Version: int64(st.Attempt), Data: data, TTL: ttl}
-	return s.whileHeld(func(ctx context.Context) error { return s.be.Put(ctx, lease.SpaceRetry, e) })
+	budget := max(s.until(deadline.Add(-lastTryMargin)), s.base.Lease.TTL/2, time.Second)
+	return s.whileHeld(hold, budget, func(ctx context.Context) error { return s.be.Put(ctx, lease.SpaceRetry, e) })
 }
 
-// whileHeld calls op (each call bounded by requestWait) until it succeeds,
-// with a doubling pause between calls, for up to half a lease TTL (at
-// least a second): the run's lease is still renewed meanwhile, and what
-// op writes must be stored before the lease is completed or released. It
-// returns op's last error.
-func (s *Scheduler) whileHeld(op func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), max(s.base.Lease.TTL/2, time.Second))
+// whileHeld calls op (each call bounded by requestWait) until it
+// succeeds, with a doubling pause between calls, for up to budget and
+// while hold (nil: none) has the run's lease (see leaseGone): what op
+// writes must be stored before the lease is completed or released, and
+// is worth nothing once the lease is lost. It returns op's last error.
+func (s *Scheduler) whileHeld(hold *lease.Hold, budget time.Duration, op func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	for wait := 50 * time.Millisecond; ; wait = min(wait*2, time.Second) {
 		rctx, rcancel := context.WithTimeout(ctx, s.requestWait())
@@ -69,12 +74,30 @@ func (s *Scheduler) whileHeld(op func(ctx context.Context) error) error {
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
+		if gone := leaseGone(hold); gone != nil {
+			return errors.Join(err, gone)
+		}
 		select {
 		case <-ctx.Done():
 			return err
 		case <-time.After(wait):
 		}
 	}
+}
+
+// leaseGone says why the lease hold keeps is no longer this host's: the
+// hold lost it, or its validity ended (a hold stopped at its maximum
+// lifetime no longer renews); nil while it is, or when hold is nil.
+func leaseGone(hold *lease.Hold) error {
+	switch {
+	case hold == nil:
+		return nil
+	case errors.Is(hold.Err(), lease.ErrLost):
+		return hold.Err()
+	case !time.Now().Before(hold.ValidUntil()):
+		return errors.New("the lease's validity ended")
+	}
+	return nil
 }
 
 // otherHostsFirst is how long after a retry's backoff the host whose
@@ -117,9 +140,9 @@ func (f *follower) othersEligible() bool {
 // planRetry decides, for a run of tick that ended with rec, whether the
 // tick is retried: the run failed (or timed out, with retry_on_timeout),
 // attempts are left and the retry can start before the deadline. Then it
-// stores the retry state and returns when the retry is due; zero: the
-// tick is completed.
-func (s *Scheduler) planRetry(j *Job, tick time.Time, rec RunRecord, log *slog.Logger) time.Time {
+// stores the retry state (while hold keeps the lease) and returns when
+// the retry is due; zero: the tick is completed.
+func (s *Scheduler) planRetry(j *Job, tick time.Time, hold *lease.Hold, rec RunRecord, log *slog.Logger) time.Time {
 	retryable := rec.Result == "failed" || rec.Result == ResultOOM || rec.Result == ResultLimit ||
 		(rec.Result == "timeout" && j.RetryOnTimeout)
 	if !retryable || j.Retries == 0 || rec.Tick.IsZero() {
@@ -138,7 +161,7 @@ func (s *Scheduler) planRetry(j *Job, tick time.Time, rec RunRecord, log *slog.L
 		return time.Time{}
 	}
 	st := retryState{Tick: tick.Unix(), Attempt: rec.Attempt, Host: s.host, Result: rec.Result, NextAt: next.UTC()}
-	if err := s.writeRetry(j, tick, st); err != nil {
+	if err := s.writeRetry(j, tick, hold, st); err != nil {
 		log.Error("could not store the retry state; completing the tick without a retry", "err", err)
 		s.opts.Metrics.RetriesExhausted(j.Name)
 		return time.Time{}

@@ -50,6 +50,15 @@ func runOnce(t *testing.T, job string) (scheduler.RunRecord, string) {
 // store has seen one, records it so), and returns them, newest first.
 func waitRuns(t *testing.T, path, job string, n int, d *testDaemon) []scheduler.RunRecord {
 	t.Helper()
+	return waitHistoryFor(t, path, job, d, fmt.Sprintf("%d runs of %s", n, job), func(runs []scheduler.RunRecord) bool {
+		return len(runs) >= n
+	})
+}
+
+// waitHistoryFor waits up to 90s for the runs of job on record (newest
+// first, missed ticks left out) to satisfy done, and returns them.
+func waitHistoryFor(t *testing.T, path, job string, d *testDaemon, what string, done func([]scheduler.RunRecord) bool) []scheduler.RunRecord {
+	t.Helper()
 	var runs []scheduler.RunRecord
 	for end := time.Now().Add(90 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
 		runs = runs[:0]
@@ -58,11 +67,11 @@ func waitRuns(t *testing.T, path, job string, n int, d *testDaemon) []scheduler.
 				runs = append(runs, r)
 			}
 		}
-		if len(runs) >= n {
+		if done(runs) {
 			return runs
 		}
 	}
-	t.Fatalf("fewer than %d runs of %s recorded within 90s: %+v\ndaemon log:\n%s", n, job, runs, d.stderr)
+	t.Fatalf("no %s on record within 90s: %+v\ndaemon log:\n%s", what, runs, d.stderr)
 	return nil
 }
 

@@ -1,0 +1,102 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/redlock"
+)
+
+// TestRetryStateOutlastsStorePause: the store freezes (SIGSTOP) for 6s
+// just as a failed run stores its tick's retry state. The lease is still
+// held (renewals resume before its validity ends), so the state is
+// stored once the store answers again and the retry is not lost; a
+// write given half a TTL (5s), as the daemon once gave it, fails under
+// the same freeze (the control: the freeze does defeat a short budget).
+// When the freeze outlasts the lease, the write gives up as the hold
+// loses the lease, long before its budget (the tick's deadline).
+func TestRetryStateOutlastsStorePause(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.Start(t, 1)
+	node := cluster.Nodes[0]
+	j := &Job{Name: "flaky", Schedule: "@hourly", Shell: "exit 3", Retries: 1, Deadline: time.Minute}
+	cfg := tickConfig(t, cluster.URLs(), j)
+	cfg.Lease.TTL, cfg.Lease.Renew = 10*time.Second, time.Second
+	redisOf(cfg).Timeout = 100 * time.Millisecond
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix,
+		// The node votes at once after its start: it is frozen here,
+		// never restarted, and what is tested is the write, not the
+		// restart guard (which would keep it from voting for a TTL).
+		Options: []redlock.Option{redlock.WithTimeout(redisOf(cfg).Timeout), redlock.WithoutRestartDetection()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, Options{Self: "/nonexistent/leasecron-supervisor", Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+
+	// hold renews every second: at least 9s of validity are left when
+	// the store freezes, and the hold declares the lease lost a safety
+	// margin (205ms) and a timeout before it ends.
+	newHold := func(key string) *lease.Hold {
+		l, err := be.Acquire(ctxFor(t, 10*time.Second), lease.Request{Key: key, TTL: cfg.Lease.TTL, Owner: "h1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := lease.NewHold(l, be.Timeout(), lease.RenewEvery(time.Second))
+		t.Cleanup(func() { _ = h.Release(context.Background()) })
+		return h
+	}
+	frozenFor := func(d time.Duration, write func() error) (error, time.Duration) {
+		t.Helper()
+		node.Pause()
+		timer := time.AfterFunc(d, node.Resume)
+		defer func() { timer.Stop(); node.Resume() }()
+		start := time.Now()
+		err := write()
+		return err, time.Since(start)
+	}
+
+	tick := time.Now().Truncate(time.Second) // its deadline a minute away
+	hold := newHold("held")
+	st := retryState{Tick: tick.Unix(), Attempt: 1, Host: "h1", Result: "failed", NextAt: time.Now().UTC()}
+	err, took := frozenFor(6*time.Second, func() error { return s.writeRetry(j, tick, hold, st) })
+	if err != nil {
+		t.Fatalf("the retry state was not stored across a 6s freeze of the store (after %s): %v; the tick's retry would be lost", took, err)
+	}
+	if got, err := s.readRetry(ctxFor(t, 10*time.Second), j, tick, s.log); err != nil || got == nil || got.Attempt != 1 {
+		t.Fatalf("retry state read back: %+v, %v; want attempt 1", got, err)
+	}
+	if hold.Err() != nil {
+		t.Fatalf("the hold lost the lease during a freeze shorter than its validity: %v", hold.Err())
+	}
+
+	// Control: half a TTL is not enough for the same freeze.
+	entry := lease.Entry{Name: s.retryName(j.Name, tick.Add(time.Minute)), Version: 1, Data: []byte("{}"), TTL: time.Minute}
+	err, took = frozenFor(6*time.Second, func() error {
+		return s.whileHeld(hold, cfg.Lease.TTL/2, func(ctx context.Context) error { return be.Put(ctx, lease.SpaceRetry, entry) })
+	})
+	if err == nil {
+		t.Fatalf("a write given half a TTL succeeded across a 6s freeze (after %s): the freeze did not test the budget", took)
+	}
+
+	// A freeze longer than the lease: the write stops when the hold
+	// loses it, not at the tick's deadline a minute away.
+	lost := newHold("lost")
+	err, took = frozenFor(15*time.Second, func() error { return s.writeRetry(j, tick, lost, st) })
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("write during a freeze that outlived the lease: %v after %s; want it to give up with the lost lease", err, took)
+	}
+	if took > cfg.Lease.TTL+2*time.Second {
+		t.Errorf("the write gave up %s after the freeze began; the lease (TTL %s) was lost before", took, cfg.Lease.TTL)
+	}
+}
