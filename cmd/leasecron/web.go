@@ -61,6 +61,7 @@ type statusPage struct {
 	cached *scheduler.Status
 	readAt time.Time
 	err    error
+	jobs   map[string]jobRead // job pages' reads (web_job.go), under mu
 }
 
 // newStatusPage returns the page's handler for src; config is the config

@@ -46,7 +46,7 @@ func (p *statusPage) serveJob(w http.ResponseWriter, r *http.Request, name strin
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	d, err := p.src.JobDetail(ctx, name, jobPageTicks, jobPageRuns)
+	d, err := p.readJob(ctx, name)
 	if errors.Is(err, scheduler.ErrUnknownJob) || d == nil {
 		http.NotFound(w, r)
 		return
@@ -68,4 +68,42 @@ func (p *statusPage) serveJob(w http.ResponseWriter, r *http.Request, name strin
 		return
 	}
 	writePage(w, buf.Bytes())
+}
+
+// jobRead is one read of a job's detail, serving its page's views for
+// statusCacheFor.
+type jobRead struct {
+	d   *scheduler.JobDetail
+	err error
+	at  time.Time
+}
+
+// readJob returns job name's detail, read from the backend at most once
+// per statusCacheFor however many browsers show its page (a read carries
+// up to jobPageRuns records with their output). Only jobs of the config
+// are kept, and only while fresh.
+func (p *statusPage) readJob(ctx context.Context, name string) (*scheduler.JobDetail, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if c, ok := p.jobs[name]; ok && now.Sub(c.at) < statusCacheFor {
+		return c.d, c.err
+	}
+	for n, c := range p.jobs {
+		if now.Sub(c.at) >= statusCacheFor {
+			delete(p.jobs, n)
+		}
+	}
+	// Like read: the read serves other viewers too.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	d, err := p.src.JobDetail(rctx, name, jobPageTicks, jobPageRuns)
+	if errors.Is(err, scheduler.ErrUnknownJob) || d == nil {
+		return d, err
+	}
+	if p.jobs == nil {
+		p.jobs = make(map[string]jobRead)
+	}
+	p.jobs[name] = jobRead{d: d, err: err, at: time.Now()}
+	return d, err
 }

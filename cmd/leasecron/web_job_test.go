@@ -2,15 +2,20 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"image/png"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/scheduler"
 )
 
 // jobPageConfig: hello prints to both streams every second; slow runs
@@ -107,5 +112,72 @@ func TestJobPage(t *testing.T) {
 		if err := os.WriteFile(keep, shot, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// countingSource is a status page source that counts its reads of a
+// job's detail (the page's cache is what is tested, not the backend).
+type countingSource struct {
+	mu      sync.Mutex
+	details int
+}
+
+func (c *countingSource) Status(context.Context) (*scheduler.Status, error) {
+	return &scheduler.Status{Host: "host-a", Jobs: []scheduler.JobStatus{{Name: "hello"}}}, nil
+}
+func (c *countingSource) Running() map[string]time.Time { return nil }
+func (c *countingSource) JobDetail(_ context.Context, name string, _, _ int) (*scheduler.JobDetail, error) {
+	if name != "hello" {
+		return nil, scheduler.ErrUnknownJob
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.details++
+	return &scheduler.JobDetail{Name: name, Schedule: "@every 1s"}, nil
+}
+
+func (c *countingSource) reads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.details
+}
+
+// TestJobPageReadsOncePerSecond: many views of a job's page within a
+// second cost one read of its detail (up to 20 records with output); a
+// view after statusCacheFor reads again; unknown jobs are not kept.
+func TestJobPageReadsOncePerSecond(t *testing.T) {
+	src := &countingSource{}
+	page := newStatusPage(src, "/etc/leasecron.yaml", slog.New(slog.DiscardHandler))
+	view := func(name string) int {
+		rec := httptest.NewRecorder()
+		page.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/job/"+name, nil))
+		return rec.Code
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if code := view("hello"); code != http.StatusOK {
+				t.Errorf("GET /job/hello: %d", code)
+			}
+		})
+	}
+	wg.Wait()
+	if n := src.reads(); n != 1 && time.Since(start) < statusCacheFor {
+		t.Errorf("50 views within %s read the job's detail %d times; want once", time.Since(start), n)
+	}
+	for range 20 {
+		if code := view("nope"); code != http.StatusNotFound {
+			t.Errorf("GET /job/nope: %d, want 404", code)
+		}
+	}
+	if len(page.jobs) != 1 {
+		t.Errorf("the page keeps %d jobs' reads; want 1 (unknown jobs are not kept)", len(page.jobs))
+	}
+	time.Sleep(time.Until(start.Add(statusCacheFor + 50*time.Millisecond)))
+	before := src.reads()
+	view("hello")
+	if src.reads() != before+1 {
+		t.Errorf("a view after %s did not read the job's detail again", statusCacheFor)
 	}
 }
