@@ -42,13 +42,23 @@ func (s *Scheduler) appendHistory(j *Job, hold *lease.Hold, rec RunRecord, log *
 // reads a dry run's records.
 func DryRunJob(job string) string { return dryRunPrefix + job }
 
-// ReadHistory returns up to n of the newest run records of job from be,
-// newest first (`leasecron history`).
+// missLogOf is the log of job's missed and skipped ticks: each log keeps
+// history_limit records, so missed ticks never push runs out.
+func missLogOf(job string) string { return storeName(job + "@missed") }
+
+// ReadHistory returns up to n of the newest records of job from be, runs
+// and missed or skipped ticks merged, newest first (`leasecron
+// history`).
 func ReadHistory(ctx context.Context, be lease.Backend, job string, n int) ([]RunRecord, error) {
-	recs, err := be.Log(ctx, storeName(job), n)
+	runs, err := be.Log(ctx, storeName(job), n)
 	if err != nil {
 		return nil, fmt.Errorf("read the history of %s: %w", job, err)
 	}
+	missed, err := be.Log(ctx, missLogOf(job), n)
+	if err != nil {
+		return nil, fmt.Errorf("read the missed ticks of %s: %w", job, err)
+	}
+	recs := mergeNewest(runs, missed, n)
 	out := make([]RunRecord, 0, len(recs))
 	for _, r := range recs {
 		var rec RunRecord
@@ -58,4 +68,26 @@ func ReadHistory(ctx context.Context, be lease.Backend, job string, n int) ([]Ru
 		out = append(out, rec)
 	}
 	return out, nil
+}
+
+// mergeNewest merges two logs read newest first (by At, then ID, as a
+// log orders them) into the n newest records, newest first.
+func mergeNewest(a, b []lease.Record, n int) []lease.Record {
+	out := make([]lease.Record, 0, min(n, len(a)+len(b)))
+	for len(out) < n && (len(a) > 0 || len(b) > 0) {
+		if len(b) == 0 || len(a) > 0 && !newer(b[0], a[0]) {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return out
+}
+
+// newer reports whether x is newer than y in a log's order.
+func newer(x, y lease.Record) bool {
+	if !x.At.Equal(y.At) {
+		return x.At.After(y.At)
+	}
+	return x.ID > y.ID
 }

@@ -25,9 +25,10 @@ import (
 //     guard (see guard.go: a mutex "JOB@missed" without epoch, and a done
 //     mark JOB.missed.<unix tick> per tick). Under the mutex, unless the
 //     tick's mark is stored, it checks that the tick has no run (its
-//     lease is neither completed nor held for it, and the history has no
-//     record of it), appends the record (its ID is the tick's, so a
-//     repeated append changes nothing), counts it
+//     lease is neither completed nor held for it, and the job's runs
+//     have no record of it), appends the record to the job's log of
+//     missed ticks (its ID is the tick's, so a repeated append changes
+//     nothing; ReadHistory merges it with the runs), counts it
 //     (leasecron_ticks_missed_total), fires on_missed, writes the mark
 //     and releases the mutex: the others find the mark and stop. Ticks
 //     may be recorded in any order.
@@ -118,8 +119,9 @@ func (s *Scheduler) tryRecordMiss(ctx context.Context, j *Job, tick time.Time, r
 
 // tickRan reports whether tick of j ran (or runs) somewhere: its lease is
 // completed for it or a later tick, or held for it or a later tick, or
-// the job's history has a record of it (a run cut short, a failure to
-// start, a missed record).
+// the job's runs have a record of it (a run cut short, a failure to
+// start). Only the newest records that can hold the tick's runs are read
+// (see runsSince).
 func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
 	defer cancel()
@@ -133,7 +135,7 @@ func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time) (bool, 
 	if ht, _, ok := parseOwner(info.Holder); ok && ht >= tick.Unix() {
 		return true, nil
 	}
-	recs, err := s.be.Log(rctx, s.logName(j.Name), min(max(j.HistoryLimit, 1), 100))
+	recs, err := s.be.Log(rctx, s.logName(j.Name), s.runsSince(j, tick))
 	if err != nil {
 		return false, err
 	}
@@ -144,6 +146,18 @@ func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time) (bool, 
 		}
 	}
 	return false, nil
+}
+
+// runsSince bounds the records of j's runs logged since tick's first
+// attempt: up to retries+1 attempts per tick from tick to now, twice
+// over for runs whose completion was not confirmed and manual runs,
+// plus a few; at most history_limit and 100.
+func (s *Scheduler) runsSince(j *Job, tick time.Time) int {
+	ticks, now := 1, s.now()
+	for t := j.Next(tick); !t.IsZero() && !t.After(now) && ticks < 100; t = j.Next(t) {
+		ticks++
+	}
+	return min(max(j.HistoryLimit, 1), 100, 2*ticks*(j.Retries+1)+4)
 }
 
 // missID is the history record ID of tick's missed record: one per tick.
@@ -162,7 +176,7 @@ func (s *Scheduler) appendMiss(ctx context.Context, j *Job, tick time.Time, reas
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
 	defer cancel()
-	return s.be.Append(rctx, s.logName(j.Name), lease.Record{ID: missID(tick), At: tick, Data: data}, max(j.HistoryLimit, 1))
+	return s.be.Append(rctx, s.missLogName(j.Name), lease.Record{ID: missID(tick), At: tick, Data: data}, max(j.HistoryLimit, 1))
 }
 
 // anyEligible reports whether a host of hosts may run j.

@@ -226,6 +226,11 @@ const (
 // logName is the name of job's history log in the backend.
 func (s *Scheduler) logName(job string) string { return storeName(s.key(job)) }
 
+// missLogName is the name of the log of job's missed and skipped ticks,
+// kept apart from its runs so that a job paused for long keeps its last
+// history_limit runs (see missLogOf).
+func (s *Scheduler) missLogName(job string) string { return missLogOf(s.key(job)) }
+
 // retryName is the name of the retry state of tick of job: one entry per
 // tick, so that a tick's state never hides another's.
 func (s *Scheduler) retryName(job string, tick time.Time) string {
