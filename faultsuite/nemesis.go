@@ -263,6 +263,26 @@ func (n *Nemesis) apply(d draw) Fault {
 	// A fault on a quorum of the servers stops the store.
 	ft.Blocking = len(nodes) >= cfg.Nodes/2+1
 	switch d.kind {
+	case KillMinority, KillMajority, RestartEmpty, RestartAOF, PauseServers, Slow5ms, Slow50ms:
+		n.applyServerFault(d, nodes, &ft)
+	case Partition, Pause, KillDaemon, Skew:
+		n.applyDaemonFault(d, nodes, &ft)
+	case Swizzle:
+		n.applySwizzle(d, &ft)
+	default:
+		if !n.applyMore(d, nodes, &ft) {
+			f.t.Fatalf("nemesis: unknown fault %q", d.kind)
+		}
+	}
+	ft.End = time.Now()
+	return ft
+}
+
+// applyServerFault injects a fault on the store's servers nodes: kill
+// and restart, restart at once, SIGSTOP, or a slow link.
+func (n *Nemesis) applyServerFault(d draw, nodes []int, ft *Fault) {
+	f := n.f
+	switch d.kind {
 	case KillMinority, KillMajority:
 		hold := n.hold(time.Second, 4*time.Second, d.b)
 		if d.kind == KillMajority {
@@ -310,6 +330,15 @@ func (n *Nemesis) apply(d draw) Fault {
 		for di := range f.Daemons {
 			f.Proxy(di, nodes[0]).SetDelay(0)
 		}
+	}
+}
+
+// applyDaemonFault injects a fault on a daemon: cut from nodes,
+// SIGSTOP, SIGKILL and restart, or a skewed clock.
+func (n *Nemesis) applyDaemonFault(d draw, nodes []int, ft *Fault) {
+	f := n.f
+	cfg := f.Config()
+	switch d.kind {
 	case Partition:
 		dm, who := n.busyDaemon(d.daemon)
 		ft.LeaseLost = []time.Time{ft.Start}
@@ -359,33 +388,32 @@ func (n *Nemesis) apply(d draw) Fault {
 		dm.Stop()
 		dm.Args = orig
 		dm.Start()
-	case Swizzle:
-		step := n.hold(50*time.Millisecond, 200*time.Millisecond, d.a)
-		nodesN := cfg.Nodes
-		link := func(l int) string { return "h" + strconv.Itoa(l/nodesN) + "-" + strconv.Itoa(l%nodesN) }
-		var cut, heal []string
-		for _, l := range d.links {
-			cut = append(cut, link(l))
-		}
-		for _, l := range d.heal {
-			heal = append(heal, link(l))
-		}
-		ft.Target = fmt.Sprintf("cut every %s: %s; heal: %s", step.Round(time.Millisecond),
-			strings.Join(cut, " "), strings.Join(heal, " "))
-		ft.Blocking = true // at its peak no daemon reaches any node
-		for _, l := range d.links {
-			f.Proxy(l/nodesN, l%nodesN).Cut()
-			time.Sleep(step)
-		}
-		for _, l := range d.heal {
-			f.Proxy(l/nodesN, l%nodesN).Heal()
-			time.Sleep(step)
-		}
-	default:
-		if !n.applyMore(d, nodes, &ft) {
-			f.t.Fatalf("nemesis: unknown fault %q", d.kind)
-		}
 	}
-	ft.End = time.Now()
-	return ft
+}
+
+// applySwizzle cuts the links of d one by one, then heals some.
+func (n *Nemesis) applySwizzle(d draw, ft *Fault) {
+	f := n.f
+	cfg := f.Config()
+	step := n.hold(50*time.Millisecond, 200*time.Millisecond, d.a)
+	nodesN := cfg.Nodes
+	link := func(l int) string { return "h" + strconv.Itoa(l/nodesN) + "-" + strconv.Itoa(l%nodesN) }
+	var cut, heal []string
+	for _, l := range d.links {
+		cut = append(cut, link(l))
+	}
+	for _, l := range d.heal {
+		heal = append(heal, link(l))
+	}
+	ft.Target = fmt.Sprintf("cut every %s: %s; heal: %s", step.Round(time.Millisecond),
+		strings.Join(cut, " "), strings.Join(heal, " "))
+	ft.Blocking = true // at its peak no daemon reaches any node
+	for _, l := range d.links {
+		f.Proxy(l/nodesN, l%nodesN).Cut()
+		time.Sleep(step)
+	}
+	for _, l := range d.heal {
+		f.Proxy(l/nodesN, l%nodesN).Heal()
+		time.Sleep(step)
+	}
 }

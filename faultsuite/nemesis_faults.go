@@ -75,28 +75,7 @@ func (n *Nemesis) applyMore(d draw, nodes []int, ft *Fault) bool {
 	cfg := f.Config()
 	switch d.kind {
 	case FreezeLeader:
-		i, who := nodes[0], "node"
-		if f.Store.Leader != nil {
-			if l := f.Store.Leader(); l >= 0 {
-				i, who = l, "leader"
-			}
-		}
-		hold := cfg.TTL + n.hold(500*time.Millisecond, 2*time.Second, d.b)
-		ft.Target = fmt.Sprintf("%s %d SIGSTOP for %s", who, i, hold.Round(time.Millisecond))
-		ft.Blocking = false
-		ft.Start = time.Now() // finding the leader may take a while
-		if who == "leader" && f.Store.Backend == "zookeeper" {
-			// A ZooKeeper ensemble serves no write until its followers
-			// give the frozen leader up (syncLimit × tickTime, 2 s in
-			// zktest) and elect another: no lease is renewed or released
-			// meanwhile, so every daemon loses the leases it held (a
-			// renewal, a release, a completion) at the freeze. etcd
-			// renews its leases on a leader change and Redis has none.
-			ft.LeaseLost = []time.Time{ft.Start}
-		}
-		f.Store.Servers[i].Pause()
-		time.Sleep(hold)
-		f.Store.Servers[i].Resume()
+		n.freezeLeader(d, nodes, ft)
 	case PausedRestartEmpty:
 		job := cfg.Jobs[0].Name
 		hold := cfg.TTL + n.hold(time.Second, 2*time.Second, d.b)
@@ -112,24 +91,7 @@ func (n *Nemesis) applyMore(d draw, nodes []int, ft *Fault) bool {
 		f.MustCLI("resume", job)
 		ft.LosesData, ft.Blocking = true, false
 	case Failback:
-		hold := cfg.TTL + n.hold(500*time.Millisecond, 2*time.Second, d.b)
-		replicas := make([]*redistest.Node, len(nodes))
-		for k, i := range nodes {
-			replicas[k] = redistest.Start(f.t, 1).Nodes[0]
-			replicas[k].ReplicaOf(f.Redis.Nodes[i])
-			replicas[k].Promote()
-		}
-		time.Sleep(hold)
-		// Fail back while the longest job runs and the other hosts follow
-		// its tick: they ask the failed-back nodes for its lease.
-		busy := n.waitRun(longestJob(cfg))
-		for k, i := range nodes {
-			f.Redis.Nodes[i].ReplicaOf(replicas[k])
-			f.Redis.Nodes[i].Promote()
-			replicas[k].Kill()
-		}
-		ft.Target = fmt.Sprintf("%s failed back from replicas promoted %s before, %s", n.describeNodes(nodes), hold.Round(time.Millisecond), busy)
-		ft.LosesData = true
+		n.failback(d, nodes, ft)
 	case Escapee:
 		ft.Target = n.killSupervisor(escapeeJob(cfg))
 		ft.LeaseLost = []time.Time{ft.Start}
@@ -150,6 +112,60 @@ func (n *Nemesis) applyMore(d draw, nodes []int, ft *Fault) bool {
 		return false
 	}
 	return true
+}
+
+// freezeLeader freezes (SIGSTOP) the store's leader, or the first of
+// nodes when the store has none, for a TTL and more.
+func (n *Nemesis) freezeLeader(d draw, nodes []int, ft *Fault) {
+	f := n.f
+	cfg := f.Config()
+	i, who := nodes[0], "node"
+	if f.Store.Leader != nil {
+		if l := f.Store.Leader(); l >= 0 {
+			i, who = l, "leader"
+		}
+	}
+	hold := cfg.TTL + n.hold(500*time.Millisecond, 2*time.Second, d.b)
+	ft.Target = fmt.Sprintf("%s %d SIGSTOP for %s", who, i, hold.Round(time.Millisecond))
+	ft.Blocking = false
+	ft.Start = time.Now() // finding the leader may take a while
+	if who == "leader" && f.Store.Backend == "zookeeper" {
+		// A ZooKeeper ensemble serves no write until its followers
+		// give the frozen leader up (syncLimit × tickTime, 2 s in
+		// zktest) and elect another: no lease is renewed or released
+		// meanwhile, so every daemon loses the leases it held (a
+		// renewal, a release, a completion) at the freeze. etcd
+		// renews its leases on a leader change and Redis has none.
+		ft.LeaseLost = []time.Time{ft.Start}
+	}
+	f.Store.Servers[i].Pause()
+	time.Sleep(hold)
+	f.Store.Servers[i].Resume()
+}
+
+// failback promotes a replica of each of nodes, then fails back to the
+// original nodes while the longest job runs (Redis).
+func (n *Nemesis) failback(d draw, nodes []int, ft *Fault) {
+	f := n.f
+	cfg := f.Config()
+	hold := cfg.TTL + n.hold(500*time.Millisecond, 2*time.Second, d.b)
+	replicas := make([]*redistest.Node, len(nodes))
+	for k, i := range nodes {
+		replicas[k] = redistest.Start(f.t, 1).Nodes[0]
+		replicas[k].ReplicaOf(f.Redis.Nodes[i])
+		replicas[k].Promote()
+	}
+	time.Sleep(hold)
+	// Fail back while the longest job runs and the other hosts follow
+	// its tick: they ask the failed-back nodes for its lease.
+	busy := n.waitRun(longestJob(cfg))
+	for k, i := range nodes {
+		f.Redis.Nodes[i].ReplicaOf(replicas[k])
+		f.Redis.Nodes[i].Promote()
+		replicas[k].Kill()
+	}
+	ft.Target = fmt.Sprintf("%s failed back from replicas promoted %s before, %s", n.describeNodes(nodes), hold.Round(time.Millisecond), busy)
+	ft.LosesData = true
 }
 
 // longestJob returns the name of the job that runs longest.

@@ -54,47 +54,9 @@ func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
 	t.Helper()
 	switch cfg.Backend {
 	case "", "redis":
-		var c *redistest.Cluster
-		switch {
-		case cfg.AOFNodes <= 0:
-			c = redistest.Start(t, cfg.Nodes)
-		case cfg.AOFNodes >= cfg.Nodes:
-			c = redistest.Start(t, cfg.Nodes, redistest.WithAOF())
-		default:
-			plain := redistest.Start(t, cfg.Nodes-cfg.AOFNodes)
-			aof := redistest.Start(t, cfg.AOFNodes, redistest.WithAOF())
-			c = &redistest.Cluster{Nodes: append(plain.Nodes, aof.Nodes...)}
-		}
-		s := &Store{Backend: "redis", Durable: aofDurable(cfg),
-			Section: func(addrs []string, timeout time.Duration) string {
-				var b strings.Builder
-				b.WriteString("redis:\n  nodes:\n")
-				for _, a := range addrs {
-					fmt.Fprintf(&b, "    - %q\n", "redis://"+a+"/0")
-				}
-				fmt.Fprintf(&b, "  prefix: leasecron\n  timeout: %s\n", timeout)
-				return b.String()
-			}}
-		for _, n := range c.Nodes {
-			s.Servers = append(s.Servers, n)
-		}
-		return s, c
+		return startRedis(t, cfg)
 	case "postgres":
-		var opts []pgtest.Option
-		if cfg.ClockStep {
-			opts = append(opts, pgtest.WithClockStep())
-		}
-		pg := pgtest.Start(t, opts...)
-		var step func(time.Duration)
-		if cfg.ClockStep {
-			step = pg.StepClock
-		}
-		return &Store{Backend: "postgres", Servers: []Server{pg}, Durable: always, ClockStep: step,
-			Section: func(addrs []string, timeout time.Duration) string {
-				u := url.URL{Scheme: "postgres", User: url.UserPassword(pgtest.User, pg.Password()), Host: addrs[0],
-					Path: "/" + pgtest.Database, RawQuery: "sslmode=disable"}
-				return fmt.Sprintf("postgres:\n  url: %q\n  timeout: %s\n", u.String(), timeout)
-			}}, nil
+		return startPostgres(t, cfg), nil
 	case "mysql":
 		my := mysqltest.Start(t)
 		return &Store{Backend: "mysql", Servers: []Server{my}, Durable: always,
@@ -106,41 +68,85 @@ func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
 		// from the cluster (no AutoSyncInterval): a daemon reaches the
 		// members only through the proxied URLs of its section.
 		c := etcdtest.Start(t)
-		s := &Store{Backend: "etcd", Durable: always,
-			Section: func(addrs []string, timeout time.Duration) string {
-				var b strings.Builder
-				b.WriteString("etcd:\n  endpoints:\n")
-				for _, a := range addrs {
-					fmt.Fprintf(&b, "    - %q\n", "http://"+a)
-				}
-				fmt.Fprintf(&b, "  prefix: /leasecron/\n  timeout: %s\n", timeout)
-				return b.String()
-			}}
+		s := &Store{Backend: "etcd", Durable: always, Leader: c.Leader,
+			Section: listSection("etcd:\n  endpoints:\n", "http://", "  prefix: /leasecron/\n")}
 		for i := range c.Endpoints() {
 			s.Servers = append(s.Servers, etcdMember{c: c, i: i})
 		}
-		s.Leader = c.Leader
 		return s, nil
 	case "zookeeper":
 		e := zktest.Start(t, cfg.Nodes)
-		s := &Store{Backend: "zookeeper", Durable: always,
-			Section: func(addrs []string, timeout time.Duration) string {
-				var b strings.Builder
-				b.WriteString("zookeeper:\n  servers:\n")
-				for _, a := range addrs {
-					fmt.Fprintf(&b, "    - %q\n", a)
-				}
-				fmt.Fprintf(&b, "  root: /leasecron\n  timeout: %s\n", timeout)
-				return b.String()
-			}}
+		s := &Store{Backend: "zookeeper", Durable: always, Leader: e.Leader,
+			Section: listSection("zookeeper:\n  servers:\n", "", "  root: /leasecron\n")}
 		for _, srv := range e.Servers {
 			s.Servers = append(s.Servers, zkServer{srv})
 		}
-		s.Leader = e.Leader
 		return s, nil
 	}
 	t.Fatalf("faultsuite: unknown backend %q (have %v)", cfg.Backend, Backends)
 	return nil, nil
+}
+
+// listSection returns a Store.Section writing head, one list item per
+// address (scheme before it), then tail and the timeout.
+func listSection(head, scheme, tail string) func(addrs []string, timeout time.Duration) string {
+	return func(addrs []string, timeout time.Duration) string {
+		var b strings.Builder
+		b.WriteString(head)
+		for _, a := range addrs {
+			fmt.Fprintf(&b, "    - %q\n", scheme+a)
+		}
+		fmt.Fprintf(&b, "%s  timeout: %s\n", tail, timeout)
+		return b.String()
+	}
+}
+
+// startRedis starts cfg.Nodes redis-server nodes, the last cfg.AOFNodes
+// of them with an append-only file.
+func startRedis(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
+	var c *redistest.Cluster
+	switch {
+	case cfg.AOFNodes <= 0:
+		c = redistest.Start(t, cfg.Nodes)
+	case cfg.AOFNodes >= cfg.Nodes:
+		c = redistest.Start(t, cfg.Nodes, redistest.WithAOF())
+	default:
+		plain := redistest.Start(t, cfg.Nodes-cfg.AOFNodes)
+		aof := redistest.Start(t, cfg.AOFNodes, redistest.WithAOF())
+		c = &redistest.Cluster{Nodes: append(plain.Nodes, aof.Nodes...)}
+	}
+	s := &Store{Backend: "redis", Durable: aofDurable(cfg),
+		Section: func(addrs []string, timeout time.Duration) string {
+			urls := make([]string, len(addrs))
+			for i, a := range addrs {
+				urls[i] = a + "/0"
+			}
+			return listSection("redis:\n  nodes:\n", "redis://", "  prefix: leasecron\n")(urls, timeout)
+		}}
+	for _, n := range c.Nodes {
+		s.Servers = append(s.Servers, n)
+	}
+	return s, c
+}
+
+// startPostgres starts one PostgreSQL server (with a steppable clock
+// when cfg.ClockStep).
+func startPostgres(t testing.TB, cfg Config) *Store {
+	var opts []pgtest.Option
+	if cfg.ClockStep {
+		opts = append(opts, pgtest.WithClockStep())
+	}
+	pg := pgtest.Start(t, opts...)
+	var step func(time.Duration)
+	if cfg.ClockStep {
+		step = pg.StepClock
+	}
+	return &Store{Backend: "postgres", Servers: []Server{pg}, Durable: always, ClockStep: step,
+		Section: func(addrs []string, timeout time.Duration) string {
+			u := url.URL{Scheme: "postgres", User: url.UserPassword(pgtest.User, pg.Password()), Host: addrs[0],
+				Path: "/" + pgtest.Database, RawQuery: "sslmode=disable"}
+			return fmt.Sprintf("postgres:\n  url: %q\n  timeout: %s\n", u.String(), timeout)
+		}}
 }
 
 // aofDurable reports, for a Redis fleet, whether node i keeps an

@@ -102,8 +102,15 @@ func (s *Scheduler) beat(ctx context.Context, cfg *Config) {
 		s.readFailed(ctx, "could not read the hosts' heartbeats and the pause flags; using the last read", r.ReadErr)
 		return
 	}
+	s.storeView(r.Lists[0])
+	s.storePauses(decodePauses(r.Lists[1]))
+}
+
+// storeView makes the heartbeat entries beats, just read, the view of
+// the live hosts.
+func (s *Scheduler) storeView(beats []lease.Entry) {
 	view := &fleetView{read: time.Now()}
-	for _, e := range r.Lists[0] {
+	for _, e := range beats {
 		var h HostBeat
 		if json.Unmarshal(e.Data, &h) != nil || h.Host == "" {
 			continue
@@ -112,7 +119,21 @@ func (s *Scheduler) beat(ctx context.Context, cfg *Config) {
 	}
 	s.view.Store(view)
 	s.opts.Metrics.LiveHosts(len(view.hosts))
-	s.storePauses(decodePauses(r.Lists[1]))
+}
+
+// rereadView reads the hosts' heartbeats now, outside the heartbeat
+// loop, for a decision a stale view would get wrong (the view of a
+// fleet that just started may not list its other hosts yet). On error
+// the view stays as it was.
+func (s *Scheduler) rereadView(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
+	defer cancel()
+	beats, err := s.be.List(rctx, s.hostsSpace())
+	if err != nil {
+		s.log.Debug("could not read the hosts' heartbeats again; using the last read", "err", err)
+		return
+	}
+	s.storeView(beats)
 }
 
 // liveHosts returns the live hosts from a heartbeat read no older than

@@ -95,20 +95,7 @@ func rankJobsBy(jobs []*Job, hosts []HostBeat, self string, selfLabels map[strin
 		}
 		return r
 	}
-	// The live hosts plus this one (its heartbeat may not be read yet).
-	hs := make([]rankedHost, 0, len(hosts)+1)
-	seenSelf := false
-	for _, h := range hosts {
-		if h.Host == self {
-			seenSelf = true
-			h.Labels = selfLabels // this host knows its own labels best
-		}
-		hs = append(hs, rankedHost{HostBeat: h, hash: hashName(h.Host)})
-	}
-	if !seenSelf {
-		hs = append(hs, rankedHost{HostBeat: HostBeat{Host: self, Labels: selfLabels}, hash: hashName(self)})
-	}
-	slices.SortFunc(hs, func(a, b rankedHost) int { return strings.Compare(a.Host, b.Host) })
+	hs := rankedHosts(hosts, self, selfLabels)
 	selfIdx := slices.IndexFunc(hs, func(h rankedHost) bool { return h.Host == self })
 
 	sorted := slices.Clone(jobs)
@@ -135,27 +122,7 @@ func rankJobsBy(jobs []*Job, hosts []HostBeat, self string, selfLabels map[strin
 		if n == 0 {
 			continue
 		}
-		// The assigned host: the best of the first non-empty class among
-		// free slot and under the load limit, free slot, any.
-		limit := capOf(n)
-		best := [3]int{-1, -1, -1}
-		for i := range hs {
-			if !eligible[i] {
-				continue
-			}
-			free := !bySlots || hs[i].MaxParallel == 0 || hs[i].Running+load[i] < hs[i].MaxParallel
-			for c, in := range [3]bool{free && load[i] < limit, free, true} {
-				if in && (best[c] < 0 || scores[i] > scores[best[c]]) {
-					best[c] = i
-				}
-			}
-		}
-		assigned := best[2]
-		if best[0] >= 0 {
-			assigned = best[0]
-		} else if best[1] >= 0 {
-			assigned = best[1]
-		}
+		assigned := assignHost(hs, eligible, scores, load, capOf(n), bySlots)
 		load[assigned]++
 		if !eligible[selfIdx] {
 			continue
@@ -167,6 +134,50 @@ func rankJobsBy(jobs []*Job, hosts []HostBeat, self string, selfLabels map[strin
 		r.rank[j.Name] = 1 + rankAmong(hs, eligible, scores, assigned, selfIdx, bySlots)
 	}
 	return r
+}
+
+// rankedHosts returns the live hosts plus self (its heartbeat may not
+// be read yet, and it knows its own labels best), sorted by name.
+func rankedHosts(hosts []HostBeat, self string, selfLabels map[string]string) []rankedHost {
+	hs := make([]rankedHost, 0, len(hosts)+1)
+	seenSelf := false
+	for _, h := range hosts {
+		if h.Host == self {
+			seenSelf = true
+			h.Labels = selfLabels
+		}
+		hs = append(hs, rankedHost{HostBeat: h, hash: hashName(h.Host)})
+	}
+	if !seenSelf {
+		hs = append(hs, rankedHost{HostBeat: HostBeat{Host: self, Labels: selfLabels}, hash: hashName(self)})
+	}
+	slices.SortFunc(hs, func(a, b rankedHost) int { return strings.Compare(a.Host, b.Host) })
+	return hs
+}
+
+// assignHost returns the host a job is assigned to among the eligible
+// hosts: the best score of the first non-empty class among free slot
+// and under the load limit, free slot, any (load: the jobs assigned to
+// each host so far).
+func assignHost(hs []rankedHost, eligible []bool, scores []uint64, load []int, limit int, bySlots bool) int {
+	best := [3]int{-1, -1, -1}
+	for i := range hs {
+		if !eligible[i] {
+			continue
+		}
+		free := !bySlots || hs[i].MaxParallel == 0 || hs[i].Running+load[i] < hs[i].MaxParallel
+		for c, in := range [3]bool{free && load[i] < limit, free, true} {
+			if in && (best[c] < 0 || scores[i] > scores[best[c]]) {
+				best[c] = i
+			}
+		}
+	}
+	for _, b := range best {
+		if b >= 0 {
+			return b
+		}
+	}
+	return -1
 }
 
 // rankAmong counts the eligible hosts other than assigned that rank before

@@ -109,15 +109,23 @@ func (s *Scheduler) otherHostsFirst() time.Duration { return s.base.Lease.TTL + 
 // retryStart is when this host may start the retry after st: at its
 // NextAt, or, on the host where st failed, otherHostsFirst later (if
 // that is still before the deadline and other live hosts may run the
-// job), so that a host-local fault does not eat every attempt.
+// job), so that a host-local fault does not eat every attempt. A view
+// of the hosts that shows no other is read again first: it may predate
+// their heartbeats (a fleet that just started).
 func (f *follower) retryStart(st *retryState, deadline time.Time) (time.Time, string) {
 	at := st.NextAt
 	if st.Host != f.s.host {
 		return at, "backoff"
 	}
 	later := at.Add(f.s.otherHostsFirst())
-	if !later.Before(deadline.Add(-lastTryMargin)) || !f.othersEligible() {
+	if !later.Before(deadline.Add(-lastTryMargin)) {
 		return at, "backoff; no other host can take it in time"
+	}
+	if !f.othersEligible() {
+		f.s.rereadView(f.ctx)
+		if !f.othersEligible() {
+			return at, "backoff; no other live host may run the job"
+		}
 	}
 	return later, "backoff, then other hosts first"
 }

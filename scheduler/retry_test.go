@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -98,5 +99,43 @@ func TestRetryStateOutlastsStorePause(t *testing.T) {
 	}
 	if took > cfg.Lease.TTL+2*time.Second {
 		t.Errorf("the write gave up %s after the freeze began; the lease (TTL %s) was lost before", took, cfg.Lease.TTL)
+	}
+}
+
+// TestRetryLeftToOthersWhenViewPredatesThem: the host whose attempt
+// failed gives the other hosts the first chance at the retry. Its view
+// of the live hosts, read before the others' first heartbeats (a fleet
+// that just started), shows only itself: it reads the heartbeats again
+// before it decides, sees h2 and leaves the retry to it. With h2's
+// heartbeat gone, it retries at once itself (the control: the decision
+// does turn on what it reads).
+func TestRetryLeftToOthersWhenViewPredatesThem(t *testing.T) {
+	t.Parallel()
+	j := &Job{Name: "flaky", Schedule: "@hourly", Shell: "exit 3", Retries: 1, Deadline: time.Minute}
+	s, cfg := tickScheduler(t, j)
+	j = s.cfg.Load().Jobs[0]
+	beat := func(host string, ttl time.Duration) {
+		data, _ := json.Marshal(HostBeat{Host: host, Seen: time.Now().UTC()})
+		e := lease.Entry{Name: storeName(host), Version: time.Now().UnixNano(), Data: data, TTL: ttl}
+		if err := s.be.Put(ctxFor(t, 10*time.Second), lease.SpaceHosts, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beat(s.host, time.Minute)
+	beat("h2", time.Minute)
+	f := &follower{s: s, ctx: context.Background(), cfg: cfg, j: j, tick: time.Now(), log: s.log}
+	st := &retryState{Attempt: 1, Host: s.host, Result: "failed", NextAt: time.Now()}
+	deadline := time.Now().Add(time.Minute)
+
+	s.view.Store(&fleetView{hosts: []HostBeat{{Host: s.host}}, read: time.Now()})
+	if at, why := f.retryStart(st, deadline); !at.After(st.NextAt) {
+		t.Errorf("h2's heartbeat is stored but the view predates it: retry at %s (%s); want other hosts first", at, why)
+	}
+
+	beat("h2", time.Millisecond) // h2's heartbeat expires
+	time.Sleep(50 * time.Millisecond)
+	s.view.Store(&fleetView{hosts: []HostBeat{{Host: s.host}}, read: time.Now()})
+	if at, why := f.retryStart(st, deadline); !at.Equal(st.NextAt) {
+		t.Errorf("no other live host: retry at %s (%s); want at once, %s", at, why, st.NextAt)
 	}
 }

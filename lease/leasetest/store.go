@@ -2,6 +2,7 @@ package leasetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -217,7 +218,9 @@ func testLogs(t *testing.T, s *suite) {
 	}
 
 	// Concurrent appenders from several clients: after one more Append,
-	// the log is exactly the newest limit records of all.
+	// the log is exactly the newest limit records of all. An Append that
+	// timed out (the appenders contend for the log; a loaded machine) is
+	// repeated, as the scheduler does: a repeated ID changes nothing.
 	lg3 := s.key(t, "concurrent")
 	clients := []lease.Backend{b, other, s.open(t), s.open(t)}
 	var wg sync.WaitGroup
@@ -228,7 +231,7 @@ func testLogs(t *testing.T, s *suite) {
 			defer wg.Done()
 			for i := range 25 {
 				r := rec(g*25 + i)
-				if err := clients[g%len(clients)].Append(ctx(t, liveness), lg3, r, logLimit); err != nil {
+				if err := appendRetried(clients[g%len(clients)], lg3, r, logLimit); err != nil {
 					errs <- fmt.Errorf("concurrent Append %s: %w", r.ID, err)
 					return
 				}
@@ -355,5 +358,20 @@ func testStoreServersDown(t *testing.T, s *suite) {
 		if !errors.Is(err, lease.ErrClosed) {
 			t.Logf("entry written before the servers were killed: %+v, %v, %v (kept only by stores that keep data across a restart)", e, ok, err)
 		}
+	}
+}
+
+// appendRetried appends r to lg, repeating an Append that timed out for
+// up to the liveness bound.
+func appendRetried(b lease.Backend, lg string, r lease.Record, limit int) error {
+	end := time.Now().Add(liveness)
+	for {
+		c, cancel := context.WithTimeout(context.Background(), liveness)
+		err := b.Append(c, lg, r, limit)
+		cancel()
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) || time.Now().After(end) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
