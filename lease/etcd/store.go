@@ -125,27 +125,12 @@ func (b *Backend) Put(ctx context.Context, space string, e lease.Entry) error {
 			} // else: a malformed value, overwritten
 			old, modRev = clientv3.LeaseID(cur.Lease), cur.ModRevision
 		}
-		etcdLease := clientv3.NoLease
-		if e.TTL > 0 {
-			if old != clientv3.NoLease && !b.test.noLeaseRecycle && GrantSeconds(oldTTL) == GrantSeconds(e.TTL) && b.renew(ctx, old) {
-				etcdLease = old
-			} else {
-				if granted == clientv3.NoLease {
-					if err := b.call(ctx, func(ctx context.Context) error {
-						g, err := b.c.Grant(ctx, GrantSeconds(e.TTL))
-						if err == nil {
-							granted = g.ID
-						}
-						return err
-					}); err != nil {
-						return fmt.Errorf("%s: grant: %w", what, err)
-					}
-				}
-				etcdLease = granted
-			}
+		etcdLease, err := b.entryLease(ctx, e.TTL, old, oldTTL, &granted)
+		if err != nil {
+			return fmt.Errorf("%s: grant: %w", what, err)
 		}
 		var resp *clientv3.TxnResponse
-		err := b.call(ctx, func(ctx context.Context) error {
+		err = b.call(ctx, func(ctx context.Context) error {
 			var err error
 			resp, err = b.c.Txn(ctx).
 				If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
@@ -179,6 +164,31 @@ func (b *Backend) Put(ctx context.Context, space string, e lease.Entry) error {
 		}
 	}
 	return fmt.Errorf("%s: %w: %d conflicting writes of the entry in a row", what, b.nodeErr(errors.New("gave up")), maxPutConflicts)
+}
+
+// entryLease returns the etcd lease an entry with ttl is put under: none
+// for no TTL; the entry's current lease old (of oldTTL) when it has the
+// same grant and is renewed; else *granted, granting it first if none
+// was granted by an earlier round of this Put.
+func (b *Backend) entryLease(ctx context.Context, ttl time.Duration, old clientv3.LeaseID, oldTTL time.Duration, granted *clientv3.LeaseID) (clientv3.LeaseID, error) {
+	if ttl <= 0 {
+		return clientv3.NoLease, nil
+	}
+	if old != clientv3.NoLease && !b.test.noLeaseRecycle && GrantSeconds(oldTTL) == GrantSeconds(ttl) && b.renew(ctx, old) {
+		return old, nil
+	}
+	if *granted == clientv3.NoLease {
+		if err := b.call(ctx, func(ctx context.Context) error {
+			g, err := b.c.Grant(ctx, GrantSeconds(ttl))
+			if err == nil {
+				*granted = g.ID
+			}
+			return err
+		}); err != nil {
+			return clientv3.NoLease, err
+		}
+	}
+	return *granted, nil
 }
 
 // getKV reads key (nil if absent) with one linearizable read.

@@ -217,10 +217,15 @@ func testLogs(t *testing.T, s *suite) {
 		t.Errorf("second log: %+v, %v; want its one record", l, err)
 	}
 
-	// Concurrent appenders from several clients: after one more Append,
-	// the log is exactly the newest limit records of all. An Append that
-	// timed out (the appenders contend for the log; a loaded machine) is
-	// repeated, as the scheduler does: a repeated ID changes nothing.
+	testConcurrentAppends(t, s, b, other, rec)
+}
+
+// testConcurrentAppends: concurrent appenders from several clients;
+// after one more Append, the log is exactly the newest limit records of
+// all. An Append that timed out (the appenders contend for the log; a
+// loaded machine) is repeated, as the scheduler does: a repeated ID
+// changes nothing.
+func testConcurrentAppends(t *testing.T, s *suite, b, other lease.Backend, rec func(int) lease.Record) {
 	lg3 := s.key(t, "concurrent")
 	clients := []lease.Backend{b, other, s.open(t), s.open(t)}
 	var wg sync.WaitGroup
