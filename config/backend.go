@@ -220,3 +220,14 @@ func (c *Config) SameBackend(o *Config) bool {
 	}
 	return c.Backend.Equal(o.Backend)
 }
+
+// driverDrift is lease.drift as a driver Config's Drift: the same factor,
+// with 0 said as lease.NoDrift (a driver reads a Drift of 0 as its
+// default), so that every backend counts validity with the drift the
+// timing check assumed.
+func driverDrift(drift float64) float64 {
+	if drift == 0 {
+		return lease.NoDrift
+	}
+	return drift
+}

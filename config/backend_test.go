@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/leasecron/leasecron/lease"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -400,5 +401,16 @@ func TestExamplePostgres(t *testing.T) {
 	}
 	if c.backendName() != "postgres" || c.postgres().Table != "leasecron_leases" || len(c.Jobs) == 0 || len(c.Warnings) != 0 {
 		t.Errorf("backend %q, %+v, %d jobs, warnings %q", c.backendName(), c.postgres(), len(c.Jobs), c.Warnings)
+	}
+}
+
+// TestDriverDriftRoundTrips: lease.drift reaches every driver as the
+// factor the timing check assumed — 0 included, which a driver Config
+// would otherwise read as its default (1 %).
+func TestDriverDriftRoundTrips(t *testing.T) {
+	for _, d := range []float64{0, 0.001, lease.DefaultDrift, 0.05} {
+		if got := lease.DriftOf(driverDrift(d)); got != d {
+			t.Errorf("lease.drift %g reaches the drivers as %g", d, got)
+		}
 	}
 }

@@ -117,7 +117,7 @@ func (e *EtcdConfig) Open(ctx context.Context, o OpenOptions) (lease.Backend, er
 	ec.Timeout = max(ec.Timeout, o.MinTimeout)
 	octx, cancel := context.WithTimeout(ctx, openTimeout(ec.Timeout, o))
 	defer cancel()
-	ec.Drift = o.Lease.Drift
+	ec.Drift = driverDrift(o.Lease.Drift)
 	be, err := etcd.Open(octx, ec)
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(e.Endpoints, ","), err)

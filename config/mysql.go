@@ -85,7 +85,7 @@ func (m *MySQLConfig) Open(ctx context.Context, o OpenOptions) (lease.Backend, e
 	octx, cancel := context.WithTimeout(ctx, openTimeout(m.Timeout, o))
 	defer cancel()
 	be, err := mysql.Open(octx, mysql.Config{DSN: m.ConnString(), Table: m.Table,
-		Timeout: max(m.Timeout, o.MinTimeout), Drift: o.Lease.Drift})
+		Timeout: max(m.Timeout, o.MinTimeout), Drift: driverDrift(o.Lease.Drift)})
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}

@@ -109,7 +109,7 @@ func (p *PostgresConfig) Open(ctx context.Context, o OpenOptions) (lease.Backend
 	octx, cancel := context.WithTimeout(ctx, openTimeout(p.Timeout, o))
 	defer cancel()
 	be, err := postgres.Open(octx, postgres.Config{URL: p.ConnString(), Table: table,
-		Timeout: max(p.Timeout, o.MinTimeout), Drift: o.Lease.Drift})
+		Timeout: max(p.Timeout, o.MinTimeout), Drift: driverDrift(o.Lease.Drift)})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}

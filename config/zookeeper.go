@@ -53,7 +53,7 @@ func (z *ZooKeeperConfig) BackendConfig(ttl time.Duration, drift float64) zookee
 		Root:           z.Root,
 		Timeout:        z.Timeout,
 		SessionTimeout: ttl,
-		Drift:          drift,
+		Drift:          driverDrift(drift),
 	}
 	if z.auth != nil {
 		cfg.Auth = z.auth.s

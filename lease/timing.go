@@ -24,6 +24,24 @@ func Validity(start time.Time, ttl time.Duration, drift float64) time.Duration {
 	return ttl - time.Since(start) - (time.Duration(float64(ttl)*drift) + driftFloor)
 }
 
+// NoDrift, as a driver Config's Drift, asks for no drift allowance at
+// all (a drift factor of 0), which the zero value cannot say: a Drift of
+// 0 means DefaultDrift. See DriftOf.
+const NoDrift = -1.0
+
+// DriftOf is the drift factor a driver Config's Drift field stands for:
+// DefaultDrift for 0 (the zero value), 0 for NoDrift, else drift itself
+// (checked by CheckDrift).
+func DriftOf(drift float64) float64 {
+	switch drift {
+	case 0:
+		return DefaultDrift
+	case NoDrift:
+		return 0
+	}
+	return drift
+}
+
 // CheckDrift refuses a drift factor outside [0, 1).
 func CheckDrift(drift float64) error {
 	if drift < 0 || drift >= 1 {

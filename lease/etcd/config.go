@@ -49,7 +49,8 @@ type Config struct {
 	// certificate. Any of them requires https endpoints.
 	CAFile, CertFile, KeyFile string
 	// Drift is the clock drift factor: validity = ttl - elapsed -
-	// (ttl × drift + 2 ms). Default (0) DefaultDrift; must be in [0, 1).
+	// (ttl × drift + 2 ms). Default (0) DefaultDrift; lease.NoDrift for
+	// none; else in [0, 1).
 	Drift float64
 	// MaxTxnOps is the cluster's --max-txn-ops (default DefaultMaxTxnOps),
 	// which bounds how many keys one batch transaction carries (4 fewer).
@@ -163,9 +164,7 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.Drift == 0 {
-		cfg.Drift = DefaultDrift
-	}
+	cfg.Drift = lease.DriftOf(cfg.Drift)
 	if cfg.MaxTxnOps == 0 {
 		cfg.MaxTxnOps = DefaultMaxTxnOps
 	}

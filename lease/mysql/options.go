@@ -34,7 +34,8 @@ type Config struct {
 	// default DefaultTimeout. It must be positive.
 	Timeout time.Duration
 	// Drift is the clock drift factor subtracted from every validity:
-	// validity = ttl - elapsed - (ttl*drift + 2ms); default DefaultDrift.
+	// validity = ttl - elapsed - (ttl*drift + 2ms); default (0)
+	// DefaultDrift; lease.NoDrift for none.
 	// It must be in [0, 1).
 	Drift float64
 }
@@ -48,9 +49,7 @@ func (cfg Config) options() options {
 	if cfg.Timeout != 0 {
 		o.timeout = cfg.Timeout
 	}
-	if cfg.Drift != 0 {
-		o.drift = cfg.Drift
-	}
+	o.drift = lease.DriftOf(cfg.Drift)
 	return o
 }
 

@@ -41,7 +41,8 @@ type Config struct {
 	// Auth is "user:password" for the digest scheme (ZooKeeper ACLs), or
 	// "" for none. It is never shown in errors.
 	Auth string
-	// Drift is the clock drift factor, as in package lease; default 0.01.
+	// Drift is the clock drift factor, as in package lease: default (0)
+	// DefaultDrift; lease.NoDrift for none; else in [0, 1).
 	Drift float64
 }
 
@@ -105,8 +106,9 @@ func openWith(ctx context.Context, cfg Config, setup func(*Backend)) (*Backend, 
 	cfg.Root = strings.TrimRight(cmpOr(cfg.Root, DefaultRoot), "/")
 	cfg.Timeout = cmpOr(cfg.Timeout, DefaultTimeout)
 	cfg.SessionTimeout = cmpOr(cfg.SessionTimeout, DefaultSessionTimeout)
-	if cfg.Drift == 0 {
-		cfg.Drift = DefaultDrift
+	cfg.Drift = lease.DriftOf(cfg.Drift)
+	if err := lease.CheckDrift(cfg.Drift); err != nil {
+		return nil, err
 	}
 	bg, stopBg := context.WithCancel(context.Background())
 	b := &Backend{cfg: cfg, servers: append([]string(nil), cfg.Servers...), bg: bg, stopBg: stopBg,
