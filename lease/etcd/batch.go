@@ -14,9 +14,10 @@ import (
 // acquireChunk runs one transaction for the requests at idx (distinct
 // keys, each with its batch's shared lease in sh) and fills out and held.
 // When the transaction's answer is lost, it returns the requests with the
-// lock values they may have written (Owner holds the value), to clean up.
+// lock values they may have written (Owner holds the value), to clean up,
+// and notes each value in written.
 func (b *Backend) acquireChunk(ctx context.Context, start time.Time, reqs []lease.Request, idx []int,
-	sh []*shared, out []lease.Result, held []clientv3.LeaseID, failed func(error) error) []lease.Request {
+	sh []*shared, out []lease.Result, held []clientv3.LeaseID, written []string, failed func(error) error) []lease.Request {
 	tokens := make([]string, len(idx))
 	values := make([]string, len(idx))
 	ops := make([]clientv3.Op, len(idx))
@@ -36,6 +37,7 @@ func (b *Backend) acquireChunk(ctx context.Context, start time.Time, reqs []leas
 		for j, i := range idx {
 			out[i].Err = &lease.RefusedError{Key: reqs[i].Key, Reason: lease.ErrNoQuorum, NodeErrs: ne}
 			lost[j] = lease.Request{Key: reqs[i].Key, Owner: values[j], TTL: reqs[i].TTL}
+			written[i] = values[j]
 		}
 		return lost
 	}
@@ -125,9 +127,10 @@ func (b *Backend) cleanLater(reqs []lease.Request) {
 // (serializable): a key held by another owner is refused as held (with
 // HolderNodes 1, as the copy may be stale) and a completed epoch as done,
 // so that refusals keep their detail while the cluster elects a leader.
-// Refusing on a stale copy is safe; a key that looks free stays
-// ErrNoQuorum.
-func (b *Backend) readRefused(ctx context.Context, reqs []lease.Request, out []lease.Result, held []clientv3.LeaseID) {
+// Refusing on a stale copy is safe; a key that looks free, or holds the
+// lock this request wrote in a transaction whose answer was lost
+// (written; cleaned up by cleanLater), stays ErrNoQuorum.
+func (b *Backend) readRefused(ctx context.Context, reqs []lease.Request, out []lease.Result, held []clientv3.LeaseID, written []string) {
 	var idx []int
 	for i, r := range out {
 		var re *lease.RefusedError
@@ -163,6 +166,8 @@ func (b *Backend) readRefused(ctx context.Context, reqs []lease.Request, out []l
 			switch {
 			case reqs[i].Epoch > 0 && re.DoneEpoch >= reqs[i].Epoch:
 				re.Reason = lease.ErrEpochDone
+			case len(lock) > 0 && written[i] != "" && string(lock[0].Value) == written[i]:
+				re.Detail = "the key holds this request's own lock, written by a transaction whose answer was lost"
 			case len(lock) > 0:
 				h := parseLock(lock[0])
 				re.Reason, re.Holder, re.HolderTTL, re.HolderNodes = lease.ErrHeld, h.owner, h.ttl, 1

@@ -217,8 +217,9 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request) ([]lease.R
 	var mu sync.Mutex
 	var orphans []lease.Request // keys of chunks whose answer was lost
 	chunks := b.chunks(reqs, out)
+	written := make([]string, len(reqs)) // lock values of lost answers
 	b.parallelN(txnParallel, len(chunks), func(j int) {
-		if lost := b.acquireChunk(ctx, start, reqs, chunks[j], sh, out, held, failed); lost != nil {
+		if lost := b.acquireChunk(ctx, start, reqs, chunks[j], sh, out, held, written, failed); lost != nil {
 			mu.Lock()
 			orphans = append(orphans, lost...)
 			mu.Unlock()
@@ -232,7 +233,7 @@ func (b *Backend) tryBatch(ctx context.Context, reqs []lease.Request) ([]lease.R
 	}
 	b.revokeLater(unused...)
 	b.cleanLater(orphans)
-	b.readRefused(ctx, reqs, out, held)
+	b.readRefused(ctx, reqs, out, held, written)
 	return out, held
 }
 

@@ -1,7 +1,10 @@
 package etcd
 
 import (
+	"context"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/leasecron/leasecron/lease"
 )
@@ -36,3 +39,14 @@ func CleanOrphans(b *Backend, key, value string, ttl time.Duration) {
 
 // LockKey is the etcd key of key's lock.
 func LockKey(b *Backend, key string) string { return b.keys(key).lock }
+
+// RefusalAfterLostAnswer is what an acquisition of key refused for lack
+// of a quorum reports once b reads the key from one member (readRefused),
+// written being the lock value this request's transaction, whose answer
+// was lost, may have stored ("" for none).
+func RefusalAfterLostAnswer(ctx context.Context, b *Backend, key, written string) error {
+	reqs := []lease.Request{{Key: key, Owner: "me", TTL: time.Minute}}
+	out := []lease.Result{{Err: &lease.RefusedError{Key: key, Reason: lease.ErrNoQuorum}}}
+	b.readRefused(ctx, reqs, out, make([]clientv3.LeaseID, 1), []string{written})
+	return out[0].Err
+}

@@ -294,3 +294,28 @@ func TestOrphanCleanedWhenQuorumReturns(t *testing.T) {
 		t.Fatalf("the orphan lock is still there after the quorum came back (its lease has 60 s)")
 	}
 }
+
+// TestOwnLostLockNotHeldByAnother: an acquisition whose transaction's
+// answer was lost (a loaded or failing cluster) is refused for lack of
+// a quorum; when the key then shows the very lock that transaction
+// wrote, the refusal stays "no quorum" — it is not a key held by another
+// owner (a batch of free keys would read as taken). The control: a lock
+// with another value is reported held.
+func TestOwnLostLockNotHeldByAnother(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t)
+	b := open(t, c.Endpoints(), "/lost/")
+	cli := c.Client("", "")
+	ctx := ctxT(t, 30*time.Second)
+	lock, value := etcd.LockKey(b, "job"), "lost-token 60000 me"
+	if _, err := cli.Put(ctx, lock, value); err != nil {
+		t.Fatal(err)
+	}
+	err := etcd.RefusalAfterLostAnswer(ctx, b, "job", value)
+	if errors.Is(err, lease.ErrHeld) || !errors.Is(err, lease.ErrNoQuorum) {
+		t.Errorf("the key holds this request's own lost lock: %v; want no quorum, not held", err)
+	}
+	if err := etcd.RefusalAfterLostAnswer(ctx, b, "job", "other-token 60000 me"); !errors.Is(err, lease.ErrHeld) {
+		t.Errorf("the key holds another request's lock: %v; want held", err)
+	}
+}
