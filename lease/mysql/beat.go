@@ -2,11 +2,11 @@ package mysql
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/internal/sqllease"
 )
 
 // beatSweepEvery is how often a Beat also deletes the expired entries of
@@ -23,13 +23,13 @@ const beatSweepEvery = time.Minute
 func (b *Backend) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
 	e := bt.Entry
 	tok := lease.NewToken()
-	ttl := ttlMicros(e.TTL)
+	ttl := sqllease.TTLMicros(e.TTL)
 	start := time.Now()
 	wrote := false
 	lists := make([][]lease.Entry, len(bt.Read))
 	err := b.callStore(ctx, func(ctx context.Context) error {
 		wrote = false // a retry starts over
-		if _, err := b.db.ExecContext(ctx, b.store.put, bt.Space, e.Name, e.Version, nonNil(e.Data), ttl, ttl, ttl, tok); err != nil {
+		if _, err := b.db.ExecContext(ctx, b.store.put, bt.Space, e.Name, e.Version, sqllease.NonNil(e.Data), ttl, ttl, ttl, tok); err != nil {
 			return err
 		}
 		wrote = true
@@ -38,22 +38,7 @@ func (b *Backend) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
 		}
 		return b.readSpaces(ctx, bt.Read, lists)
 	})
-	return beatResult(b.server, bt, wrote, lists, err, time.Since(start))
-}
-
-// beatResult is the BeatResult of a round on server that took latency
-// and ended with err, the write done or not (wrote).
-func beatResult(server string, bt lease.Beat, wrote bool, lists [][]lease.Entry, err error, latency time.Duration) lease.BeatResult {
-	r := lease.BeatResult{Health: []lease.ServerStatus{lease.ServerHealth(server, err, latency)}}
-	if !wrote {
-		r.PutErr = fmt.Errorf("put %s/%s: %w", bt.Space, bt.Entry.Name, err)
-	}
-	if err != nil {
-		r.ReadErr = fmt.Errorf("list %v: %w", bt.Read, err)
-		return r
-	}
-	r.Lists = lists
-	return r
+	return sqllease.BeatResult(b.core.Server, bt, wrote, lists, err, time.Since(start))
 }
 
 // readSpaces reads the live entries of spaces into lists (one per space)

@@ -9,6 +9,7 @@ import (
 	"github.com/leasecron/leasecron/internal/testkit/mysqltest"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/internal/sqlleasetest"
 	"github.com/leasecron/leasecron/lease/leasetest"
 	"github.com/leasecron/leasecron/lease/mysql"
 )
@@ -68,23 +69,7 @@ func runConformance(t *testing.T, s *mysqltest.Server, dsn string) {
 		Pause:   func(testing.TB, int) { s.Pause() },
 		Resume:  func(testing.TB, int) { s.Resume() },
 		Ready: func(t testing.TB) {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			for {
-				b, err := dial(ctx, dsn)
-				if err == nil {
-					err = b.Warm(ctx)
-					_ = b.Close()
-				}
-				if err == nil {
-					return
-				}
-				select {
-				case <-ctx.Done():
-					t.Fatalf("ready: %v", err)
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
+			sqlleasetest.WaitReady(t, func(ctx context.Context) (lease.Backend, error) { return dial(ctx, dsn) })
 		},
 		BadInputs: func(t testing.TB) []leasetest.BadInput { return badInputs(t, s) },
 	})
@@ -98,17 +83,7 @@ func badInputs(t testing.TB, s *mysqltest.Server) []leasetest.BadInput {
 	s.Exec("GRANT SELECT, INSERT, UPDATE ON " + mysqltest.Database + ".* TO 'weak'@'%'")
 	closed := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	firstErr := func(dsn string, opts ...mysql.Option) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		b, err := dial(ctx, dsn, opts...)
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		if err := b.Warm(ctx); err != nil {
-			return err
-		}
-		return b.TryAcquireBatch(ctx, []lease.Request{{Key: "bad-input", TTL: time.Second}})[0].Err
+		return sqlleasetest.FirstErr(func(ctx context.Context) (lease.Backend, error) { return dial(ctx, dsn, opts...) })
 	}
 	pw := s.Password()
 	u := mysqltest.User

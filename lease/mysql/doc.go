@@ -110,4 +110,19 @@
 // safely run twice (an acquisition retried with the same token re-enters
 // its own grant). Hold (package lease) closes Done before ValidUntil when
 // extensions keep failing.
+//
+// # Shared with lease/postgres
+//
+// What this driver and lease/postgres write alike lives once in
+// lease/internal/sqllease: Acquire's retry loop, the checks and the
+// decision of an attempt at a batch (a lease for a granted row, a refusal
+// explaining the others, the takeover bookkeeping), the Lease type with
+// Extend, Release and Complete, the settings (Table, Timeout, Drift) and
+// their defaults, and the Backend's skeleton (timeouts, closing, errors
+// naming the server, Health). This package holds what talks to MySQL or
+// MariaDB through database/sql: the statements (the .sql files), running
+// them with the retries its server needs, DSN parsing and the schema
+// checks. The fault
+// and clock step tests are one body each, in lease/internal/sqlleasetest,
+// run on both stores.
 package mysql

@@ -39,14 +39,14 @@ func OpenWith(ctx context.Context, dsn string, opts ...Option) (*Backend, error)
 // bytes for NAME (64 for DATABASE). Default DefaultTable
 // ("leasecron_leases") in the DSN's database. Entries and logs go to
 // NAME_entries and NAME_log beside it.
-func WithTable(name string) Option { return func(o *options) { o.table = name } }
+func WithTable(name string) Option { return func(o *options) { o.Table = name } }
 
 // WithTimeout sets the per-request timeout: every statement (and the
 // connect it may need) is bounded by it, so a paused or unreachable server
 // cannot hang a call. Default DefaultTimeout (2 s). It must be positive.
-func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.Timeout = d } }
 
 // WithDrift sets the clock drift factor subtracted from every validity:
 // validity = ttl - elapsed - (ttl*drift + 2ms). Default DefaultDrift
 // (0.01). It must be in [0, 1).
-func WithDrift(f float64) Option { return func(o *options) { o.drift = f } }
+func WithDrift(f float64) Option { return func(o *options) { o.Drift = f } }

@@ -3,100 +3,72 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 
 	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/internal/sqllease"
 )
 
 // Lease is a lease held in the table: the row of its key carries its
-// token until it is released, completed, or expires on the database's
-// clock. Safe for concurrent use.
+// token until it is released, completed, or taken over by a contender
+// that saw it unrenewed for its TTL (see the package doc's Time and
+// takeover). Safe for concurrent use.
+//
+// Extend sets the row's expiry to the database's clock plus ttl (ttl <=
+// 0: the Request's TTL) and raises its version if the row still carries
+// this lease's token; ValidUntil then becomes the moment before the
+// request left plus ttl minus the elapsed time and the drift margin. On
+// failure ValidUntil is unchanged and the error matches lease.ErrNotHeld
+// (the row is no longer ours) or lease.ErrNoQuorum (no answer within the
+// timeout, or too late to leave any validity). Release frees the row if
+// it still carries the token, without completing the epoch. Complete
+// raises the row's completed epoch and frees it, guarded by the token too
+// (expired or not), retrying until the server acknowledged the commit or
+// ctx ends; when another acquisition has taken the key it fails with
+// lease.ErrNotHeld and leaves the epoch open. Without an epoch it is
+// Release.
 type Lease struct {
-	lease.State
-	b *Backend
+	sqllease.Lease
 }
 
 var _ lease.Lease = (*Lease)(nil)
 
-// Extend sets the row's expiry to the database's clock plus ttl (ttl <= 0:
-// the Request's TTL) if the row still carries this lease's token and has
-// not expired; ValidUntil then becomes the moment before the request left
-// plus ttl minus the elapsed time and the drift margin. On failure
-// ValidUntil is unchanged and the error matches lease.ErrNotHeld (the
-// row is no longer ours) or lease.ErrNoQuorum (the server did not
-// answer within the timeout, or too late to leave any validity).
-func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
-	if ttl <= 0 {
-		ttl = l.TTL()
-	}
-	start := time.Now()
+// NewLease returns the Lease of a grant of req with token and fence.
+func (t leaseTable) NewLease(req lease.Request, token string, fence int64) sqllease.Held {
+	return &Lease{t.b.core.NewLease(req, token, fence, t)}
+}
+
+// Extend runs extend.sql: key's row gets a new expiry and version if it
+// carries token.
+func (t leaseTable) Extend(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
+	return t.exec(ctx, t.b.sql.extend, ttl.Microseconds(), ttl.Microseconds(), key, token)
+}
+
+// Release runs release.sql: key's row is freed if it carries token.
+func (t leaseTable) Release(ctx context.Context, key, token string) error {
+	_, err := t.exec(ctx, t.b.sql.release, key, token)
+	return err
+}
+
+// Complete runs complete.sql: key's completed epoch is raised to epoch
+// and the row freed, if it carries token.
+func (t leaseTable) Complete(ctx context.Context, key, token string, epoch int64) (int64, error) {
+	return t.exec(ctx, t.b.sql.complete, epoch, token, token, key, token, epoch)
+}
+
+// Permanent reports whether err is one that no retry cures.
+func (leaseTable) Permanent(err error) bool { return permanent(err) }
+
+// exec runs a lease statement and returns how many rows it matched
+// (clientFoundRows is on).
+func (t leaseTable) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	var n int64
-	err := l.b.call(ctx, l.b.timeout, func(ctx context.Context) error {
+	err := t.b.call(ctx, func(ctx context.Context) error {
 		var err error
-		n, err = affected(l.b.db.ExecContext(ctx, l.b.stmt(l.b.sql.extend), ttl.Microseconds(), ttl.Microseconds(), l.Key(), l.Token()))
+		n, err = affected(t.b.db.ExecContext(ctx, t.b.stmt(query), args...))
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("extend %s: %w: %w", l.Key(), lease.ErrNoQuorum, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("extend %s: %w", l.Key(), lease.ErrNotHeld)
-	}
-	v := lease.Validity(start, ttl, l.b.o.drift)
-	if v <= 0 {
-		return fmt.Errorf("extend %s: %w: the statement took %s, no validity left", l.Key(), lease.ErrNoQuorum, time.Since(start).Round(time.Microsecond))
-	}
-	if !l.SetValidUntil(start.Add(v)) {
-		return fmt.Errorf("extend %s: %w (given up)", l.Key(), lease.ErrNotHeld)
-	}
-	return nil
-}
-
-// Release frees the row if it still carries this lease's token, without
-// completing the epoch. An error means the server could not be told; the
-// lease then expires by its TTL.
-func (l *Lease) Release(ctx context.Context) error {
-	l.Invalidate()
-	err := l.b.call(ctx, l.b.timeout, func(ctx context.Context) error {
-		_, err := l.b.db.ExecContext(ctx, l.b.stmt(l.b.sql.release), l.Key(), l.Token())
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("release %s: %w", l.Key(), err)
-	}
-	return nil
-}
-
-// Complete raises the row's completed epoch to the lease's epoch and frees
-// the row, if the row still carries this lease's token (expired or not),
-// retrying (lease.RetryComplete) until the server acknowledged the
-// commit or ctx ends. From then on no acquisition of this epoch or an older
-// one succeeds. When another acquisition has taken the key, Complete fails
-// with lease.ErrNotHeld and leaves the epoch open (like Extend, it is
-// guarded by the token). Without an epoch it is Release.
-func (l *Lease) Complete(ctx context.Context) error {
-	if l.Epoch() <= 0 {
-		return l.Release(ctx)
-	}
-	l.Invalidate()
-	return lease.RetryComplete(ctx, func(ctx context.Context) (bool, error) {
-		var n int64
-		err := l.b.call(ctx, l.b.timeout, func(ctx context.Context) error {
-			var err error
-			n, err = affected(l.b.db.ExecContext(ctx, l.b.stmt(l.b.sql.complete),
-				l.Epoch(), l.Token(), l.Token(), l.Key(), l.Token(), l.Epoch()))
-			return err
-		})
-		if err == nil && n == 0 {
-			return true, fmt.Errorf("complete %s epoch %d: %w: another acquisition took the key; the epoch stays open", l.Key(), l.Epoch(), lease.ErrNotHeld)
-		}
-		if err == nil {
-			return true, nil
-		}
-		err = fmt.Errorf("complete %s epoch %d: %w", l.Key(), l.Epoch(), err)
-		return permanent(err), err
-	})
+	return n, err
 }
 
 // affected returns the rows an UPDATE matched (clientFoundRows is on).

@@ -6,47 +6,36 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/internal/sqllease"
 )
 
 // Backend keeps leases in a MySQL or MariaDB (InnoDB) table. It is safe for
 // concurrent use.
 type Backend struct {
-	db      *sql.DB
-	o       options
-	dbName  string // the table's database ("" for the DSN's)
-	name    string // the table's name
-	table   string // quoted
-	user    string
-	server  string // redacted DSN
-	sql     statements
-	store   storeStatements // Entries and Logs
-	timeout time.Duration
-	obs     *lease.Observations // held rows seen, for takeover
-
-	ensureMu sync.Mutex
-	ready    atomic.Bool // the table exists and is usable
-	// storeMu and storeReady do for the tables of entries and logs what
-	// ensureMu and ready do for the lease table (see ensureStore).
-	storeMu    sync.Mutex
-	storeReady atomic.Bool
-	closed     atomic.Bool
+	db     *sql.DB
+	core   *sqllease.Core // settings, server, takeover observations, closed
+	test   testHooks
+	dbName string // the table's database ("" for the DSN's)
+	name   string // the table's name
+	table  string // quoted
+	user   string
+	sql    statements
+	store  storeStatements // Entries and Logs
+	// tableReady is set once the lease table exists and is usable,
+	// storeReady once the tables of entries and logs are (see ensureStore).
+	tableReady, storeReady sqllease.Ready
 	// beatSwept is when a Beat last swept the expired entries of its
 	// space (unix ns; see Beat).
 	beatSwept atomic.Int64
 }
 
 var _ lease.Backend = (*Backend)(nil)
-
-// reconnectAttempts is how many times a statement is sent, on a fresh
-// connection each time, when the connection it used turned out dead.
-const reconnectAttempts = 3
 
 // Open returns a Backend on the server of cfg.DSN, a go-sql-driver/mysql data
 // source name (user:password@tcp(host:3306)/dbname?tls=true; see CheckDSN
@@ -81,8 +70,8 @@ func open(ctx context.Context, c Config, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mysql backend: %w", err)
 	}
-	if cfg.Timeout <= 0 || cfg.Timeout > o.timeout {
-		cfg.Timeout = o.timeout
+	if cfg.Timeout <= 0 || cfg.Timeout > o.Timeout {
+		cfg.Timeout = o.Timeout
 	}
 	// The driver's own log lines (a dead idle connection dropped, ...)
 	// would go to the process's stderr, outside leasecron's logging; the
@@ -98,43 +87,23 @@ func open(ctx context.Context, c Config, opts ...Option) (*Backend, error) {
 	db := sql.OpenDB(conn)
 	db.SetMaxIdleConns(8)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	dbName, name, _ := parseTable(o.table)
+	dbName, name, _ := parseTable(o.Table)
 	table := quote(dbName, name)
-	b := &Backend{db: db, o: o, dbName: dbName, name: name, table: table, user: cfg.User,
-		server: Redact(dsn), sql: newStatements(table, o), store: newStoreStatements(dbName, name),
-		timeout: o.timeout, obs: lease.NewObservations()}
-	tctx, cancel := context.WithTimeout(ctx, o.timeout)
-	err = b.ensureTable(tctx)
-	cancel()
-	if err != nil && (ctx.Err() != nil || permanent(err)) {
+	server := Redact(dsn)
+	b := &Backend{db: db, core: sqllease.NewCore(o.Options, server), test: o.test, dbName: dbName, name: name,
+		table: table, user: cfg.User, sql: newStatements(table, o), store: newStoreStatements(dbName, name)}
+	if err := b.core.OpenCheck(ctx, b.ensureTable, permanent); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("mysql backend: %w", b.scrubErr(err, dsn))
+		return nil, fmt.Errorf("mysql backend: %w", sqllease.Scrubbed(server, err, scrub(err.Error(), dsn)))
 	}
 	return b, nil
-}
-
-// scrubErr makes sure err's text does not quote the DSN's password.
-func (b *Backend) scrubErr(err error, dsn string) error {
-	if msg := scrub(err.Error(), dsn); msg != err.Error() {
-		return &lease.NodeError{Node: b.server, Err: errors.New(msg)}
-	}
-	return err
-}
-
-func (b *Backend) nodeErr(err error) error {
-	var ne *lease.NodeError
-	if errors.As(err, &ne) {
-		return err
-	}
-	return &lease.NodeError{Node: b.server, Err: err}
 }
 
 // permanent reports whether err is one that retrying cannot cure: the
 // server answered with an error other than a connection-level one, a
 // deadlock or a lock wait timeout.
 func permanent(err error) bool {
-	var pm permanentError
-	if errors.As(err, &pm) {
+	if sqllease.IsPermanent(err) {
 		return true
 	}
 	var me *driver.MySQLError
@@ -153,20 +122,9 @@ func retryableCode(n uint16) bool {
 	return false
 }
 
-// connectionLost reports whether err is worth a retry on a fresh
-// connection: anything but a server error, a permanent error or the end of
-// ctx. Every statement of this package may be sent twice (an acquisition
-// retried with the same token re-enters its own grant).
-func connectionLost(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lease.ErrClosed) {
-		return false
-	}
-	return !permanent(err)
-}
-
 // do runs f. When its connection was dead (the server restarted, KILL
 // CONNECTION, a cut; database/sql drops such a connection), it runs f
-// again, up to reconnectAttempts times in all, while ctx lasts.
+// again, up to sqllease.ReconnectAttempts times in all, while ctx lasts.
 //
 // A deadlock (which InnoDB resolves by rolling one statement back) is
 // retried after a short random pause for as long as ctx lasts, without
@@ -175,11 +133,11 @@ func connectionLost(err error) bool {
 // and Put may.
 func (b *Backend) do(ctx context.Context, f func(context.Context) error) error {
 	for attempt := 1; ; attempt++ {
-		if b.closed.Load() {
+		if b.core.Closed() {
 			return lease.ErrClosed
 		}
 		err := f(ctx)
-		if err == nil || ctx.Err() != nil || b.o.test.noReconnect || !connectionLost(err) {
+		if err == nil || ctx.Err() != nil || b.test.noReconnect || !sqllease.ConnectionLost(err, permanent) {
 			return err
 		}
 		var me *driver.MySQLError
@@ -193,37 +151,48 @@ func (b *Backend) do(ctx context.Context, f func(context.Context) error) error {
 			case <-t.C:
 			}
 		}
-		if attempt >= reconnectAttempts {
+		if attempt >= sqllease.ReconnectAttempts {
 			return err
 		}
 	}
 }
 
-// call bounds ctx by d, makes sure the table exists and runs f (see do).
-// Its error names the server.
-func (b *Backend) call(ctx context.Context, d time.Duration, f func(context.Context) error) error {
-	if b.closed.Load() {
-		return b.nodeErr(lease.ErrClosed)
+// call makes sure the table exists and runs f (see do), bounded by the
+// timeout. Its error names the server.
+func (b *Backend) call(ctx context.Context, f func(context.Context) error) error {
+	return b.callFor(ctx, b.core.Timeout, f)
+}
+
+// callFor is call bounded by d instead of the timeout.
+func (b *Backend) callFor(ctx context.Context, d time.Duration, f func(context.Context) error) error {
+	return b.core.Call(ctx, d, b.ensureTable, func(ctx context.Context) error { return b.do(ctx, f) })
+}
+
+// queryRow returns a sqllease.RowFunc that runs query with args through
+// call (call or callStore).
+func (b *Backend) queryRow(ctx context.Context, call func(context.Context, func(context.Context) error) error, query string, args ...any) sqllease.RowFunc {
+	return func(dest ...any) (bool, error) {
+		found := false
+		err := call(ctx, func(ctx context.Context) error {
+			err := b.db.QueryRowContext(ctx, query, args...).Scan(dest...)
+			found = err == nil
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			return err
+		})
+		return found, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	if err := b.ensureTable(ctx); err != nil {
-		return err
-	}
-	if err := b.do(ctx, f); err != nil {
-		return b.nodeErr(err)
-	}
-	return nil
 }
 
 // stmt returns a lease statement as sent: query itself, or with the
 // injected step of the server's clock (tests only).
 func (b *Backend) stmt(query string) string {
-	if b.o.test.clockStep == nil {
+	if b.test.clockStep == nil {
 		return query
 	}
 	return strings.ReplaceAll(query, "UTC_TIMESTAMP(6)",
-		fmt.Sprintf("(UTC_TIMESTAMP(6) + INTERVAL %d MICROSECOND)", b.o.test.clockStep.Load()))
+		fmt.Sprintf("(UTC_TIMESTAMP(6) + INTERVAL %d MICROSECOND)", b.test.clockStep.Load()))
 }
 
 // Inspect reads key's row: holder (its Owner while the lease is held),
@@ -231,25 +200,7 @@ func (b *Backend) stmt(query string) string {
 // key never used has NoteVersion -1 and zero values. It fails (naming the
 // server) when the server does not answer within the timeout.
 func (b *Backend) Inspect(ctx context.Context, key string) (lease.Info, error) {
-	in := lease.Info{NoteVersion: -1}
-	var leftUS int64
-	err := b.call(ctx, b.timeout, func(ctx context.Context) error {
-		err := b.db.QueryRowContext(ctx, b.stmt(b.sql.inspect), key).Scan(&in.Holder, &leftUS, &in.DoneEpoch, &in.Fence, &in.Note, &in.NoteVersion)
-		if errors.Is(err, sql.ErrNoRows) {
-			in = lease.Info{NoteVersion: -1}
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return lease.Info{}, fmt.Errorf("inspect %s: %w", key, err)
-	}
-	in.Answered = 1
-	if leftUS > 0 {
-		in.TTL = time.Duration(leftUS) * time.Microsecond
-		in.HolderNodes = 1
-	}
-	return in, nil
+	return sqllease.Inspect(key, b.queryRow(ctx, b.call, b.stmt(b.sql.inspect), key))
 }
 
 // SetNote stores note in key's row unless a note of the same or a higher
@@ -259,7 +210,7 @@ func (b *Backend) SetNote(ctx context.Context, key string, version int64, note s
 	if err := checkText("set note", key, note); err != nil {
 		return err
 	}
-	err := b.call(ctx, b.timeout, func(ctx context.Context) error {
+	err := b.call(ctx, func(ctx context.Context) error {
 		_, err := b.db.ExecContext(ctx, b.sql.note, key, version, note)
 		return err
 	})
@@ -272,33 +223,30 @@ func (b *Backend) SetNote(ctx context.Context, key string, version int64, note s
 // Health pings the server (SELECT 1) within the timeout. The server votes
 // whenever it answers.
 func (b *Backend) Health(ctx context.Context) []lease.ServerStatus {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
-	start := time.Now()
-	err := b.do(ctx, func(ctx context.Context) error {
-		_, err := b.db.ExecContext(ctx, "SELECT 1")
-		return err
+	return b.core.Health(ctx, func(ctx context.Context) error {
+		return b.do(ctx, func(ctx context.Context) error {
+			_, err := b.db.ExecContext(ctx, "SELECT 1")
+			return err
+		})
 	})
-	// Err is the bare error: Server names the server.
-	return []lease.ServerStatus{{Server: b.server, Err: err, Latency: time.Since(start), Voting: err == nil}}
 }
 
 // Warm creates the table if missing and makes sure the pool holds a live
 // connection, so that the next request does not pay for a connect and a
 // handshake; all within the timeout.
 func (b *Backend) Warm(ctx context.Context) error {
-	return b.call(ctx, b.timeout, func(ctx context.Context) error { return b.db.PingContext(ctx) })
+	return b.call(ctx, func(ctx context.Context) error { return b.db.PingContext(ctx) })
 }
 
 // Timeout is the per-request timeout (Config.Timeout; default 2 s).
-func (b *Backend) Timeout() time.Duration { return b.timeout }
+func (b *Backend) Timeout() time.Duration { return b.core.Timeout }
 
 // Quorum is 1: one server decides.
 func (b *Backend) Quorum() int { return 1 }
 
 // Servers returns the server as user@tcp(host:port)/dbname, without the
 // password and the parameters.
-func (b *Backend) Servers() []string { return []string{b.server} }
+func (b *Backend) Servers() []string { return []string{b.core.Server} }
 
 // Table returns the lease table's name, quoted as the statements use it.
 func (b *Backend) Table() string { return b.table }
@@ -307,10 +255,7 @@ func (b *Backend) Table() string { return b.table }
 // Leases still held expire by their TTL. It is safe to call more than
 // once.
 func (b *Backend) Close() error {
-	if b.closed.Swap(true) {
-		return nil
-	}
-	return b.db.Close()
+	return b.core.Close(b.db.Close)
 }
 
 // nopLogger discards the driver's log lines.

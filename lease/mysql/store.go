@@ -2,12 +2,11 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/internal/sqllease"
 )
 
 // callStore is call for Entries and Logs: it creates their tables first if
@@ -15,27 +14,12 @@ import (
 // twice (see do): a Put sent again finds its own version stored and
 // changes nothing, an Append sent again finds its record's ID.
 func (b *Backend) callStore(ctx context.Context, f func(context.Context) error) error {
-	return b.call(ctx, b.timeout, func(ctx context.Context) error {
+	return b.call(ctx, func(ctx context.Context) error {
 		if err := b.ensureStore(ctx); err != nil {
 			return err
 		}
 		return f(ctx)
 	})
-}
-
-// ttlMicros is a TTL in whole microseconds, rounded up so that a tiny
-// positive TTL does not become 0 (no expiry).
-func ttlMicros(d time.Duration) int64 {
-	return int64((d + time.Microsecond - 1) / time.Microsecond)
-}
-
-// nonNil returns p, or an empty slice for nil: the driver sends a nil
-// []byte as NULL, and the data columns are NOT NULL.
-func nonNil(p []byte) []byte {
-	if p == nil {
-		return []byte{}
-	}
-	return p
 }
 
 // Put stores e in space (a row of the entries table, see store_schema.sql)
@@ -52,9 +36,9 @@ func (b *Backend) Put(ctx context.Context, space string, e lease.Entry) error {
 		return err
 	}
 	tok := lease.NewToken()
-	ttl := ttlMicros(e.TTL)
+	ttl := sqllease.TTLMicros(e.TTL)
 	err := b.callStore(ctx, func(ctx context.Context) error {
-		if _, err := b.db.ExecContext(ctx, b.store.put, space, e.Name, e.Version, nonNil(e.Data), ttl, ttl, ttl, tok); err != nil {
+		if _, err := b.db.ExecContext(ctx, b.store.put, space, e.Name, e.Version, sqllease.NonNil(e.Data), ttl, ttl, ttl, tok); err != nil {
 			return err
 		}
 		_, _ = b.db.ExecContext(ctx, b.store.sweep, space, e.Name) // best effort
@@ -69,31 +53,7 @@ func (b *Backend) Put(ctx context.Context, space string, e lease.Entry) error {
 // Get returns the entry name of space if it is stored and not expired on
 // the database's clock, with the TTL it was stored with.
 func (b *Backend) Get(ctx context.Context, space, name string) (lease.Entry, bool, error) {
-	if err := lease.CheckName("space", space); err != nil {
-		return lease.Entry{}, false, err
-	}
-	if err := lease.CheckName("entry name", name); err != nil {
-		return lease.Entry{}, false, err
-	}
-	e := lease.Entry{Name: name}
-	var ok bool
-	err := b.callStore(ctx, func(ctx context.Context) error {
-		var ttl int64
-		err := b.db.QueryRowContext(ctx, b.store.get, space, name).Scan(&e.Version, &e.Data, &ttl)
-		if errors.Is(err, sql.ErrNoRows) {
-			ok = false
-			return nil
-		}
-		e.TTL, ok = time.Duration(ttl)*time.Microsecond, err == nil
-		return err
-	})
-	if err != nil {
-		return lease.Entry{}, false, fmt.Errorf("get %s/%s: %w", space, name, err)
-	}
-	if !ok {
-		return lease.Entry{}, false, nil
-	}
-	return e, true, nil
+	return sqllease.Get(space, name, b.queryRow(ctx, b.callStore, b.store.get, space, name))
 }
 
 // List returns the live entries of space, sorted by name (bytewise).
@@ -138,7 +98,7 @@ func (b *Backend) Append(ctx context.Context, log string, rec lease.Record, limi
 	}
 	at := rec.At.UnixMilli()
 	err := b.callStore(ctx, func(ctx context.Context) error {
-		_, err := b.db.ExecContext(ctx, b.store.appendRec, log, rec.ID, at, nonNil(rec.Data), log, limit, at, rec.ID, limit)
+		_, err := b.db.ExecContext(ctx, b.store.appendRec, log, rec.ID, at, sqllease.NonNil(rec.Data), log, limit, at, rec.ID, limit)
 		if err != nil {
 			return err
 		}
@@ -154,10 +114,7 @@ func (b *Backend) Append(ctx context.Context, log string, rec lease.Record, limi
 // Log returns up to n of the newest records of log, newest first (by At,
 // then ID bytewise); an unknown log is empty.
 func (b *Backend) Log(ctx context.Context, log string, n int) ([]lease.Record, error) {
-	if err := lease.CheckName("log", log); err != nil {
-		return nil, err
-	}
-	if err := lease.CheckLimit(n); err != nil {
+	if err := sqllease.CheckLog(log, n); err != nil {
 		return nil, err
 	}
 	var l []lease.Record

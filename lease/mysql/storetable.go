@@ -76,21 +76,11 @@ func newStoreStatements(db, table string) storeStatements {
 // are fine: CREATE TABLE IF NOT EXISTS. A missing privilege is a permanent
 // error naming the table and the user.
 func (b *Backend) ensureStore(ctx context.Context) error {
-	if b.storeReady.Load() {
-		return nil
-	}
-	b.storeMu.Lock()
-	defer b.storeMu.Unlock()
-	if b.storeReady.Load() {
-		return nil
-	}
-	s := b.store
-	if err := b.ensure(ctx, s.db, s.entriesName, s.entries, entriesColumns, s.entriesDDL); err != nil {
-		return err
-	}
-	if err := b.ensure(ctx, s.db, s.logName, s.log, logColumns, s.logDDL); err != nil {
-		return err
-	}
-	b.storeReady.Store(true)
-	return nil
+	return b.storeReady.Do(func() error {
+		s := b.store
+		if err := b.ensure(ctx, s.db, s.entriesName, s.entries, entriesColumns, s.entriesDDL); err != nil {
+			return err
+		}
+		return b.ensure(ctx, s.db, s.logName, s.log, logColumns, s.logDDL)
+	})
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	driver "github.com/go-sql-driver/mysql"
+
+	"github.com/leasecron/leasecron/lease/internal/sqllease"
 )
 
 var (
@@ -117,16 +119,6 @@ func quote(db, name string) string {
 	return "`" + db + "`.`" + name + "`"
 }
 
-// permanentError marks an error that retrying cannot cure (a missing
-// privilege, a foreign table); its text is the wrapped error's.
-type permanentError struct{ error }
-
-func (e permanentError) Unwrap() error { return e.error }
-
-func permanentf(format string, args ...any) error {
-	return permanentError{fmt.Errorf(format, args...)}
-}
-
 // Server error numbers the backend tells apart.
 const (
 	erTableAccessDenied = 1142 // CREATE command denied
@@ -145,25 +137,18 @@ const (
 // ensureTable creates the lease table if missing and checks that it has
 // the expected columns.
 func (b *Backend) ensureTable(ctx context.Context) error {
-	if b.ready.Load() {
-		return nil
-	}
-	b.ensureMu.Lock()
-	defer b.ensureMu.Unlock()
-	if b.ready.Load() {
-		return nil
-	}
-	err := b.do(ctx, func(ctx context.Context) error {
-		if err := b.checkSQLMode(ctx); err != nil {
-			return err
+	return b.tableReady.Do(func() error {
+		err := b.do(ctx, func(ctx context.Context) error {
+			if err := b.checkSQLMode(ctx); err != nil {
+				return err
+			}
+			return b.ensure(ctx, b.dbName, b.name, b.table, leaseColumns, b.sql.schema)
+		})
+		if err != nil {
+			return b.core.NodeErr(err)
 		}
-		return b.ensure(ctx, b.dbName, b.name, b.table, leaseColumns, b.sql.schema)
+		return nil
 	})
-	if err != nil {
-		return b.nodeErr(err)
-	}
-	b.ready.Store(true)
-	return nil
 }
 
 // checkSQLMode refuses a server whose sql_mode makes the assignments of
@@ -176,7 +161,7 @@ func (b *Backend) checkSQLMode(ctx context.Context) error {
 		return fmt.Errorf("reading sql_mode: %w", err)
 	}
 	if strings.Contains(strings.ToUpper(mode), "SIMULTANEOUS_ASSIGNMENT") {
-		return permanentf("sql_mode %s has SIMULTANEOUS_ASSIGNMENT, which the lease statements cannot work with (they rely on ON DUPLICATE KEY UPDATE assigning left to right): remove it from the server's sql_mode", mode)
+		return sqllease.Permanentf("sql_mode %s has SIMULTANEOUS_ASSIGNMENT, which the lease statements cannot work with (they rely on ON DUPLICATE KEY UPDATE assigning left to right): remove it from the server's sql_mode", mode)
 	}
 	return nil
 }
@@ -195,10 +180,10 @@ func (b *Backend) ensure(ctx context.Context, db, name, quoted string, cols []st
 		var me *driver.MySQLError
 		switch {
 		case errors.As(err, &me) && (me.Number == erTableAccessDenied || me.Number == erDBAccessDenied):
-			return permanentf("table %s does not exist and user %q may not create it (%s): grant it CREATE, or create the table as another user with the DDL in lease/mysql/ and grant this user SELECT, INSERT, UPDATE, DELETE on it",
+			return sqllease.Permanentf("table %s does not exist and user %q may not create it (%s): grant it CREATE, or create the table as another user with the DDL in lease/mysql/ and grant this user SELECT, INSERT, UPDATE, DELETE on it",
 				quoted, b.user, me.Message)
 		case errors.As(err, &me) && me.Number == erBadDB:
-			return permanentf("table %s: %s", quoted, me.Message)
+			return sqllease.Permanentf("table %s: %s", quoted, me.Message)
 		case errors.As(err, &me) && me.Number == erTableExists:
 		default:
 			return fmt.Errorf("creating table %s: %w", quoted, err)
@@ -244,7 +229,7 @@ func (b *Backend) checkTable(ctx context.Context, db, name, quoted string, want 
 		}
 	}
 	if len(missing) > 0 {
-		return true, permanentf("table %s exists but is not a leasecron table: no column %s", quoted, strings.Join(missing, ", "))
+		return true, sqllease.Permanentf("table %s exists but is not a leasecron table: no column %s", quoted, strings.Join(missing, ", "))
 	}
 	return true, nil
 }

@@ -2,12 +2,12 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/internal/sqllease"
 )
 
 // Beat writes bt's entry as Put does (put.sql) and reads the spaces of
@@ -23,7 +23,7 @@ func (b *Backend) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
 	err := b.callStore(ctx, func(ctx context.Context, c *pgx.Conn) error {
 		wrote = false // a retry starts over
 		batch := &pgx.Batch{}
-		batch.Queue(b.store.put, bt.Space, e.Name, e.Version, nonNil(e.Data), ttlMicros(e.TTL))
+		batch.Queue(b.store.put, bt.Space, e.Name, e.Version, sqllease.NonNil(e.Data), sqllease.TTLMicros(e.TTL))
 		if len(bt.Read) > 0 {
 			batch.Queue(b.store.lists, bt.Read)
 		}
@@ -41,16 +41,7 @@ func (b *Backend) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
 		}
 		return br.Close()
 	})
-	r := lease.BeatResult{Health: []lease.ServerStatus{lease.ServerHealth(b.server, err, time.Since(start))}}
-	if !wrote {
-		r.PutErr = fmt.Errorf("put %s/%s: %w", bt.Space, e.Name, err)
-	}
-	if err != nil {
-		r.ReadErr = fmt.Errorf("list %v: %w", bt.Read, err)
-		return r
-	}
-	r.Lists = lists
-	return r
+	return sqllease.BeatResult(b.core.Server, bt, wrote, lists, err, time.Since(start))
 }
 
 // readSpaces reads the rows of lists.sql from br into lists, one per

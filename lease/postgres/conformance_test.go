@@ -9,6 +9,7 @@ import (
 	"github.com/leasecron/leasecron/internal/testkit/pgtest"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/internal/sqlleasetest"
 	"github.com/leasecron/leasecron/lease/leasetest"
 	"github.com/leasecron/leasecron/lease/postgres"
 )
@@ -46,23 +47,7 @@ func TestConformance(t *testing.T) {
 		Pause:   func(testing.TB, int) { s.Pause() },
 		Resume:  func(testing.TB, int) { s.Resume() },
 		Ready: func(t testing.TB) {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			for {
-				b, err := dial(ctx, s.URL())
-				if err == nil {
-					err = b.Warm(ctx)
-					_ = b.Close()
-				}
-				if err == nil {
-					return
-				}
-				select {
-				case <-ctx.Done():
-					t.Fatalf("ready: %v", err)
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
+			sqlleasetest.WaitReady(t, func(ctx context.Context) (lease.Backend, error) { return dial(ctx, s.URL()) })
 		},
 		BadInputs: func(t testing.TB) []leasetest.BadInput {
 			return badInputs(t, s, dial)
@@ -77,17 +62,7 @@ func badInputs(t testing.TB, s *pgtest.Server, dial func(context.Context, string
 	s.Exec("DO $$ BEGIN CREATE ROLE weak LOGIN PASSWORD 'weak-s3cret'; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
 	closed := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	firstErr := func(url string, opts ...postgres.Option) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		b, err := dial(ctx, url, opts...)
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		if err := b.Warm(ctx); err != nil {
-			return err
-		}
-		return b.TryAcquireBatch(ctx, []lease.Request{{Key: "bad-input", TTL: time.Second}})[0].Err
+		return sqlleasetest.FirstErr(func(ctx context.Context) (lease.Backend, error) { return dial(ctx, url, opts...) })
 	}
 	pw := s.Password()
 	return []leasetest.BadInput{

@@ -26,11 +26,11 @@ func WithoutSkipLocked() Option { return func(o *options) { o.test.noSkipLocked 
 
 // Options returns the options Open would use, for pinning the defaults.
 func Options(opts ...Option) (table string, timeout float64, drift float64) {
-	o := defaultOptions()
+	o := Config{}.options()
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return o.table, o.timeout.Seconds(), o.drift
+	return o.Table, o.Timeout.Seconds(), o.Drift
 }
 
 // WithWallClockTakeover makes acquisitions take a held row over once its
@@ -60,14 +60,14 @@ func OpenWith(ctx context.Context, connString string, opts ...Option) (*Backend,
 // search_path (normally the public schema). Entries and logs go to
 // NAME_entries and NAME_log in the same schema (NAME cut to 55 bytes if
 // longer).
-func WithTable(name string) Option { return func(o *options) { o.table = name } }
+func WithTable(name string) Option { return func(o *options) { o.Table = name } }
 
 // WithTimeout sets the per-request timeout: every statement (and the
 // connect it may need) is bounded by it, so a paused or unreachable server
 // cannot hang a call. Default DefaultTimeout (2 s). It must be positive.
-func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.Timeout = d } }
 
 // WithDrift sets the clock drift factor subtracted from every validity:
 // validity = ttl - elapsed - (ttl*drift + 2ms). Default DefaultDrift
 // (0.01). It must be in [0, 1).
-func WithDrift(f float64) Option { return func(o *options) { o.drift = f } }
+func WithDrift(f float64) Option { return func(o *options) { o.Drift = f } }

@@ -1,18 +1,18 @@
 package postgres
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/internal/sqllease"
 )
 
-// Defaults of Open's options.
+// Defaults of Open's options (the same for every SQL driver).
 const (
 	// DefaultTable is the lease table's name.
-	DefaultTable = "leasecron_leases"
+	DefaultTable = sqllease.DefaultTable
 	// DefaultTimeout bounds every request (statement) to the server.
-	DefaultTimeout = 2 * time.Second
+	DefaultTimeout = sqllease.DefaultTimeout
 	// DefaultDrift is the clock drift factor subtracted from every
 	// validity, as in package lease.
 	DefaultDrift = lease.DefaultDrift
@@ -44,41 +44,23 @@ type Config struct {
 
 // options returns the options cfg sets over the defaults.
 func (cfg Config) options() options {
-	o := defaultOptions()
-	if cfg.Table != "" {
-		o.table = cfg.Table
-	}
-	if cfg.Timeout != 0 {
-		o.timeout = cfg.Timeout
-	}
-	o.drift = lease.DriftOf(cfg.Drift)
-	return o
+	return options{Options: sqllease.Settings(cfg.Table, cfg.Timeout, cfg.Drift)}
 }
 
 // Option changes what Open does, for tests (export_test.go).
 type Option func(*options)
 
+// options are the settings of every SQL driver and the test switches.
 type options struct {
-	table   string
-	timeout time.Duration
-	drift   float64
+	sqllease.Options
 	// test holds the switches only tests set (testhooks.go).
 	test testHooks
 }
 
-func defaultOptions() options {
-	return options{table: DefaultTable, timeout: DefaultTimeout, drift: DefaultDrift}
-}
-
 func (o *options) check() error {
-	if o.timeout <= 0 {
-		return fmt.Errorf("postgres backend: timeout must be positive, got %s", o.timeout)
-	}
-	if err := lease.CheckDrift(o.drift); err != nil {
-		return fmt.Errorf("postgres backend: %w", err)
-	}
-	if _, err := parseTable(o.table); err != nil {
+	if err := o.Check("postgres backend"); err != nil {
 		return err
 	}
-	return nil
+	_, err := parseTable(o.Table)
+	return err
 }

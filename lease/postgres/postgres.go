@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,34 +12,24 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasecron/leasecron/lease"
+	"github.com/leasecron/leasecron/lease/internal/sqllease"
 )
 
 // Backend keeps leases in a PostgreSQL table. It is safe for concurrent
 // use.
 type Backend struct {
-	pool    *pgxpool.Pool
-	o       options
-	table   string // quoted
-	server  string // redacted URL
-	sql     statements
-	store   storeStatements // Entries and Logs
-	timeout time.Duration
-	obs     *lease.Observations // held rows seen, for takeover
-
-	ensureMu sync.Mutex
-	ready    atomic.Bool // the table exists and is usable
-	// storeMu and storeReady do for the tables of entries and logs what
-	// ensureMu and ready do for the lease table (see ensureStore).
-	storeMu    sync.Mutex
-	storeReady atomic.Bool
-	closed     atomic.Bool
+	pool  *pgxpool.Pool
+	core  *sqllease.Core // settings, server, takeover observations, closed
+	test  testHooks
+	table string // quoted
+	sql   statements
+	store storeStatements // Entries and Logs
+	// tableReady is set once the lease table exists and is usable,
+	// storeReady once the tables of entries and logs are (see ensureStore).
+	tableReady, storeReady sqllease.Ready
 }
 
 var _ lease.Backend = (*Backend)(nil)
-
-// reconnectAttempts is how many times a statement is sent, on a fresh
-// connection each time, when the connection it used turned out dead.
-const reconnectAttempts = 3
 
 // Open returns a Backend on the server of cfg.URL
 // (postgres://user:password@host:5432/dbname?sslmode=verify-full; see
@@ -81,7 +69,7 @@ func open(ctx context.Context, c Config, opts ...Option) (*Backend, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	table, _ := parseTable(o.table)
+	table, _ := parseTable(o.Table)
 	server := Redact(connString)
 	if l := strings.ToLower(connString); !strings.HasPrefix(l, "postgres://") && !strings.HasPrefix(l, "postgresql://") {
 		scheme, _, ok := strings.Cut(connString, "://")
@@ -100,8 +88,8 @@ func open(ctx context.Context, c Config, opts ...Option) (*Backend, error) {
 	if o.test.tracer != nil {
 		cc.Tracer = o.test.tracer
 	}
-	if cc.ConnectTimeout <= 0 || cc.ConnectTimeout > o.timeout {
-		cc.ConnectTimeout = o.timeout
+	if cc.ConnectTimeout <= 0 || cc.ConnectTimeout > o.Timeout {
+		cc.ConnectTimeout = o.Timeout
 	}
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = "leasecron"
@@ -114,15 +102,11 @@ func open(ctx context.Context, c Config, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres backend: %s: %s", server, scrub(err.Error(), connString))
 	}
-	b := &Backend{pool: pool, o: o, table: table, server: server, sql: newStatements(table, o.test.unlogged, o.test.wallClockTakeover),
-		obs:   lease.NewObservations(),
-		store: newStoreStatements(o), timeout: o.timeout}
-	tctx, cancel := context.WithTimeout(ctx, o.timeout)
-	err = b.ensureTable(tctx)
-	cancel()
-	if err != nil && (ctx.Err() != nil || permanent(err)) {
+	b := &Backend{pool: pool, core: sqllease.NewCore(o.Options, server), test: o.test, table: table,
+		sql: newStatements(table, o.test.unlogged, o.test.wallClockTakeover), store: newStoreStatements(o)}
+	if err := b.core.OpenCheck(ctx, b.ensureTable, permanent); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres backend: %w", b.scrubErr(err, connString))
+		return nil, fmt.Errorf("postgres backend: %w", sqllease.Scrubbed(server, err, scrub(err.Error(), connString)))
 	}
 	return b, nil
 }
@@ -130,34 +114,17 @@ func open(ctx context.Context, c Config, opts ...Option) (*Backend, error) {
 // stmt returns a lease statement as sent: sql itself, or with the
 // injected step of the server's clock (tests only).
 func (b *Backend) stmt(sql string) string {
-	if b.o.test.clockStep == nil {
+	if b.test.clockStep == nil {
 		return sql
 	}
 	return strings.ReplaceAll(sql, "clock_timestamp()",
-		fmt.Sprintf("(clock_timestamp() + %d * interval '1 microsecond')", b.o.test.clockStep.Load()))
-}
-
-// scrubErr makes sure err's text does not quote the URL's password.
-func (b *Backend) scrubErr(err error, connString string) error {
-	if msg := scrub(err.Error(), connString); msg != err.Error() {
-		return &lease.NodeError{Node: b.server, Err: errors.New(msg)}
-	}
-	return err
-}
-
-func (b *Backend) nodeErr(err error) error {
-	var ne *lease.NodeError
-	if errors.As(err, &ne) {
-		return err
-	}
-	return &lease.NodeError{Node: b.server, Err: err}
+		fmt.Sprintf("(clock_timestamp() + %d * interval '1 microsecond')", b.test.clockStep.Load()))
 }
 
 // permanent reports whether err is one that retrying cannot cure: the
 // server answered with an error other than a connection-level one.
 func permanent(err error) bool {
-	var pm permanentError
-	if errors.As(err, &pm) {
+	if sqllease.IsPermanent(err) {
 		return true
 	}
 	var pe *pgconn.PgError
@@ -176,28 +143,17 @@ func retryableCode(code string) bool {
 	return strings.HasPrefix(code, "08")
 }
 
-// connectionLost reports whether err is worth a retry on a fresh
-// connection: anything but a server error, a permanent error or the end of
-// ctx. Every statement of this package may be sent twice (an acquisition
-// retried with the same token re-enters its own grant).
-func connectionLost(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lease.ErrClosed) {
-		return false
-	}
-	return !permanent(err)
-}
-
 // do runs f on a pooled connection. When the connection was dead (the
 // server restarted, pg_terminate_backend, a cut), it drops the idle
 // connections (they are likely dead too) and runs f again on a new one,
-// up to reconnectAttempts times in all, while ctx lasts.
+// up to sqllease.ReconnectAttempts times in all, while ctx lasts.
 func (b *Backend) do(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
 	for attempt := 1; ; attempt++ {
-		if b.closed.Load() {
+		if b.core.Closed() {
 			return lease.ErrClosed
 		}
 		err := b.once(ctx, f)
-		if err == nil || attempt >= reconnectAttempts || ctx.Err() != nil || b.o.test.noReconnect || !connectionLost(err) {
+		if err == nil || attempt >= sqllease.ReconnectAttempts || ctx.Err() != nil || b.test.noReconnect || !sqllease.ConnectionLost(err, permanent) {
 			return err
 		}
 		b.pool.Reset()
@@ -213,21 +169,32 @@ func (b *Backend) once(ctx context.Context, f func(context.Context, *pgx.Conn) e
 	return f(ctx, c.Conn())
 }
 
-// call bounds ctx by d, makes sure the table exists and runs f (see do).
-// Its error names the server.
-func (b *Backend) call(ctx context.Context, d time.Duration, f func(context.Context, *pgx.Conn) error) error {
-	if b.closed.Load() {
-		return b.nodeErr(lease.ErrClosed)
+// call makes sure the table exists and runs f (see do), bounded by the
+// timeout. Its error names the server.
+func (b *Backend) call(ctx context.Context, f func(context.Context, *pgx.Conn) error) error {
+	return b.callFor(ctx, b.core.Timeout, f)
+}
+
+// callFor is call bounded by d instead of the timeout.
+func (b *Backend) callFor(ctx context.Context, d time.Duration, f func(context.Context, *pgx.Conn) error) error {
+	return b.core.Call(ctx, d, b.ensureTable, func(ctx context.Context) error { return b.do(ctx, f) })
+}
+
+// queryRow returns a sqllease.RowFunc that runs query with args through
+// call (call or callStore).
+func queryRow(ctx context.Context, call func(context.Context, func(context.Context, *pgx.Conn) error) error, query string, args ...any) sqllease.RowFunc {
+	return func(dest ...any) (bool, error) {
+		found := false
+		err := call(ctx, func(ctx context.Context, c *pgx.Conn) error {
+			err := c.QueryRow(ctx, query, args...).Scan(dest...)
+			found = err == nil
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			return err
+		})
+		return found, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	if err := b.ensureTable(ctx); err != nil {
-		return err
-	}
-	if err := b.do(ctx, f); err != nil {
-		return b.nodeErr(err)
-	}
-	return nil
 }
 
 // Inspect reads key's row: holder (its Owner while the lease is held),
@@ -235,31 +202,14 @@ func (b *Backend) call(ctx context.Context, d time.Duration, f func(context.Cont
 // key never used has NoteVersion -1 and zero values. It fails (naming the
 // server) when the server does not answer within the timeout.
 func (b *Backend) Inspect(ctx context.Context, key string) (lease.Info, error) {
-	in := lease.Info{NoteVersion: -1}
-	var leftUS int64
-	err := b.call(ctx, b.timeout, func(ctx context.Context, c *pgx.Conn) error {
-		err := c.QueryRow(ctx, b.stmt(b.sql.inspect), key).Scan(&in.Holder, &leftUS, &in.DoneEpoch, &in.Fence, &in.Note, &in.NoteVersion)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return lease.Info{}, fmt.Errorf("inspect %s: %w", key, err)
-	}
-	in.Answered = 1
-	if leftUS > 0 {
-		in.TTL = time.Duration(leftUS) * time.Microsecond
-		in.HolderNodes = 1
-	}
-	return in, nil
+	return sqllease.Inspect(key, queryRow(ctx, b.call, b.stmt(b.sql.inspect), key))
 }
 
 // SetNote stores note in key's row unless a note of the same or a higher
 // version is already there (a lower version never overwrites a higher
 // one). It creates the row if needed; it does not touch the lease.
 func (b *Backend) SetNote(ctx context.Context, key string, version int64, note string) error {
-	err := b.call(ctx, b.timeout, func(ctx context.Context, c *pgx.Conn) error {
+	err := b.call(ctx, func(ctx context.Context, c *pgx.Conn) error {
 		_, err := c.Exec(ctx, b.sql.note, key, version, note)
 		return err
 	})
@@ -272,15 +222,12 @@ func (b *Backend) SetNote(ctx context.Context, key string, version int64, note s
 // Health pings the server (SELECT 1) within the timeout. The server votes
 // whenever it answers.
 func (b *Backend) Health(ctx context.Context) []lease.ServerStatus {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
-	start := time.Now()
-	err := b.do(ctx, func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, "SELECT 1")
-		return err
+	return b.core.Health(ctx, func(ctx context.Context) error {
+		return b.do(ctx, func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "SELECT 1")
+			return err
+		})
 	})
-	// Err is the bare error: Server names the server.
-	return []lease.ServerStatus{{Server: b.server, Err: err, Latency: time.Since(start), Voting: err == nil}}
 }
 
 // Warm creates the table if missing and makes sure the pool holds a live
@@ -288,17 +235,17 @@ func (b *Backend) Health(ctx context.Context) []lease.ServerStatus {
 // next request does not pay for a connect and a SCRAM handshake; all
 // within the timeout.
 func (b *Backend) Warm(ctx context.Context) error {
-	return b.call(ctx, b.timeout, func(ctx context.Context, c *pgx.Conn) error { return c.Ping(ctx) })
+	return b.call(ctx, func(ctx context.Context, c *pgx.Conn) error { return c.Ping(ctx) })
 }
 
 // Timeout is the per-request timeout (Config.Timeout; default 2 s).
-func (b *Backend) Timeout() time.Duration { return b.timeout }
+func (b *Backend) Timeout() time.Duration { return b.core.Timeout }
 
 // Quorum is 1: one server decides.
 func (b *Backend) Quorum() int { return 1 }
 
 // Servers returns the server's URL with the password redacted.
-func (b *Backend) Servers() []string { return []string{b.server} }
+func (b *Backend) Servers() []string { return []string{b.core.Server} }
 
 // Table returns the lease table's name, quoted as the statements use it.
 func (b *Backend) Table() string { return b.table }
@@ -310,9 +257,8 @@ func (b *Backend) Table() string { return b.table }
 // out (a cancel request to the server, then closing), which pgx bounds by
 // 15 s: a network that swallows packets can make Close that slow.
 func (b *Backend) Close() error {
-	if b.closed.Swap(true) {
+	return b.core.Close(func() error {
+		b.pool.Close()
 		return nil
-	}
-	b.pool.Close()
-	return nil
+	})
 }

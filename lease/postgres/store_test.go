@@ -301,6 +301,6 @@ func TestStoreExpiryOnDatabaseClock(t *testing.T) {
 }
 
 // loadedTimeout is the per-request timeout of store tests that are not
-// about timeouts: a loaded CI machine can take longer than testTimeout
+// about timeouts: a loaded CI machine can take longer than sqlleasetest.TestTimeout
 // for a statement that writes (an fsync), and those tests count rows.
 var loadedTimeout = postgres.WithTimeout(5 * time.Second)

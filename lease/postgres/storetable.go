@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasecron/leasecron/lease/internal/sqllease"
 )
 
 var (
@@ -75,7 +77,7 @@ func siblingName(table, suffix string) (qualified, bare string) {
 }
 
 func newStoreStatements(o options) storeStatements {
-	table := o.table
+	table := o.Table
 	entries, _ := siblingName(table, entriesSuffix)
 	log, _ := siblingName(table, logSuffix)
 	_, expiry := siblingName(table, expirySuffix)
@@ -111,45 +113,42 @@ func newStoreStatements(o options) storeStatements {
 // follows finds the winner's tables. A missing privilege is a permanent
 // error naming the tables and the role.
 func (b *Backend) ensureStore(ctx context.Context, c *pgx.Conn) error {
-	if b.storeReady.Load() {
-		return nil
-	}
-	b.storeMu.Lock()
-	defer b.storeMu.Unlock()
-	if b.storeReady.Load() {
-		return nil
-	}
-	found, err := b.checkStoreTables(ctx, c)
-	if err != nil {
-		return err
-	}
-	if !found {
+	return b.storeReady.Do(func() error {
+		found, err := b.checkStoreTables(ctx, c)
+		if err != nil || found {
+			return err
+		}
 		// CREATE TABLE IF NOT EXISTS checks the CREATE privilege on the
 		// schema even when the table exists, hence the check first.
 		if _, err := c.Exec(ctx, b.store.schema); err != nil {
-			var pe *pgconn.PgError
-			switch {
-			case errors.As(err, &pe) && pe.Code == "42501": // insufficient_privilege
-				return permanentf("tables %s and %s (entries and logs) do not both exist and role %q may not create them (%s): grant it CREATE on the schema, or create them as another role with the DDL in lease/postgres/store_schema.sql and grant this role SELECT, INSERT, UPDATE, DELETE on them",
-					b.store.entries, b.store.log, c.Config().User, pe.Message)
-			case errors.As(err, &pe) && pe.Code == "3F000": // invalid_schema_name
-				return permanentf("tables %s and %s: %s", b.store.entries, b.store.log, pe.Message)
-			case errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07"):
-				// Another client created them at the same moment.
-			default:
-				return fmt.Errorf("creating tables %s and %s: %w", b.store.entries, b.store.log, err)
+			if err := b.storeCreateFailed(err, c.Config().User); err != nil {
+				return err
 			}
 		}
 		found, err = b.checkStoreTables(ctx, c)
 		if err == nil && !found {
 			err = fmt.Errorf("tables %s and %s not found after CREATE TABLE (is the schema in the role's search_path?)", b.store.entries, b.store.log)
 		}
-		if err != nil {
-			return err
-		}
+		return err
+	})
+}
+
+// storeCreateFailed is the error of a failed CREATE TABLE of the tables of
+// entries and logs by user: nil when another client created them at the
+// same moment.
+func (b *Backend) storeCreateFailed(err error, user string) error {
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe) && pe.Code == "42501": // insufficient_privilege
+		return sqllease.Permanentf("tables %s and %s (entries and logs) do not both exist and role %q may not create them (%s): grant it CREATE on the schema, or create them as another role with the DDL in lease/postgres/store_schema.sql and grant this role SELECT, INSERT, UPDATE, DELETE on them",
+			b.store.entries, b.store.log, user, pe.Message)
+	case errors.As(err, &pe) && pe.Code == "3F000": // invalid_schema_name
+		return sqllease.Permanentf("tables %s and %s: %s", b.store.entries, b.store.log, pe.Message)
+	case errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07"):
+		return nil // another client created them at the same moment
+	default:
+		return fmt.Errorf("creating tables %s and %s: %w", b.store.entries, b.store.log, err)
 	}
-	b.storeReady.Store(true)
-	return nil
 }
 
 // checkStoreTables reports whether both tables exist, and fails
@@ -170,10 +169,10 @@ func (b *Backend) checkStoreTables(ctx context.Context, c *pgx.Conn) (bool, erro
 			return false, fmt.Errorf("checking table %s: %w", t.name, err)
 		}
 		if cols != nil {
-			return true, permanentf("table %s exists but is not a leasecron table: no column %s", t.name, *cols)
+			return true, sqllease.Permanentf("table %s exists but is not a leasecron table: no column %s", t.name, *cols)
 		}
 		if privs != nil {
-			return true, permanentf("role %q lacks the %s privilege on table %s (grant it: GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO ...)", c.Config().User, *privs, t.name, t.name)
+			return true, sqllease.Permanentf("role %q lacks the %s privilege on table %s (grant it: GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO ...)", c.Config().User, *privs, t.name, t.name)
 		}
 	}
 	return both, nil

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasecron/leasecron/lease/internal/sqllease"
 )
 
 var (
@@ -86,60 +88,50 @@ func parseTable(name string) (string, error) {
 	return pgx.Identifier(parts).Sanitize(), nil
 }
 
-// permanentError marks an error that retrying cannot cure (a missing
-// privilege, a foreign table); its text is the wrapped error's.
-type permanentError struct{ error }
-
-func (e permanentError) Unwrap() error { return e.error }
-
-// permanentf is fmt.Errorf marked permanent.
-func permanentf(format string, args ...any) error {
-	return permanentError{fmt.Errorf(format, args...)}
-}
-
 // ensureTable creates the lease table if missing and checks that it has
 // the expected columns and that the role may read and write it.
 func (b *Backend) ensureTable(ctx context.Context) error {
-	if b.ready.Load() {
-		return nil
-	}
-	b.ensureMu.Lock()
-	defer b.ensureMu.Unlock()
-	if b.ready.Load() {
-		return nil
-	}
-	err := b.do(ctx, func(ctx context.Context, c *pgx.Conn) error {
-		found, err := b.checkTable(ctx, c)
-		if err != nil || found {
-			return err
-		}
-		// CREATE TABLE IF NOT EXISTS checks the CREATE privilege on the
-		// schema even when the table exists, hence the check first.
-		if _, err := c.Exec(ctx, b.sql.schema); err != nil {
-			var pe *pgconn.PgError
-			switch {
-			case errors.As(err, &pe) && pe.Code == "42501": // insufficient_privilege
-				return permanentf("table %s does not exist and role %q may not create it (%s): grant it CREATE on the schema, or create the table as another role with the DDL in lease/postgres/schema.sql and grant this role SELECT, INSERT, UPDATE on it",
-					b.table, c.Config().User, pe.Message)
-			case errors.As(err, &pe) && pe.Code == "3F000": // invalid_schema_name
-				return permanentf("table %s: %s", b.table, pe.Message)
-			case errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07"):
-				// Another client created it at the same moment.
-			default:
-				return fmt.Errorf("creating table %s: %w", b.table, err)
+	return b.tableReady.Do(func() error {
+		err := b.do(ctx, func(ctx context.Context, c *pgx.Conn) error {
+			found, err := b.checkTable(ctx, c)
+			if err != nil || found {
+				return err
 			}
+			// CREATE TABLE IF NOT EXISTS checks the CREATE privilege on the
+			// schema even when the table exists, hence the check first.
+			if _, err := c.Exec(ctx, b.sql.schema); err != nil {
+				if err := b.createFailed(err, c.Config().User); err != nil {
+					return err
+				}
+			}
+			found, err = b.checkTable(ctx, c)
+			if err == nil && !found {
+				err = fmt.Errorf("table %s not found after CREATE TABLE (is the schema in the role's search_path?)", b.table)
+			}
+			return err
+		})
+		if err != nil {
+			return b.core.NodeErr(err)
 		}
-		found, err = b.checkTable(ctx, c)
-		if err == nil && !found {
-			err = fmt.Errorf("table %s not found after CREATE TABLE (is the schema in the role's search_path?)", b.table)
-		}
-		return err
+		return nil
 	})
-	if err != nil {
-		return b.nodeErr(err)
+}
+
+// createFailed is the error of a failed CREATE TABLE of the lease table
+// by user: nil when another client created it at the same moment.
+func (b *Backend) createFailed(err error, user string) error {
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe) && pe.Code == "42501": // insufficient_privilege
+		return sqllease.Permanentf("table %s does not exist and role %q may not create it (%s): grant it CREATE on the schema, or create the table as another role with the DDL in lease/postgres/schema.sql and grant this role SELECT, INSERT, UPDATE on it",
+			b.table, user, pe.Message)
+	case errors.As(err, &pe) && pe.Code == "3F000": // invalid_schema_name
+		return sqllease.Permanentf("table %s: %s", b.table, pe.Message)
+	case errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07"):
+		return nil // another client created it at the same moment
+	default:
+		return fmt.Errorf("creating table %s: %w", b.table, err)
 	}
-	b.ready.Store(true)
-	return nil
 }
 
 // checkTable reports whether the table exists, and fails (permanently)
@@ -154,10 +146,10 @@ func (b *Backend) checkTable(ctx context.Context, c *pgx.Conn) (bool, error) {
 		return false, fmt.Errorf("checking table %s: %w", b.table, err)
 	}
 	if cols != nil {
-		return true, permanentf("table %s exists but is not a leasecron lease table: no column %s", b.table, *cols)
+		return true, sqllease.Permanentf("table %s exists but is not a leasecron lease table: no column %s", b.table, *cols)
 	}
 	if privs != nil {
-		return true, permanentf("role %q lacks the %s privilege on table %s (grant it: GRANT SELECT, INSERT, UPDATE ON %s TO ...)", c.Config().User, *privs, b.table, b.table)
+		return true, sqllease.Permanentf("role %q lacks the %s privilege on table %s (grant it: GRANT SELECT, INSERT, UPDATE ON %s TO ...)", c.Config().User, *privs, b.table, b.table)
 	}
 	return true, nil
 }

@@ -1,4 +1,4 @@
-package mysql_test
+package sqlleasetest
 
 import (
 	"context"
@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/testkit/mysqltest"
 	"github.com/leasecron/leasecron/lease"
-	"github.com/leasecron/leasecron/lease/mysql"
 )
 
 // stepTTL is the TTL of the clock step tests (long enough that the
@@ -21,31 +19,30 @@ const (
 	serverStep = time.Minute
 )
 
-// stepServerClock opens two clients on one server whose clock, as every
-// lease statement of both sees it, can be stepped (see
-// WithServerClockStep), and returns them with the step.
-func stepServerClock(t *testing.T, opts ...mysql.Option) (a, b *mysql.Backend, step *atomic.Int64) {
-	s := mysqltest.Start(t)
-	step = new(atomic.Int64)
-	opts = append([]mysql.Option{mysql.WithServerClockStep(step)}, opts...)
-	return open(t, s.DSN(), opts...), open(t, s.DSN(), opts...), step
+// stepServerClock opens two clients as c says on one server whose clock,
+// as every lease statement of both sees it, can be stepped
+// (Client.ClockStep), and returns them with the step.
+func stepServerClock(t *testing.T, h Harness, c Client) (a, b lease.Backend, step *atomic.Int64) {
+	s := h.Start(t)
+	c.ClockStep = new(atomic.Int64)
+	return s.Open(t, c), s.Open(t, c), c.ClockStep
 }
 
 // abandonedThenStep: A takes the key and stops renewing (a holder that
 // was killed); B has seen it held; the server's clock steps forward by
 // more than the TTL; B then acquires until granted. It returns when B's
 // grant came back and A's validity end.
-func abandonedThenStep(t *testing.T, opts ...mysql.Option) (grantedAt, validUntil time.Time) {
-	a, b, step := stepServerClock(t, opts...)
-	lA, err := a.Acquire(ctxT(t), lease.Request{Key: "job", TTL: stepTTL, Owner: "A"})
+func abandonedThenStep(t *testing.T, h Harness, c Client) (grantedAt, validUntil time.Time) {
+	a, b, step := stepServerClock(t, h, c)
+	lA, err := a.Acquire(Ctx(t), lease.Request{Key: "job", TTL: stepTTL, Owner: "A"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := try(t, b, lease.Request{Key: "job", TTL: stepTTL, Owner: "B"}); !errors.Is(err, lease.ErrHeld) {
+	if _, err := Try(t, b, lease.Request{Key: "job", TTL: stepTTL, Owner: "B"}); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("B before the step: %v, want ErrHeld", err)
 	}
 	step.Store(serverStep.Microseconds())
-	if in, err := b.Inspect(ctxT(t), "job"); err != nil || in.Holder != "" {
+	if in, err := b.Inspect(Ctx(t), "job"); err != nil || in.Holder != "" {
 		t.Fatalf("after the step the server's clock must show A's row expired: %+v, %v", in, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*stepTTL+30*time.Second)
@@ -61,45 +58,45 @@ func abandonedThenStep(t *testing.T, opts ...mysql.Option) (grantedAt, validUnti
 	return grantedAt, lA.ValidUntil()
 }
 
-// TestServerClockStepForward: a holder stops renewing, then the server's
+// ServerClockStepForward: a holder stops renewing, then the server's
 // clock steps a minute forward (a failover to a standby whose clock is
 // ahead, an NTP step): the row's expires_at has passed on the server's
 // clock, yet another client takes the key over only once the holder's
 // validity has ended, and then does take it.
-func TestServerClockStepForward(t *testing.T) {
+func ServerClockStepForward(t *testing.T, h Harness) {
 	t.Parallel()
-	at, vu := abandonedThenStep(t)
+	at, vu := abandonedThenStep(t, h, Client{})
 	if at.Before(vu) {
 		t.Fatalf("MUTUAL EXCLUSION VIOLATED: taken over %s before the holder's validity ended", vu.Sub(at))
 	}
 	t.Logf("taken over %s after the holder's validity ended", at.Sub(vu).Round(time.Millisecond))
 }
 
-// TestServerClockStepForwardNegative is its negative control: with the
+// ServerClockStepForwardNegative is its negative control: with the
 // takeover decided by expires_at on the server's clock, the same step
 // hands the key to the second client while the holder is still valid.
-func TestServerClockStepForwardNegative(t *testing.T) {
+func ServerClockStepForwardNegative(t *testing.T, h Harness) {
 	t.Parallel()
-	at, vu := abandonedThenStep(t, mysql.WithWallClockTakeover())
+	at, vu := abandonedThenStep(t, h, Client{WallClockTakeover: true})
 	if !at.Before(vu) {
 		t.Fatal("negative control: no takeover before the holder's validity ended; the control does not control")
 	}
 	t.Logf("negative control: taken over %s before the holder's validity ended", vu.Sub(at).Round(time.Millisecond))
 }
 
-// TestServerClockStepKeepsRenewedLease: a holder that keeps renewing
+// ServerClockStepKeepsRenewedLease: a holder that keeps renewing
 // through a forward step of the server's clock keeps its lease: its
 // renewals succeed, and another client trying for two TTLs is refused
 // naming it.
-func TestServerClockStepKeepsRenewedLease(t *testing.T) {
+func ServerClockStepKeepsRenewedLease(t *testing.T, h Harness) {
 	t.Parallel()
-	a, b, step := stepServerClock(t)
-	lA, err := a.Acquire(ctxT(t), lease.Request{Key: "job", TTL: stepTTL, Owner: "A"})
+	a, b, step := stepServerClock(t, h, Client{})
+	lA, err := a.Acquire(Ctx(t), lease.Request{Key: "job", TTL: stepTTL, Owner: "A"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := lease.NewHold(lA, a.Timeout())
-	t.Cleanup(func() { _ = h.Release(ctxT(t)) })
+	hold := lease.NewHold(lA, a.Timeout())
+	t.Cleanup(func() { _ = hold.Release(Ctx(t)) })
 	step.Store(serverStep.Microseconds())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*stepTTL)
 	defer cancel()
@@ -109,30 +106,30 @@ func TestServerClockStepKeepsRenewedLease(t *testing.T) {
 		t.Fatalf("MUTUAL EXCLUSION VIOLATED or wrong refusal: B's Acquire for %s while A renews: %v, want ErrHeld naming A", 2*stepTTL, err)
 	}
 	select {
-	case <-h.Done():
-		t.Fatalf("A's hold was lost after the server's clock stepped: %v", h.Err())
+	case <-hold.Done():
+		t.Fatalf("A's hold was lost after the server's clock stepped: %v", hold.Err())
 	default:
 	}
-	if err := lA.Extend(ctxT(t), 0); err != nil {
+	if err := lA.Extend(Ctx(t), 0); err != nil {
 		t.Fatalf("A's Extend after the step: %v", err)
 	}
 }
 
-// TestServerClockStepBatchTakeover: the takeover counted on the
-// contender's clock works for a batch (one statement for all its keys):
+// ServerClockStepBatchTakeover: the takeover counted on the
+// contender's clock works for a batch (one round trip for all its keys):
 // 200 keys abandoned by A, the server's clock stepped forward, and B's
 // batches are refused for every key until A's validity of that key has
 // ended, then granted for all of them, each with a higher fence.
-func TestServerClockStepBatchTakeover(t *testing.T) {
+func ServerClockStepBatchTakeover(t *testing.T, h Harness) {
 	t.Parallel()
-	a, b, step := stepServerClock(t)
+	a, b, step := stepServerClock(t, h, Client{})
 	const n = 200
 	reqs := make([]lease.Request, n)
 	for i := range reqs {
 		reqs[i] = lease.Request{Key: "batch-" + strconv.Itoa(i), TTL: stepTTL, Owner: "A"}
 	}
 	held := make([]lease.Lease, n)
-	for i, r := range a.TryAcquireBatch(ctxT(t), reqs) {
+	for i, r := range a.TryAcquireBatch(Ctx(t), reqs) {
 		if r.Err != nil {
 			t.Fatalf("A's batch, key %d: %v", i, r.Err)
 		}
@@ -147,7 +144,7 @@ func TestServerClockStepBatchTakeover(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("B took over %d of %d abandoned keys", taken, n)
 		}
-		res := b.TryAcquireBatch(ctxT(t), reqs)
+		res := b.TryAcquireBatch(Ctx(t), reqs)
 		now := time.Now()
 		for i, r := range res {
 			if r.Err != nil {
