@@ -20,6 +20,7 @@ import (
 // for a slot whose command failed, posted to a webhook on loopback before
 // exec exits; running the completed slot again fires nothing more.
 func TestExecFiresHooks(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var got []scheduler.HookEvent
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -79,6 +79,7 @@ func waitHistoryFor(t *testing.T, path, job string, d *testDaemon, what string, 
 // forks beyond the limit fail, the run fails and is recorded as limit —
 // and what it started is gone once the run is over.
 func TestLimitsTasksRecorded(t *testing.T) {
+	t.Parallel()
 	requireHostLimits(t, &scheduler.Job{TasksMax: 16})
 	pids := filepath.Join(t.TempDir(), "pids")
 	r, log := runOnce(t, fmt.Sprintf(`  - name: job

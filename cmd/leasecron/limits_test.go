@@ -123,10 +123,12 @@ func TestLimitsRefusedWithoutCgroups(t *testing.T) {
 // the memory controller on cgroup v2 or v1 (see requireHostLimits);
 // TestLimitsNotAppliedRecorded is its negative control.
 func TestLimitsOOMRecorded(t *testing.T) {
+	t.Parallel()
 	requireHostLimits(t, &scheduler.Job{MemoryMax: 16 << 20})
 	backends := everyBackend()
 	for name, section := range backends {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ticks := filepath.Join(t.TempDir(), "ticks")
 			// tail keeps an unterminated line in memory: 256MiB of it.
 			path := writeConfig(t, limitsConfig(section(t), fmt.Sprintf(`  - name: hog
@@ -183,6 +185,7 @@ func TestLimitsOOMRecorded(t *testing.T) {
 // cannot be read make check exit 2, naming the file, the line and the
 // field of each.
 func TestCheckBadLimits(t *testing.T) {
+	t.Parallel()
 	path := writeConfig(t, `redis:
   nodes: ["redis://127.0.0.1:1/0"]
 jobs:

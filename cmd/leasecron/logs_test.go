@@ -20,8 +20,10 @@ import (
 // (unredacted, each stream in order) and stores it, redacted, with the
 // run's record: `logs` on any host shows it with each line's stream.
 func TestExecStoresOutput(t *testing.T) {
+	t.Parallel()
 	for name, section := range outputBackends() {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			path := writeConfig(t, section(t)+`lease:
   ttl: 10s
   renew: 2s
@@ -84,6 +86,7 @@ jobs:
 // TestLogsBadInput: usage errors exit 2 naming the problem; a tick with no
 // record exits 1; check names the file and line of a bad redact pattern.
 func TestLogsBadInput(t *testing.T) {
+	t.Parallel()
 	path := writeConfig(t, goodConfig)
 	for _, args := range [][]string{
 		{"logs", "-c", path},
@@ -113,6 +116,7 @@ func TestLogsBadInput(t *testing.T) {
 // publishing (it died: the entry expires) and leaves no record: it prints
 // the lines it saw and exits 1 saying so, instead of waiting forever.
 func TestLogsFollowVanishedHost(t *testing.T) {
+	t.Parallel()
 	cl := redistest.Start(t, 1)
 	path := writeConfig(t, fleetConfig(cl.URLs(), "  - {name: ghost, schedule: \"@yearly\", shell: \"true\"}\n"))
 	waitVoting(t, path)

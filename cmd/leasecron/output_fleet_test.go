@@ -57,8 +57,10 @@ jobs:
 // and the redact match replaced, and `logs -f` follows stepper's running
 // attempt on host-a, each step once, in order, to its result.
 func TestOutputFromAnyHost(t *testing.T) {
+	t.Parallel()
 	for name, section := range outputBackends() {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			path := writeConfig(t, outputConfig(section(t)))
 			a := startDaemon(t, "-c", path, "--id", "host-a")
 			b := startDaemon(t, "-c", path, "--id", "host-b")

@@ -37,6 +37,7 @@ func jobPageConfig(nodes []string) string {
 // HTML without script; unknown jobs 404, other methods 405. The main
 // page links each job to its page. A real headless Chromium renders it.
 func TestJobPage(t *testing.T) {
+	t.Parallel()
 	cl := redistest.Start(t, 3)
 	d := startDaemon(t, "-c", writeConfig(t, jobPageConfig(cl.URLs())), "--id", "host-a", "--metrics", "127.0.0.1:0")
 	d.notes.await(t, "READY=1")
@@ -146,6 +147,7 @@ func (c *countingSource) reads() int {
 // second cost one read of its detail (up to 20 records with output); a
 // view after statusCacheFor reads again; unknown jobs are not kept.
 func TestJobPageReadsOncePerSecond(t *testing.T) {
+	t.Parallel()
 	src := &countingSource{}
 	page := newStatusPage(src, "/etc/leasecron.yaml", slog.New(slog.DiscardHandler))
 	view := func(name string) int {

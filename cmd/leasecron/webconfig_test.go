@@ -65,6 +65,7 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 // TLS with the password. Negative control: the same daemon without the
 // flag serves the page to anyone over plain HTTP.
 func TestWebConfigTLSAndPassword(t *testing.T) {
+	t.Parallel()
 	cl := redistest.Start(t, 3)
 	dir := t.TempDir()
 	certFile, keyFile, pool := selfSigned(t, dir)
@@ -130,6 +131,7 @@ func TestWebConfigTLSAndPassword(t *testing.T) {
 // names a missing certificate, stops `run` before it starts (exit 2); the
 // flag without --metrics is a usage error.
 func TestWebConfigBad(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := writeConfig(t, goodConfig)
 	for name, text := range map[string]string{
