@@ -69,7 +69,9 @@ func hookYAML(url, keyFile string, events ...string) string {
 // on_success exactly once (the killed tick too: its takeover does not
 // fire on_start again), every tick of failing fired on_failure exactly
 // once, and every tick of nowhere has exactly one history record
-// (missed, no_eligible_host) and fired on_missed exactly once. Every
+// (missed, no_eligible_host) and fired on_missed exactly once — but for
+// an event of the killed host in the seconds before the kill, which may
+// be lost (hooks fire at most once) and never fires twice. Every
 // request was signed with the secret_file's key.
 func TestHooksOncePerEvent(t *testing.T) {
 	t.Parallel()
@@ -106,7 +108,15 @@ func hooksOncePerEvent(t *testing.T, backend string) {
 	})
 	f.WaitFor("on_start of the fresh run", 10*time.Second, func(*History) bool { return sink.count("hooked", "start", r.Tick) == 1 })
 	t.Logf("killing %s, which runs tick %d of hooked", r.Host, r.Tick)
+	killAt := time.Now()
 	f.Daemon(r.Host).Kill()
+	// A hook fires at most once per event, and exactly once unless its
+	// host dies between writing the tick's done mark and the delivery
+	// (docs/operations.md, Hooks): an event of the killed host in the
+	// seconds before the kill may be lost, never fired twice.
+	lostToKill := func(host string, at time.Time) bool {
+		return host == r.Host && !at.After(killAt) && killAt.Sub(at) < 5*time.Second
+	}
 	f.WaitFor("the killed tick to succeed on another host", 30*time.Second, func(h *History) bool {
 		for _, x := range h.Tick("hooked", r.Tick) {
 			if x.Succeeded() && x.Host != r.Host {
@@ -136,11 +146,17 @@ func hooksOncePerEvent(t *testing.T, backend string) {
 		t.Errorf("the killed tick %d of hooked: on_success fired %d times, want 1", r.Tick, sink.count("hooked", "success", r.Tick))
 	}
 	for _, tk := range Ticks(6*time.Second, from, to) {
-		ended := false
+		ended, excused := false, false
 		for _, x := range h.Tick("failing", tk.Unix()) {
 			ended = ended || x.Failed()
+			excused = excused || x.Failed() && lostToKill(x.Host, x.End)
 		}
-		if n := sink.count("failing", "failure", tk.Unix()); ended && n != 1 || !ended && n != 0 {
+		n := sink.count("failing", "failure", tk.Unix())
+		if ended && n == 0 && excused {
+			t.Logf("tick %s of failing: on_failure lost with its host, killed just after the run failed", fmtT(tk))
+			continue
+		}
+		if ended && n != 1 || !ended && n != 0 {
 			t.Errorf("tick %s of failing (failed: %v): on_failure fired %d times; want once for a tick that failed", fmtT(tk), ended, n)
 		}
 	}
@@ -153,7 +169,12 @@ func hooksOncePerEvent(t *testing.T, backend string) {
 		}
 	}
 	for _, tk := range Ticks(4*time.Second, from, to) {
-		if byTick[tk.Unix()] != 1 || sink.count("nowhere", "missed", tk.Unix()) != 1 {
+		n := sink.count("nowhere", "missed", tk.Unix())
+		if byTick[tk.Unix()] == 1 && n == 0 && lostToKill(missedBy(recs, tk), tk.Add(2*time.Second)) {
+			t.Logf("tick %s of nowhere: on_missed lost with its recorder, killed just after the deadline", fmtT(tk))
+			continue
+		}
+		if byTick[tk.Unix()] != 1 || n != 1 {
 			t.Errorf("tick %s of nowhere: %d history records, on_missed fired %d times; want 1 and 1",
 				fmtT(tk), byTick[tk.Unix()], sink.count("nowhere", "missed", tk.Unix()))
 		}
@@ -239,4 +260,14 @@ func missedTickNoQuorum(t *testing.T, backend string) {
 	if runs := f.History().Tick("quiet", tick.Unix()); len(runs) > 0 {
 		t.Errorf("the cut tick ran:\n%s", (&History{Runs: runs}).String())
 	}
+}
+
+// missedBy is the host that recorded tick missed in recs ("" if none).
+func missedBy(recs []scheduler.RunRecord, tick time.Time) string {
+	for _, rec := range recs {
+		if rec.Tick.Unix() == tick.Unix() && rec.Result == "missed" {
+			return rec.Host
+		}
+	}
+	return ""
 }

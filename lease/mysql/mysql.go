@@ -152,7 +152,7 @@ func (b *Backend) do(ctx context.Context, f func(context.Context) error) error {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return err
+				return errors.Join(err, ctx.Err())
 			case <-t.C:
 			}
 		}
