@@ -8,11 +8,9 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -204,47 +202,6 @@ func (s *Scheduler) now() time.Time {
 
 // until returns how long until t on the scheduler's clock.
 func (s *Scheduler) until(t time.Time) time.Duration { return t.Sub(s.now()) }
-
-// key is the lease key of a job: one key per job, not per tick (the
-// backend adds its own prefix or table). A dry run uses keys of its own,
-// so it never takes or completes a live fleet's tick.
-func (s *Scheduler) key(job string) string {
-	if s.opts.DryRun {
-		return dryRunPrefix + job
-	}
-	return job
-}
-
-// dryRunPrefix starts the lease keys, log names and retry entries of a
-// dry-run scheduler, and dryRunHosts is its heartbeat space: a dry-run
-// fleet is apart from the live one on the same backend.
-const (
-	dryRunPrefix = "dry-run."
-	dryRunHosts  = lease.SpaceHosts + ".dry-run"
-)
-
-// logName is the name of job's history log in the backend.
-func (s *Scheduler) logName(job string) string { return storeName(s.key(job)) }
-
-// missLogName is the name of the log of job's missed and skipped ticks,
-// kept apart from its runs so that a job paused for long keeps its last
-// history_limit runs (see missLogOf).
-func (s *Scheduler) missLogName(job string) string { return missLogOf(s.key(job)) }
-
-// retryName is the name of the retry state of tick of job: one entry per
-// tick, so that a tick's state never hides another's.
-func (s *Scheduler) retryName(job string, tick time.Time) string {
-	return storeName(s.key(job) + "@" + strconv.FormatInt(tick.Unix(), 10))
-}
-
-// hostsSpace is the space of the heartbeats this scheduler writes and
-// ranks by.
-func (s *Scheduler) hostsSpace() string {
-	if s.opts.DryRun {
-		return dryRunHosts
-	}
-	return lease.SpaceHosts
-}
 
 // Reload swaps in a new schedule. Jobs that are running keep running under
 // their old settings; the next ticks use the new ones. Changes to the
@@ -443,83 +400,4 @@ func (s *Scheduler) warm(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, warmTimeout)
 	defer cancel()
 	_ = s.be.Warm(wctx)
-}
-
-// heldWait is how long a loser that found its tick held by another host
-// waits before its next attempt (the attempt-th retry).
-func heldWait(rerr *lease.RefusedError, quorum, attempt int) time.Duration {
-	wait := rerr.HolderTTL + 5*time.Millisecond
-	switch {
-	case rerr.HolderNodes >= quorum:
-		// The holder has the lease on a quorum: its attempt won, unless
-		// its own answers came too late for it (then it is cleaning up
-		// right now). One early look for that case, then trust the
-		// holder's TTL.
-		if attempt == 0 {
-			wait = min(wait, heldRecheck)
-		}
-	case attempt < splitRetries:
-		// When several hosts fire together the votes may split so that
-		// nobody wins; each loser sees another host as the holder, yet
-		// all of them release at once. Retry after a short random delay
-		// (as Redlock advises) before trusting the holder's TTL.
-		wait = min(wait, rand.N(splitRetryBase<<attempt)+time.Millisecond)
-	}
-	return wait
-}
-
-// owner is the value stored with a lease: which tick, which host.
-func owner(tick int64, host string) string { return fmt.Sprintf("tick=%d host=%s", tick, host) }
-
-// parseOwner reads what owner wrote; ok is false for other formats (such
-// as a manual trigger, "tick=manual").
-func parseOwner(s string) (tick int64, host string, ok bool) {
-	t, h, found := strings.Cut(s, " host=")
-	if !found || !strings.HasPrefix(t, "tick=") {
-		return 0, "", false
-	}
-	var n int64
-	if _, err := fmt.Sscanf(t, "tick=%d", &n); err != nil {
-		return 0, h, false
-	}
-	return n, h, true
-}
-
-var (
-	// errTickDeadline: the tick's deadline passed before its run started.
-	errTickDeadline = errors.New("the tick's deadline has passed")
-	// errShortValidity: the lease's validity would end (minus the kill
-	// margin) before the job could do anything.
-	errShortValidity = errors.New("the lease's remaining validity is shorter than the kill margin")
-)
-
-// mayStart reports whether a run for a tick whose deadline is deadline may
-// start now under l: the deadline, on the scheduler's (possibly offset)
-// clock, has not passed, and the lease is valid for longer than the kill
-// margin, which the supervisor would otherwise use up at once.
-func (s *Scheduler) mayStart(deadline time.Time, l lease.Lease) error {
-	if now := s.now(); !now.Before(deadline) {
-		return fmt.Errorf("%w: deadline %s, now %s", errTickDeadline,
-			deadline.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339Nano))
-	}
-	// The Hold reports a loss up to 3 request timeouts before the
-	// validity ends; below that plus the kill margin the job would be
-	// stopped as soon as it started.
-	need := s.killMargin() + 3*s.be.Timeout() + 5*time.Millisecond
-	if left := time.Until(l.ValidUntil()); left <= need {
-		return fmt.Errorf("%w: %s left, need more than %s (kill margin and loss detection)", errShortValidity,
-			left.Round(time.Millisecond), need)
-	}
-	return nil
-}
-
-// release gives up a lease that was won but not used, without completing
-// its tick, so that the job's next tick (or another host) is not kept
-// waiting for its TTL.
-func (s *Scheduler) release(l lease.Lease, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), max(s.base.Lease.TTL, 5*time.Second))
-	defer cancel()
-	if err := l.Release(ctx); err != nil {
-		log.Warn("could not release the unused lease; it expires with its TTL", "err", err)
-	}
 }
