@@ -21,17 +21,18 @@ func historyID(rec RunRecord) string {
 }
 
 // appendHistory adds rec to the job's history in the backend (at most
-// HistoryLimit records are kept), trying for up to a lease TTL while
-// hold (nil: none) keeps the run's lease: the tick is completed or
-// released only after this returns.
-func (s *Scheduler) appendHistory(j *Job, hold *lease.Hold, rec RunRecord, log *slog.Logger) {
+// HistoryLimit records are kept), trying for up to a lease TTL, whether
+// or not the run still holds its lease (the record of a run cut short by
+// a lost lease matters most): the tick is completed or released only
+// after this returns.
+func (s *Scheduler) appendHistory(j *Job, rec RunRecord, log *slog.Logger) {
 	data, err := encodeRecord(rec) // the output cut to fit lease.MaxRecordSize
 	if err != nil {
 		return
 	}
 	r := lease.Record{ID: historyID(rec), At: rec.Start, Data: data}
 	// Validate gave HistoryLimit its default.
-	if err := s.whileHeld(hold, max(s.base.Lease.TTL, time.Second), func(ctx context.Context) error { return s.be.Append(ctx, s.logName(j.Name), r, j.HistoryLimit) }); err != nil {
+	if err := s.whileHeld(context.Background(), nil, max(s.base.Lease.TTL, time.Second), func(ctx context.Context) error { return s.be.Append(ctx, s.logName(j.Name), r, j.HistoryLimit) }); err != nil {
 		log.Error("could not record the run in the job's history", "err", err)
 		s.opts.Metrics.HistoryLost(j.Name)
 	}

@@ -117,11 +117,12 @@ func (s *Scheduler) tryRecordMiss(ctx context.Context, j *Job, tick time.Time, r
 	return true, nil
 }
 
-// tickRan reports whether tick of j ran (or runs) somewhere: its lease is
-// completed for it or a later tick, or held for it or a later tick, or
-// the job's runs have a record of it (a run cut short, a failure to
-// start). Only the newest records that can hold the tick's runs are read
-// (see runsSince).
+// tickRan reports whether tick of j ran (or runs) somewhere, or is on
+// record as missed already: its lease is completed for it or a later
+// tick, or held for it or a later tick, or the job's runs have a record
+// of it (a run cut short, a failure to start), or its missed ticks do.
+// Only the newest records that can hold the tick's runs are read (see
+// runsSince).
 func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
 	defer cancel()
@@ -145,19 +146,32 @@ func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time) (bool, 
 			return true, nil
 		}
 	}
+	// Already on record as missed (a host that appended it died before
+	// its done mark): not counted or logged twice. The records are small.
+	missed, err := s.be.Log(rctx, s.missLogName(j.Name), min(max(j.HistoryLimit, 1), 100))
+	if err != nil {
+		return false, err
+	}
+	for _, r := range missed {
+		if r.ID == missID(tick) {
+			return true, nil
+		}
+	}
 	return false, nil
 }
 
 // runsSince bounds the records of j's runs logged since tick's first
 // attempt: up to retries+1 attempts per tick from tick to now, twice
 // over for runs whose completion was not confirmed and manual runs,
-// plus a few; at most history_limit and 100.
+// plus one that could not start per live host, plus a few; at most
+// history_limit and 100.
 func (s *Scheduler) runsSince(j *Job, tick time.Time) int {
 	ticks, now := 1, s.now()
 	for t := j.Next(tick); !t.IsZero() && !t.After(now) && ticks < 100; t = j.Next(t) {
 		ticks++
 	}
-	return min(max(j.HistoryLimit, 1), 100, 2*ticks*(j.Retries+1)+4)
+	hosts := len(s.liveHosts(s.cfg.Load()))
+	return min(max(j.HistoryLimit, 1), 100, 2*ticks*(j.Retries+1)+hosts+4)
 }
 
 // missID is the history record ID of tick's missed record: one per tick.

@@ -54,7 +54,7 @@ func TestSkippedTicksKeepRuns(t *testing.T) {
 	first := time.Now().Add(-time.Hour).Truncate(time.Minute)
 	for i := range 3 {
 		tk := first.Add(time.Duration(i) * time.Minute)
-		s.appendHistory(j, nil, RunRecord{Job: j.Name, Host: "h1", Tick: tk, Start: tk, End: tk.Add(time.Second), Result: "ok", Attempt: 1, Fence: int64(i + 1)}, log)
+		s.appendHistory(j, RunRecord{Job: j.Name, Host: "h1", Tick: tk, Start: tk, End: tk.Add(time.Second), Result: "ok", Attempt: 1, Fence: int64(i + 1)}, log)
 	}
 	for i := range 5 {
 		tk := first.Add(time.Duration(10+i) * time.Minute)

@@ -43,11 +43,14 @@ func (s *Scheduler) readRetry(ctx context.Context, j *Job, tick time.Time, log *
 }
 
 // writeRetry stores st while hold (nil: none) still holds the run's
-// lease, trying until the retry could no longer start before the
-// tick's deadline: a store slow to answer (a loaded machine) delays the
-// retry instead of cancelling it. The entry lives until a lease TTL
-// after the tick's deadline.
-func (s *Scheduler) writeRetry(j *Job, tick time.Time, hold *lease.Hold, st retryState) error {
+// lease and ctx (the daemon's hard stop) lasts, trying until the retry
+// could no longer start before the tick's deadline, for at most
+// retryWriteTTLs lease TTLs: a store slow to answer (a loaded machine)
+// delays the retry instead of cancelling it, and a store that keeps
+// refusing the write while it renews the lease (a full etcd, a locked
+// entries table) does not keep the job's lease for long. The entry lives
+// until a lease TTL after the tick's deadline.
+func (s *Scheduler) writeRetry(ctx context.Context, j *Job, tick time.Time, hold *lease.Hold, st retryState) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -55,32 +58,50 @@ func (s *Scheduler) writeRetry(j *Job, tick time.Time, hold *lease.Hold, st retr
 	deadline := j.DeadlineFor(tick)
 	ttl := max(s.until(deadline), 0) + s.base.Lease.TTL
 	e := lease.Entry{Name: s.retryName(j.Name, tick), Version: int64(st.Attempt), Data: data, TTL: ttl}
-	budget := max(s.until(deadline.Add(-lastTryMargin)), s.base.Lease.TTL/2, time.Second)
-	return s.whileHeld(hold, budget, func(ctx context.Context) error { return s.be.Put(ctx, lease.SpaceRetry, e) })
+	budget := min(s.until(deadline.Add(-lastTryMargin)), retryWriteTTLs*s.base.Lease.TTL)
+	return s.whileHeld(ctx, hold, budget, func(ctx context.Context) error { return s.be.Put(ctx, lease.SpaceRetry, e) })
 }
 
+// retryWriteTTLs bounds writeRetry, in lease TTLs.
+const retryWriteTTLs = 3
+
 // whileHeld calls op (each call bounded by requestWait) until it
-// succeeds, with a doubling pause between calls, for up to budget and
-// while hold (nil: none) has the run's lease (see leaseGone): what op
+// succeeds, with a doubling pause between calls, for up to budget, while
+// ctx lasts and while hold (nil: none) has the run's lease (see
+// leaseGone; a call is also bounded by the lease's validity): what op
 // writes must be stored before the lease is completed or released, and
-// is worth nothing once the lease is lost. It returns op's last error.
-func (s *Scheduler) whileHeld(hold *lease.Hold, budget time.Duration, op func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
+// is worth nothing once the lease is lost. A bad name or a closed
+// backend is not tried again. It returns op's last error.
+func (s *Scheduler) whileHeld(ctx context.Context, hold *lease.Hold, budget time.Duration, op func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
+	var holdDone <-chan struct{}
+	if hold != nil {
+		holdDone = hold.Done()
+	}
+	var err error
 	for wait := 50 * time.Millisecond; ; wait = min(wait*2, time.Second) {
-		rctx, rcancel := context.WithTimeout(ctx, s.requestWait())
-		err := op(rctx)
-		rcancel()
-		if err == nil || ctx.Err() != nil {
-			return err
-		}
 		if gone := leaseGone(hold); gone != nil {
 			return errors.Join(err, gone)
 		}
+		rctx, rcancel := context.WithTimeout(ctx, s.requestWait())
+		if hold != nil {
+			rctx, rcancel = context.WithDeadline(rctx, hold.ValidUntil())
+		}
+		err = op(rctx)
+		rcancel()
+		if err == nil || ctx.Err() != nil || errors.Is(err, lease.ErrBadName) || errors.Is(err, lease.ErrClosed) {
+			return err
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return err
-		case <-time.After(wait):
+		case <-holdDone:
+			t.Stop()
+			holdDone = nil // checked by leaseGone; a hold stopped at its lifetime stays closed
+		case <-t.C:
 		}
 	}
 }
@@ -150,7 +171,7 @@ func (f *follower) othersEligible() bool {
 // attempts are left and the retry can start before the deadline. Then it
 // stores the retry state (while hold keeps the lease) and returns when
 // the retry is due; zero: the tick is completed.
-func (s *Scheduler) planRetry(j *Job, tick time.Time, hold *lease.Hold, rec RunRecord, log *slog.Logger) time.Time {
+func (s *Scheduler) planRetry(ctx context.Context, j *Job, tick time.Time, hold *lease.Hold, rec RunRecord, log *slog.Logger) time.Time {
 	retryable := rec.Result == "failed" || rec.Result == ResultOOM || rec.Result == ResultLimit ||
 		(rec.Result == "timeout" && j.RetryOnTimeout)
 	if !retryable || j.Retries == 0 || rec.Tick.IsZero() {
@@ -169,8 +190,15 @@ func (s *Scheduler) planRetry(j *Job, tick time.Time, hold *lease.Hold, rec RunR
 		return time.Time{}
 	}
 	st := retryState{Tick: tick.Unix(), Attempt: rec.Attempt, Host: s.host, Result: rec.Result, NextAt: next.UTC()}
-	if err := s.writeRetry(j, tick, hold, st); err != nil {
+	if err := s.writeRetry(ctx, j, tick, hold, st); err != nil {
 		log.Error("could not store the retry state; completing the tick without a retry", "err", err)
+		s.opts.Metrics.RetriesExhausted(j.Name)
+		return time.Time{}
+	}
+	if deadline := j.DeadlineFor(tick); !s.now().Before(deadline.Add(-lastTryMargin)) {
+		// Stored too late for the retry to start (a slow store).
+		log.Warn("the retry state was stored too late for a retry before the tick's deadline; completing the tick",
+			"attempt", rec.Attempt, "deadline", deadline.UTC().Format(time.RFC3339))
 		s.opts.Metrics.RetriesExhausted(j.Name)
 		return time.Time{}
 	}

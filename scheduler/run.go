@@ -115,7 +115,7 @@ func (s *Scheduler) runLeased(hard context.Context, cfg *Config, j *Job, tick ti
 	rec.End, rec.Output = time.Now(), r.out.result()
 	rec.Exit, rec.Signal = w.exit.Code, w.exit.Signal
 	rec.Result, rec.Error = s.result(j, r, w, cut, log)
-	complete, lapse, retryAt := s.settle(j, tick, l, hold, rec, w, manual, log)
+	complete, lapse, retryAt := s.settle(hard, j, tick, l, hold, rec, w, manual, log)
 	s.finish(j, l, hold, rec, complete && !manual, lapse, log)
 	r.out.done(rec)
 	s.runEnded(j, rec, manual, !retryAt.IsZero())
@@ -283,7 +283,7 @@ func (s *Scheduler) drainOutput(proc *supervisor.Process, outWG *sync.WaitGroup,
 // it.
 func (s *Scheduler) finish(j *Job, l lease.Lease, hold *lease.Hold, rec RunRecord, complete, lapse bool, log *slog.Logger) {
 	cfg := s.cfg.Load()
-	s.appendHistory(j, hold, rec, log)
+	s.appendHistory(j, rec, log)
 	ctx, cancel := context.WithTimeout(context.Background(), max(cfg.Lease.TTL, 5*time.Second))
 	defer cancel()
 	var err error

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"time"
@@ -59,7 +60,7 @@ func (s *Scheduler) exitResult(j *Job, r *activeRun, w runExit, cut string, log 
 // is due), lapse (processes of the job may live on: the lease is left to
 // run out), or released (a run cut short by a lost lease or by shutdown,
 // so another host takes over; or a failure with a retry due at retryAt).
-func (s *Scheduler) settle(j *Job, tick time.Time, l lease.Lease, hold *lease.Hold, rec RunRecord, w runExit, manual bool, log *slog.Logger) (complete, lapse bool, retryAt time.Time) {
+func (s *Scheduler) settle(ctx context.Context, j *Job, tick time.Time, l lease.Lease, hold *lease.Hold, rec RunRecord, w runExit, manual bool, log *slog.Logger) (complete, lapse bool, retryAt time.Time) {
 	complete = ranToEnd(rec.Result)
 	// Processes of the job that could not be confirmed dead may still be
 	// working: leave the lease to run out instead of handing it on now.
@@ -74,7 +75,7 @@ func (s *Scheduler) settle(j *Job, tick time.Time, l lease.Lease, hold *lease.Ho
 		// A failed run with retries left is released for the retry
 		// (stored first, while the lease is still renewed), not
 		// completed.
-		if retryAt = s.planRetry(j, tick, hold, rec, log); !retryAt.IsZero() {
+		if retryAt = s.planRetry(ctx, j, tick, hold, rec, log); !retryAt.IsZero() {
 			complete = false
 		}
 	}

@@ -58,7 +58,6 @@ func heapPeak(run func()) uint64 {
 // than what went through it. The same measurement with the bound lifted
 // is TestOutputTailMemoryBound's negative control (scheduler).
 func TestOutputGigabyteCostsTheLimit(t *testing.T) {
-	t.Parallel()
 	cl := redistest.Start(t, 1)
 	path := writeConfig(t, fleetConfig(cl.URLs(), `  - name: flood
     schedule: "@yearly"

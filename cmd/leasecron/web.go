@@ -61,7 +61,9 @@ type statusPage struct {
 	cached *scheduler.Status
 	readAt time.Time
 	err    error
-	jobs   map[string]jobRead // job pages' reads (web_job.go), under mu
+
+	jobMu sync.Mutex         // serialises job pages' reads, apart from the main page's
+	jobs  map[string]jobRead // job pages' reads (web_job.go), under jobMu
 }
 
 // newStatusPage returns the page's handler for src; config is the config

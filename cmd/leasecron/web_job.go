@@ -83,8 +83,8 @@ type jobRead struct {
 // up to jobPageRuns records with their output). Only jobs of the config
 // are kept, and only while fresh.
 func (p *statusPage) readJob(ctx context.Context, name string) (*scheduler.JobDetail, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.jobMu.Lock()
+	defer p.jobMu.Unlock()
 	now := time.Now()
 	if c, ok := p.jobs[name]; ok && now.Sub(c.at) < statusCacheFor {
 		return c.d, c.err

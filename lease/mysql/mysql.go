@@ -137,9 +137,9 @@ func (b *Backend) do(ctx context.Context, f func(context.Context) error) error {
 			return lease.ErrClosed
 		}
 		err := f(ctx)
-		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			// Out of time while the server answered otherwise (a
-			// deadlock that would have been retried): say both.
+		if me := (*driver.MySQLError)(nil); err != nil && ctx.Err() != nil && errors.As(err, &me) && retryableCode(me.Number) {
+			// Out of time while retrying what the server rolled back
+			// (a deadlock, a lock wait): say both.
 			return errors.Join(err, ctx.Err())
 		}
 		if err == nil || ctx.Err() != nil || b.test.noReconnect || !sqllease.ConnectionLost(err, permanent) {
