@@ -14,7 +14,9 @@ import (
 
 // Operating a fleet from the command line, on real redis-server nodes:
 // pause/resume as status shows them, history as a daemon wrote it, and
-// the host flags of run as the heartbeats announce them.
+// the host flags of run as the heartbeats announce them. These test the
+// commands, with no fault injected; the fault suite (faults, takeovers,
+// the invariants under them) is package faultsuite.
 
 // fleetConfig is a config on nodes with a 3 s lease and a 1 s heartbeat,
 // followed by jobs (YAML list items).
