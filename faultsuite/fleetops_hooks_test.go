@@ -160,25 +160,7 @@ func hooksOncePerEvent(t *testing.T, backend string) {
 			t.Errorf("tick %s of failing (failed: %v): on_failure fired %d times; want once for a tick that failed", fmtT(tk), ended, n)
 		}
 	}
-	recs := history(t, f, "nowhere", 100)
-	byTick := map[int64]int{}
-	for _, rec := range recs {
-		byTick[rec.Tick.Unix()]++
-		if rec.Result != "missed" || rec.Reason != scheduler.MissNoEligibleHost {
-			t.Errorf("record of nowhere %+v: want missed, no_eligible_host", rec)
-		}
-	}
-	for _, tk := range Ticks(4*time.Second, from, to) {
-		n := sink.count("nowhere", "missed", tk.Unix())
-		if byTick[tk.Unix()] == 1 && n == 0 && lostToKill(missedBy(recs, tk), tk.Add(2*time.Second)) {
-			t.Logf("tick %s of nowhere: on_missed lost with its recorder, killed just after the deadline", fmtT(tk))
-			continue
-		}
-		if byTick[tk.Unix()] != 1 || n != 1 {
-			t.Errorf("tick %s of nowhere: %d history records, on_missed fired %d times; want 1 and 1",
-				fmtT(tk), byTick[tk.Unix()], sink.count("nowhere", "missed", tk.Unix()))
-		}
-	}
+	checkMissedHooks(t, f, sink, from, to, lostToKill)
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	if sink.bad > 0 {
@@ -259,6 +241,32 @@ func missedTickNoQuorum(t *testing.T, backend string) {
 	}
 	if runs := f.History().Tick("quiet", tick.Unix()); len(runs) > 0 {
 		t.Errorf("the cut tick ran:\n%s", (&History{Runs: runs}).String())
+	}
+}
+
+// checkMissedHooks checks job nowhere's ticks in [from, to]: each has
+// exactly one history record (missed, no_eligible_host) and fired
+// on_missed once, unless lostToKill excuses a lost one.
+func checkMissedHooks(t *testing.T, f *Fleet, sink *hookSink, from, to time.Time, lostToKill func(string, time.Time) bool) {
+	t.Helper()
+	recs := history(t, f, "nowhere", 100)
+	byTick := map[int64]int{}
+	for _, rec := range recs {
+		byTick[rec.Tick.Unix()]++
+		if rec.Result != "missed" || rec.Reason != scheduler.MissNoEligibleHost {
+			t.Errorf("record of nowhere %+v: want missed, no_eligible_host", rec)
+		}
+	}
+	for _, tk := range Ticks(4*time.Second, from, to) {
+		n := sink.count("nowhere", "missed", tk.Unix())
+		if byTick[tk.Unix()] == 1 && n == 0 && lostToKill(missedBy(recs, tk), tk.Add(2*time.Second)) {
+			t.Logf("tick %s of nowhere: on_missed lost with its recorder, killed just after the deadline", fmtT(tk))
+			continue
+		}
+		if byTick[tk.Unix()] != 1 || n != 1 {
+			t.Errorf("tick %s of nowhere: %d history records, on_missed fired %d times; want 1 and 1",
+				fmtT(tk), byTick[tk.Unix()], sink.count("nowhere", "missed", tk.Unix()))
+		}
 	}
 }
 
