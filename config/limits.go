@@ -76,17 +76,7 @@ type size struct {
 
 // UnmarshalYAML reads a size; it records a bad one, never fails.
 func (z *size) UnmarshalYAML(n *yaml.Node) error {
-	s, ok := z.scalar(n)
-	if !ok {
-		return nil
-	}
-	v, err := parseSize(s)
-	if err != nil {
-		z.bad = err.Error()
-		return nil
-	}
-	z.v, z.set = v, true
-	return nil
+	return readLeaf(&z.leaf, n, &z.v, parseSize)
 }
 
 // sizeUnits are the units parseSize knows, powers of 1024 (as systemd's

@@ -156,6 +156,23 @@ func (l *leaf) scalar(n *yaml.Node) (string, bool) {
 	return n.Value, true
 }
 
+// readLeaf reads n into *v with parse, which gets the value as written
+// and says in its error, for a person, why it cannot be read; it records
+// that (or a value that is not a single one) in l, never fails.
+func readLeaf[T any](l *leaf, n *yaml.Node, v *T, parse func(string) (T, error)) error {
+	s, ok := l.scalar(n)
+	if !ok {
+		return nil
+	}
+	x, err := parse(s)
+	if err != nil {
+		l.bad = err.Error()
+		return nil
+	}
+	*v, l.set = x, true
+	return nil
+}
+
 // text is a single value as written: "1.50", "yes" and "007" stay as they
 // are.
 type text struct {
@@ -179,17 +196,13 @@ type duration struct {
 
 // UnmarshalYAML reads a Go duration; it records a bad one, never fails.
 func (d *duration) UnmarshalYAML(n *yaml.Node) error {
-	s, ok := d.scalar(n)
-	if !ok {
-		return nil
-	}
-	v, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		d.bad = fmt.Sprintf("bad duration %q: use a Go duration such as 500ms, 30s, 4m or 1h30m", s)
-		return nil
-	}
-	d.v, d.set = v, true
-	return nil
+	return readLeaf(&d.leaf, n, &d.v, func(s string) (time.Duration, error) {
+		v, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return 0, fmt.Errorf("bad duration %q: use a Go duration such as 500ms, 30s, 4m or 1h30m", s)
+		}
+		return v, nil
+	})
 }
 
 // fraction is a number such as 0.01.
@@ -200,17 +213,13 @@ type fraction struct {
 
 // UnmarshalYAML reads a number; it records a bad one, never fails.
 func (f *fraction) UnmarshalYAML(n *yaml.Node) error {
-	s, ok := f.scalar(n)
-	if !ok {
-		return nil
-	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil {
-		f.bad = fmt.Sprintf("bad number %q: want a fraction such as 0.01", s)
-		return nil
-	}
-	f.v, f.set = v, true
-	return nil
+	return readLeaf(&f.leaf, n, &f.v, func(s string) (float64, error) {
+		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			return 0, fmt.Errorf("bad number %q: want a fraction such as 0.01", s)
+		}
+		return v, nil
+	})
 }
 
 // integer is a whole number such as 3.
@@ -221,17 +230,13 @@ type integer struct {
 
 // UnmarshalYAML reads a whole number; it records a bad one, never fails.
 func (i *integer) UnmarshalYAML(n *yaml.Node) error {
-	s, ok := i.scalar(n)
-	if !ok {
-		return nil
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
-	if err != nil {
-		i.bad = fmt.Sprintf("bad number %q: want a whole number such as 3", s)
-		return nil
-	}
-	i.v, i.set = int(v), true
-	return nil
+	return readLeaf(&i.leaf, n, &i.v, func(s string) (int, error) {
+		v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("bad number %q: want a whole number such as 3", s)
+		}
+		return int(v), nil
+	})
 }
 
 // boolean is true or false.
@@ -242,19 +247,15 @@ type boolean struct {
 
 // UnmarshalYAML reads true or false; it records anything else, never fails.
 func (b *boolean) UnmarshalYAML(n *yaml.Node) error {
-	s, ok := b.scalar(n)
-	if !ok {
-		return nil
-	}
-	switch strings.TrimSpace(s) {
-	case "true":
-		b.v, b.set = true, true
-	case "false":
-		b.v, b.set = false, true
-	default:
-		b.bad = fmt.Sprintf("want true or false, not %q", s)
-	}
-	return nil
+	return readLeaf(&b.leaf, n, &b.v, func(s string) (bool, error) {
+		switch strings.TrimSpace(s) {
+		case "true":
+			return true, nil
+		case "false":
+			return false, nil
+		}
+		return false, fmt.Errorf("want true or false, not %q", s)
+	})
 }
 
 // overlapValue is "skip" or "wait".
@@ -265,17 +266,13 @@ type overlapValue struct {
 
 // UnmarshalYAML reads skip or wait; it records anything else, never fails.
 func (o *overlapValue) UnmarshalYAML(n *yaml.Node) error {
-	s, ok := o.scalar(n)
-	if !ok {
-		return nil
-	}
-	v, ok := parseOverlap(strings.TrimSpace(s))
-	if !ok {
-		o.bad = fmt.Sprintf("overlap must be skip or wait, not %q", s)
-		return nil
-	}
-	o.v, o.set = v, true
-	return nil
+	return readLeaf(&o.leaf, n, &o.v, func(s string) (Overlap, error) {
+		v, ok := parseOverlap(strings.TrimSpace(s))
+		if !ok {
+			return v, fmt.Errorf("overlap must be skip or wait, not %q", s)
+		}
+		return v, nil
+	})
 }
 
 // unknownKey says that key is not allowed, listing what is, with a guess
