@@ -136,15 +136,7 @@ func (b *Backend) beatWrite(ctx context.Context, space string, e lease.Entry) (r
 		if err != nil {
 			return recsAt{}, err
 		}
-		var st *zk.Stat
-		err = b.call(ctx, b.cfg.Timeout, func() error {
-			var err error
-			st, err = b.conn.Set(path, data, cur.version)
-			if err == nil {
-				b.clock.observe(st.Mtime, b.clientNow())
-			}
-			return err
-		}, nil)
+		st, err := b.setObserved(ctx, path, data, cur.version)
 		if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
 			continue
 		}

@@ -105,13 +105,7 @@ func (b *Backend) put(ctx context.Context, space string, e lease.Entry) error {
 				return nil
 			}
 		}
-		err = b.call(ctx, b.cfg.Timeout, func() error {
-			st, err := b.conn.Set(path, data, st.Version)
-			if err == nil {
-				b.clock.observe(st.Mtime, b.clientNow())
-			}
-			return err
-		}, nil)
+		_, err = b.setObserved(ctx, path, data, st.Version)
 		if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
@@ -121,6 +115,21 @@ func (b *Backend) put(ctx context.Context, space string, e lease.Entry) error {
 		return nil
 	}
 	return fmt.Errorf("%d writers in a row came first", putTries)
+}
+
+// setObserved sets path's data at version (one request within the
+// timeout) and notes the server's clock from the write's mtime.
+func (b *Backend) setObserved(ctx context.Context, path string, data []byte, version int32) (*zk.Stat, error) {
+	var st *zk.Stat
+	err := b.call(ctx, b.cfg.Timeout, func() error {
+		var err error
+		st, err = b.conn.Set(path, data, version)
+		if err == nil {
+			b.clock.observe(st.Mtime, b.clientNow())
+		}
+		return err
+	}, nil)
+	return st, err
 }
 
 // createEntry creates the entry znode (and its space's znode if missing).
