@@ -61,7 +61,7 @@ func hookYAML(url, keyFile string, events ...string) string {
 }
 
 // TestHooksOncePerEvent: 3 daemons, every backend. Job hooked (on_start,
-// on_success) runs 3 s every 10 s; the daemon running one of its ticks
+// on_success) runs 3 s every 15 s; the daemon running one of its ticks
 // is SIGKILLed once that tick's on_start arrived, and another host takes
 // the tick over and runs it to its end. Job failing (on_failure) always
 // fails; job nowhere (on_missed) may run on no live host. Over the
@@ -93,7 +93,10 @@ func hooksOncePerEvent(t *testing.T, backend string) {
 	}
 	cfg := opsConfig(backend)
 	cfg.Jobs = []Job{
-		{Name: "hooked", Every: 10 * time.Second, Sleep: 3 * time.Second, Extra: hookYAML(srv.URL, keyFile, "start", "success")},
+		// Every 15 s: the killed tick's takeover comes one to two TTLs
+		// (3 s) after its last renewal on the SQL stores, and its 3 s run
+		// must still start before the next tick.
+		{Name: "hooked", Every: 15 * time.Second, Sleep: 3 * time.Second, Extra: hookYAML(srv.URL, keyFile, "start", "success")},
 		{Name: "failing", Every: 6 * time.Second, Sleep: 200 * time.Millisecond, Fail: Fail{Always: true},
 			Extra: hookYAML(srv.URL, keyFile, "failure")},
 		{Name: "nowhere", Every: 4 * time.Second, Sleep: 100 * time.Millisecond, Deadline: 2 * time.Second,
@@ -133,7 +136,7 @@ func hooksOncePerEvent(t *testing.T, backend string) {
 	})
 	h := f.CheckAudit()
 
-	for _, tk := range Ticks(10*time.Second, from, to) {
+	for _, tk := range Ticks(15*time.Second, from, to) {
 		ok := false
 		for _, x := range h.Tick("hooked", tk.Unix()) {
 			ok = ok || x.Succeeded()

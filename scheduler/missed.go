@@ -98,17 +98,8 @@ func (s *Scheduler) tryRecordMiss(ctx context.Context, j *Job, tick time.Time, r
 		return false, err
 	}
 	if !ran {
-		if err := s.appendMiss(ctx, j, tick, reason); err != nil {
+		if err := s.recordMiss(ctx, j, tick, reason, log); err != nil {
 			return false, err
-		}
-		result := "missed"
-		if skippedReason(reason) {
-			result = "skipped"
-		}
-		log.Warn("tick recorded as "+result, "deadline", j.DeadlineFor(tick).UTC().Format(time.RFC3339))
-		s.opts.Metrics.TickMissed(j.Name, reason)
-		if !skippedReason(reason) {
-			s.fireHook(j, HookEvent{Event: EventMissed, Job: j.Name, Tick: tick.UTC(), Result: result, Reason: reason})
 		}
 	}
 	if !s.noMissGuard {
@@ -117,12 +108,55 @@ func (s *Scheduler) tryRecordMiss(ctx context.Context, j *Job, tick time.Time, r
 	return true, nil
 }
 
-// tickRan reports whether tick of j ran (or runs) somewhere, or is on
-// record as missed already: its lease is completed for it or a later
-// tick, or held for it or a later tick, or the job's runs have a record
-// of it (a run cut short, a failure to start), or its missed ticks do.
-// Only the newest records that can hold the tick's runs are read (see
-// runsSince).
+// recordMiss appends tick's missed (or skipped) record, counts it and
+// fires on_missed. A record already there — appended by a host whose
+// answer was lost, or that died before the tick's done mark — is not
+// appended or counted again, but the hook is still fired: its own guard
+// and done mark keep it to one delivery.
+func (s *Scheduler) recordMiss(ctx context.Context, j *Job, tick time.Time, reason string, log *slog.Logger) error {
+	recorded, err := s.missRecorded(ctx, j, tick)
+	if err != nil {
+		return err
+	}
+	result := "missed"
+	if skippedReason(reason) {
+		result = "skipped"
+	}
+	if !recorded {
+		if err := s.appendMiss(ctx, j, tick, reason); err != nil {
+			return err
+		}
+		log.Warn("tick recorded as "+result, "deadline", j.DeadlineFor(tick).UTC().Format(time.RFC3339))
+		s.opts.Metrics.TickMissed(j.Name, reason)
+	}
+	if !skippedReason(reason) {
+		s.fireHook(j, HookEvent{Event: EventMissed, Job: j.Name, Tick: tick.UTC(), Result: result, Reason: reason})
+	}
+	return nil
+}
+
+// missRecorded reports whether tick of j is on record as missed or
+// skipped already. The records are small.
+func (s *Scheduler) missRecorded(ctx context.Context, j *Job, tick time.Time) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
+	defer cancel()
+	missed, err := s.be.Log(rctx, s.missLogName(j.Name), min(max(j.HistoryLimit, 1), 100))
+	if err != nil {
+		return false, err
+	}
+	for _, r := range missed {
+		if r.ID == missID(tick) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// tickRan reports whether tick of j ran (or runs) somewhere: its lease is
+// completed for it or a later tick, or held for it or a later tick, or
+// the job's runs have a record of it (a run cut short, a failure to
+// start). Only the newest records that can hold the tick's runs are read
+// (see runsSince).
 func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
 	defer cancel()
@@ -143,17 +177,6 @@ func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time) (bool, 
 	for _, r := range recs {
 		var rec RunRecord
 		if json.Unmarshal(r.Data, &rec) == nil && rec.Tick.Unix() == tick.Unix() && !rec.Tick.IsZero() {
-			return true, nil
-		}
-	}
-	// Already on record as missed (a host that appended it died before
-	// its done mark): not counted or logged twice. The records are small.
-	missed, err := s.be.Log(rctx, s.missLogName(j.Name), min(max(j.HistoryLimit, 1), 100))
-	if err != nil {
-		return false, err
-	}
-	for _, r := range missed {
-		if r.ID == missID(tick) {
 			return true, nil
 		}
 	}

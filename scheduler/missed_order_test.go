@@ -2,8 +2,12 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 )
@@ -85,5 +89,53 @@ func TestSkippedTicksKeepRuns(t *testing.T) {
 	}
 	if newest, err := ReadHistory(ctx, s.be, j.Name, 2); err != nil || len(newest) != 2 || newest[1].Result != "skipped" {
 		t.Errorf("the 2 newest records: %+v, %v; want 2 skipped ticks", newest, err)
+	}
+}
+
+// TestMissedHookAfterLostAppend: a host appended a tick's missed record
+// but its answer was lost (or it died) before it fired on_missed and
+// wrote the tick's done mark. The next host to record the tick finds the
+// record: it appends no second one, and fires on_missed — once; a third
+// attempt finds the done mark and fires nothing.
+func TestMissedHookAfterLostAppend(t *testing.T) {
+	var mu sync.Mutex
+	var events []HookEvent
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev HookEvent
+		if json.NewDecoder(r.Body).Decode(&ev) == nil {
+			mu.Lock()
+			events = append(events, ev)
+			mu.Unlock()
+		}
+	}))
+	defer srv.Close()
+	j := &Job{Name: "lost", Schedule: "@every 1m", Shell: "true", Deadline: time.Second,
+		Hooks: Hooks{OnMissed: &Hook{URL: srv.URL, Timeout: 5 * time.Second}}}
+	s, _ := tickScheduler(t, j)
+	j = s.cfg.Load().Jobs[0]
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tick := time.Now().Add(-5 * time.Minute).Truncate(time.Minute)
+	if err := s.appendMiss(ctx, j, tick, MissNoEligibleHost); err != nil {
+		t.Fatal(err)
+	}
+	stop := s.startHooks()
+	for range 2 {
+		if done, err := s.tryRecordMiss(ctx, j, tick, MissNoEligibleHost, log); !done || err != nil {
+			t.Fatalf("done=%v err=%v", done, err)
+		}
+	}
+	stop()
+	recs, err := ReadHistory(ctx, s.be, j.Name, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Result != "missed" {
+		t.Errorf("records of the tick: %+v; want its one missed record", recs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 1 || events[0].Event != EventMissed || !events[0].Tick.Equal(tick) {
+		t.Errorf("on_missed deliveries: %+v; want one for tick %s", events, tick)
 	}
 }
