@@ -24,13 +24,14 @@ deps:
 # gaps; ./... adds the rest, each package once. With ./... alone the
 # fleets started after the others, ~6 minutes in, and ended the run.
 TEST_PARALLEL ?= 3
+TEST_TESTS   ?= 4
 TEST_FIRST    := faultsuite cmd/leasecron lease/zookeeper scheduler lease/redlock \
 	lease/mysql lease/etcd lease/postgres lease
 TEST_PKGS     ?= $(foreach d,$(TEST_FIRST),$(if $(wildcard $(d)/*_test.go),./$(d))) ./...
 test: deps
 	$(GO) vet ./...
 	@files=$$(gofmt -l .); if [ -n "$$files" ]; then echo "gofmt needed (run make fmt):"; echo "$$files"; exit 1; fi
-	$(GO) test -race -count=1 -p $(TEST_PARALLEL) -parallel 4 -timeout 20m $(TEST_PKGS)
+	$(GO) test -race -count=1 -p $(TEST_PARALLEL) -parallel $(TEST_TESTS) -timeout 20m $(TEST_PKGS)
 
 # ./leasecron with the version from git.
 build:

@@ -10,8 +10,10 @@ import (
 // quorum of the store's servers and one daemon are up: the only windows it
 // exempts are those of Blocking faults (a quorum of servers killed,
 // frozen, slowed past the timeout or restarted at once, or every link
-// cut), each stretched by the TTL and a second, in which restarted nodes
-// do not vote yet and leases of hosts cut off run out; and, after a
+// cut) and those in which the store served nothing although a quorum ran
+// (a ZooKeeper ensemble electing a leader after its leader froze, as
+// measured), each stretched by the TTL and a second, in which restarted
+// nodes do not vote yet and leases of hosts cut off run out; and, after a
 // daemon lost its leases (killed, frozen, cut off from a quorum,
 // stopped), the ticks whose deadline falls within one TTL and a request
 // timeout of that moment, the longest another host must wait to take a
@@ -63,11 +65,15 @@ func (n *Nemesis) Quiet(from, to time.Time) bool {
 
 // exempt returns the fault that excuses a tick whose window is [from, to]
 // and whose deadline is at deadline from having run, or nil: a Blocking
-// fault touching the window, or a lease lost within the takeover bound
-// before the deadline.
+// fault touching the window, a time the store served nothing (Unserved)
+// touching it, each stretched by the settle time, or a lease lost within
+// the takeover bound before the deadline.
 func (n *Nemesis) exempt(from, to, deadline time.Time) *Fault {
 	for i, ft := range n.Faults {
 		if ft.Blocking && ft.Start.Before(to) && from.Before(ft.End.Add(n.settle())) {
+			return &n.Faults[i]
+		}
+		if !ft.Unserved.IsZero() && ft.Start.Before(to) && from.Before(ft.Unserved.Add(n.settle())) {
 			return &n.Faults[i]
 		}
 		for _, lost := range ft.LeaseLost {

@@ -83,6 +83,10 @@ type Fault struct {
 	// a lease over within one TTL (two on PostgreSQL and MySQL) and a
 	// request timeout.
 	LeaseLost []time.Time
+	// Unserved is set when the store served no request from Start until
+	// then although a quorum of its servers ran: a ZooKeeper ensemble
+	// between its leader's freeze and the election of another.
+	Unserved time.Time
 	// Paused is the job a PausedRestartEmpty fault paused from PausedFrom
 	// (acknowledged) to PausedTo (resume asked for).
 	Paused               string

@@ -139,8 +139,28 @@ func (n *Nemesis) freezeLeader(d draw, nodes []int, ft *Fault) {
 		ft.LeaseLost = []time.Time{ft.Start}
 	}
 	f.Store.Servers[i].Pause()
-	time.Sleep(hold)
+	end := time.Now().Add(hold)
+	if who == "leader" && f.Store.Backend == "zookeeper" {
+		ft.Unserved = waitNewLeader(f.Store, end)
+		ft.Target += fmt.Sprintf("; another leader after %s", ft.Unserved.Sub(ft.Start).Round(time.Millisecond))
+	}
+	time.Sleep(time.Until(end))
 	f.Store.Servers[i].Resume()
+}
+
+// waitNewLeader polls st (whose leader is frozen) until another server
+// answers as leader, and returns when; at until it gives up and returns
+// until. How long a ZooKeeper ensemble takes to give a frozen leader up
+// and elect another depends on the machine's load: measured, it bounds
+// the time the store served nothing.
+func waitNewLeader(st *Store, until time.Time) time.Time {
+	for time.Now().Before(until) {
+		if st.Leader() >= 0 {
+			return time.Now()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return until
 }
 
 // failback promotes a replica of each of nodes, then fails back to the

@@ -93,6 +93,7 @@ func StartWith(t testing.TB, n int, o Options) *Ensemble {
 	}
 	e := &Ensemble{t: t}
 	t.Cleanup(e.killAll)
+	t.Cleanup(e.logIfFailed) // runs first: the servers' logs before they go
 	if err := proctest.StartOnFreePorts(3*n, func(ports []int) error { return e.tryStart(n, ports, o) }); err != nil {
 		t.Fatalf("zktest: %v", err)
 	}
@@ -143,6 +144,25 @@ func (e *Ensemble) tryStart(n int, ports []int, o Options) error {
 	return err
 }
 
+// logIfFailed logs every server's state changes (elections: looking,
+// following, leading) when the test failed: they explain most failures
+// of an ensemble.
+func (e *Ensemble) logIfFailed() {
+	if !e.t.Failed() {
+		return
+	}
+	for _, s := range e.Servers {
+		data, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
+		var states []string
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, "Peer state changed") {
+				states = append(states, l)
+			}
+		}
+		e.t.Logf("zktest: server %d (%s), its state changes:\n%s", s.ID, s.Addr(), strings.Join(states[max(0, len(states)-30):], "\n"))
+	}
+}
+
 func (e *Ensemble) killAll() {
 	for _, s := range e.Servers {
 		s.kill()
@@ -160,8 +180,12 @@ func (e *Ensemble) Addrs() []string {
 
 // Leader returns the index in Servers of the current leader (the only
 // server of a standalone ensemble), or -1 if none answers as leader.
+// Paused servers are not asked (they would not answer).
 func (e *Ensemble) Leader() int {
 	for i, s := range e.Servers {
+		if s.paused() {
+			continue
+		}
 		if m := s.Mode(); m == "leader" || m == "standalone" {
 			return i
 		}
@@ -351,6 +375,14 @@ func (s *Server) Pause() {
 	if err := p.Pause(); err != nil {
 		s.t.Fatalf("zktest: server %d: %v", s.ID, err)
 	}
+}
+
+// paused reports whether Pause stopped the server and Resume has not
+// continued it yet.
+func (s *Server) paused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil && s.proc.Paused()
 }
 
 // Resume continues a paused server with SIGCONT.
