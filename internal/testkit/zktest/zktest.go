@@ -41,6 +41,15 @@ import (
 // Jar is the ZooKeeper server jar of Debian's zookeeper package.
 const Jar = "/usr/share/java/zookeeper.jar"
 
+// The servers log through SLF4J; without a binding on the class path it
+// drops every line. These two (dependencies of Debian's
+// libzookeeper-java) send it to log4j 1.2, configured by the
+// log4j.properties in the server's directory.
+const (
+	logBinding = "/usr/share/java/slf4j-log4j12.jar"
+	log4jJar   = "/usr/share/java/log4j-1.2.jar"
+)
+
 // TickTime is the ensemble's tick: sessions may be as short as 2 ticks.
 const TickTime = 100 * time.Millisecond
 
@@ -93,10 +102,11 @@ func StartWith(t testing.TB, n int, o Options) *Ensemble {
 	}
 	e := &Ensemble{t: t}
 	t.Cleanup(e.killAll)
-	t.Cleanup(e.logIfFailed) // runs first: the servers' logs before they go
 	if err := proctest.StartOnFreePorts(3*n, func(ports []int) error { return e.tryStart(n, ports, o) }); err != nil {
 		t.Fatalf("zktest: %v", err)
 	}
+	// Registered after the servers' directories: it runs before they go.
+	t.Cleanup(e.logIfFailed)
 	return e
 }
 
@@ -215,7 +225,9 @@ admin.enableServer=false
 	if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	log4j := "log4j.rootLogger=INFO, F\nlog4j.appender.F=org.apache.log4j.FileAppender\n" +
+	// Warnings, and the servers' state changes (elections).
+	log4j := "log4j.rootLogger=WARN, F\nlog4j.logger.org.apache.zookeeper.server.quorum.QuorumPeer=INFO\n" +
+		"log4j.appender.F=org.apache.log4j.FileAppender\n" +
 		"log4j.appender.F.File=" + filepath.Join(s.dir, "zookeeper.log") + "\n" +
 		"log4j.appender.F.layout=org.apache.log4j.PatternLayout\n" +
 		"log4j.appender.F.layout.ConversionPattern=%d %p [%t] %c{1}: %m%n\n"
@@ -232,7 +244,7 @@ func (s *Server) spawn() error {
 	// A small heap, the serial GC and the client JIT: several servers on a
 	// 2-core test machine start faster and stay small.
 	cmd := exec.Command("java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dzookeeper.log.dir="+s.dir, "-cp", s.dir+":"+Jar,
+		"-Dzookeeper.log.dir="+s.dir, "-cp", strings.Join([]string{s.dir, Jar, logBinding, log4jJar}, ":"),
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(s.dir, "zoo.cfg"))
 	cmd.Stdout, cmd.Stderr = out, out
 	p, err := proctest.Start(cmd, nil)
