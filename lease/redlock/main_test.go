@@ -1,14 +1,14 @@
 package redlock_test
 
 import (
-	"bytes"
 	"flag"
-	"fmt"
 	"os"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/testkit/leakcheck"
 )
 
 func TestMain(m *testing.M) {
@@ -26,25 +26,12 @@ func TestMain(m *testing.M) {
 
 // runTests runs the tests and then checks that every goroutine they
 // started (client lanes, Hold renewers, go-redis pool helpers, proxies) has
-// ended: a leak check in the spirit of etcd's, without a dependency.
+// ended. go-redis's background dialer sleeps 1 s between probes before it
+// notices its pool closed: the wait allows for that and a loaded machine.
 func runTests(m *testing.M) int {
 	before := runtime.NumGoroutine()
-	code := m.Run()
-	if code != 0 {
+	if code := m.Run(); code != 0 {
 		return code
 	}
-	// go-redis's background dialer sleeps 1 s between probes before it
-	// notices its pool closed; allow for that and a loaded machine.
-	deadline := time.Now().Add(15 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			fmt.Fprintf(os.Stderr, "goroutine leak: %d goroutines before the tests, %d after:\n%s\n",
-				before, runtime.NumGoroutine(), bytes.TrimSpace(buf))
-			return 1
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return 0
+	return leakcheck.Wait(before, 15*time.Second)
 }

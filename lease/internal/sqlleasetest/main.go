@@ -1,12 +1,13 @@
 package sqlleasetest
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/leasecron/leasecron/internal/testkit/leakcheck"
 )
 
 // Main runs a driver's tests (m.Run) and then checks that every goroutine
@@ -20,28 +21,11 @@ func Main(m *testing.M, what string, leftover func() []int) int {
 	before := runtime.NumGoroutine()
 	code := m.Run()
 	if code == 0 {
-		code = leaked(before)
+		code = leakcheck.Wait(before, 15*time.Second)
 	}
 	if left := leftover(); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "%s processes left running after the tests: %v\n", what, left)
 		code = 1
 	}
 	return code
-}
-
-// leaked waits (bounded) for the goroutine count to fall back to before
-// and returns 1, after printing every stack, if it does not.
-func leaked(before int) int {
-	deadline := time.Now().Add(15 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			fmt.Fprintf(os.Stderr, "goroutine leak: %d goroutines before the tests, %d after:\n%s\n",
-				before, runtime.NumGoroutine(), bytes.TrimSpace(buf))
-			return 1
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return 0
 }
