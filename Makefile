@@ -16,8 +16,9 @@ deps:
 # go vet, gofmt check, then every test (real redis-server, postgres, etcd
 # and ZooKeeper processes, race detector). -count=1: the fleet tests build
 # the daemon themselves, which the test cache cannot see.
-# Test binaries run 3 at a time, and up to 4 parallel tests inside each
-# (the fleets): most tests wait on timers and real servers, not on the CPU.
+# Test binaries run TEST_PARALLEL at a time, and up to TEST_TESTS parallel
+# tests inside each (the fleets): most tests wait on timers and real
+# servers, not on the CPU (docs/development.md: where the time goes).
 # go test starts the packages in the order named, so the longest are named
 # first (the fleets and the CLI's end-to-end tests, about 8 minutes each,
 # then the scheduler and the store packages) and the short ones fill the
