@@ -11,8 +11,8 @@ import (
 // exempts are those of Blocking faults (a quorum of servers killed,
 // frozen, slowed past the timeout or restarted at once, or every link
 // cut) and those in which the store served nothing although a quorum ran
-// (a ZooKeeper ensemble electing a leader after its leader froze, as
-// measured), each stretched by the TTL and a second, in which restarted
+// (a ZooKeeper ensemble electing a leader after its leader was killed,
+// frozen or restarted, as measured), each stretched by the TTL and a second, in which restarted
 // nodes do not vote yet and leases of hosts cut off run out; and, after a
 // daemon lost its leases (killed, frozen, cut off from a quorum,
 // stopped), the ticks whose deadline falls within one TTL and a request

@@ -85,7 +85,8 @@ type Fault struct {
 	LeaseLost []time.Time
 	// Unserved is set when the store served no request from Start until
 	// then although a quorum of its servers ran: a ZooKeeper ensemble
-	// between its leader's freeze and the election of another.
+	// whose leader the fault killed, froze or restarted, until a server
+	// answered as leader again (or the fault's end).
 	Unserved time.Time
 	// Paused is the job a PausedRestartEmpty fault paused from PausedFrom
 	// (acknowledged) to PausedTo (resume asked for).
@@ -293,30 +294,38 @@ func (n *Nemesis) applyServerFault(d draw, nodes []int, ft *Fault) {
 			hold = n.hold(time.Second, 3*time.Second, d.b)
 		}
 		ft.Target = fmt.Sprintf("%s down for %s", n.describeNodes(nodes), hold.Round(time.Millisecond))
+		lost := n.zkLeaderIn(nodes)
 		for _, i := range nodes {
 			f.Store.Servers[i].Kill()
 		}
-		time.Sleep(hold)
+		end := time.Now().Add(hold)
+		n.noteElection(ft, lost, end)
+		time.Sleep(time.Until(end))
 		for _, i := range nodes {
 			f.Store.Servers[i].Restart()
 		}
 		ft.LosesData = n.losesData(d)
 	case RestartEmpty, RestartAOF:
 		ft.Target = n.describeNodes(nodes) + " restarted at once"
+		lost := n.zkLeaderIn(nodes)
 		for _, i := range nodes {
 			f.Store.Servers[i].Kill()
 		}
 		for _, i := range nodes {
 			f.Store.Servers[i].Restart()
 		}
+		n.noteElection(ft, lost, time.Now().Add(f.Config().TTL+5*time.Second))
 		ft.LosesData = n.losesData(d)
 	case PauseServers:
 		hold := n.hold(500*time.Millisecond, 3*time.Second, d.b)
 		ft.Target = fmt.Sprintf("%s SIGSTOP for %s", n.describeNodes(nodes), hold.Round(time.Millisecond))
+		lost := n.zkLeaderIn(nodes)
 		for _, i := range nodes {
 			f.Store.Servers[i].Pause()
 		}
-		time.Sleep(hold)
+		end := time.Now().Add(hold)
+		n.noteElection(ft, lost, end)
+		time.Sleep(time.Until(end))
 		for _, i := range nodes {
 			f.Store.Servers[i].Resume()
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -140,27 +141,41 @@ func (n *Nemesis) freezeLeader(d draw, nodes []int, ft *Fault) {
 	}
 	f.Store.Servers[i].Pause()
 	end := time.Now().Add(hold)
-	if who == "leader" && f.Store.Backend == "zookeeper" {
-		ft.Unserved = waitNewLeader(f.Store, end)
-		ft.Target += fmt.Sprintf("; another leader after %s", ft.Unserved.Sub(ft.Start).Round(time.Millisecond))
-	}
+	n.noteElection(ft, who == "leader" && f.Store.Backend == "zookeeper", end)
 	time.Sleep(time.Until(end))
 	f.Store.Servers[i].Resume()
 }
 
-// waitNewLeader polls st (whose leader is frozen) until another server
-// answers as leader, and returns when; at until it gives up and returns
-// until. How long a ZooKeeper ensemble takes to give a frozen leader up
-// and elect another depends on the machine's load: measured, it bounds
-// the time the store served nothing.
-func waitNewLeader(st *Store, until time.Time) time.Time {
+// zkLeaderIn reports whether the store is a ZooKeeper ensemble whose
+// leader is one of nodes: killing, pausing or restarting it stops every
+// write until the others have elected another (Fault.Unserved).
+func (n *Nemesis) zkLeaderIn(nodes []int) bool {
+	st := n.f.Store
+	if st == nil || st.Backend != "zookeeper" || st.Leader == nil {
+		return false
+	}
+	l := st.Leader()
+	return l >= 0 && slices.Contains(nodes, l)
+}
+
+// noteElection, when the fault ft took the ZooKeeper leader away (lost),
+// polls the ensemble until a server answers as leader (paused servers are
+// not asked) or until, and records when in ft.Unserved: how long an
+// election takes depends on the machine's load, so it is measured, not
+// guessed.
+func (n *Nemesis) noteElection(ft *Fault, lost bool, until time.Time) {
+	if !lost {
+		return
+	}
+	ft.Unserved = until
 	for time.Now().Before(until) {
-		if st.Leader() >= 0 {
-			return time.Now()
+		if n.f.Store.Leader() >= 0 {
+			ft.Unserved = time.Now()
+			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return until
+	ft.Target += fmt.Sprintf("; the leader lost, a leader again after %s", ft.Unserved.Sub(ft.Start).Round(time.Millisecond))
 }
 
 // failback promotes a replica of each of nodes, then fails back to the
