@@ -68,11 +68,15 @@ func history(t *testing.T, f *Fleet, job string, n int) []scheduler.RunRecord {
 // host than the one that failed, attempt 2 succeeds, and nothing runs
 // after it (the tick is completed: no attempt 3). Job doomed (retries 2)
 // always fails: each tick stops after 3 attempts, attempt 2 on another
-// host than attempt 1. Control: job once fails the same way
-// as flaky but has no retries: its ticks run once, and fail. The oracle
-// checks that attempts never overlap, none runs after a success and
-// attempt numbers go 1, 2, 3; `leasecron history` shows each attempt. On
-// every backend.
+// host than attempt 1. (The failing host takes a retry itself only after
+// leaving it to the others for a TTL and a second past the backoff; a
+// store that answered none of them meanwhile is logged, see
+// othersRefused.) Job slowpoke times out and is retried once
+// (retry_on_timeout), on another host. Control: job once fails the same
+// way as flaky but has no retries: its ticks run once, and fail. The
+// oracle checks that attempts never overlap, none runs after a success
+// and attempt numbers go 1, 2, 3; `leasecron history` shows each
+// attempt. On every backend.
 func TestRetryOnAnotherHost(t *testing.T) {
 	t.Parallel()
 	for _, b := range Backends {
@@ -114,12 +118,40 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 		return time.Now().After(last.Add(time.Second))
 	})
 	h := f.CheckAudit()
+	rc := retryCheck{t: t, f: f, h: h}
+	rc.flaky(Ticks(8*time.Second, from, to), retry.RetryBackoff)
+	rc.doomed(doomedTicks, retry.RetryBackoff)
+	rc.slowpoke(doomedTicks, cfg.Jobs[3].RetryBackoff)
 
-	// Exact counts: on a machine so loaded that the store times out, a
-	// run whose completion could not be confirmed is rightly run again
-	// (CheckAudit's rerun rule), with the same attempt; the counts below
-	// allow that, never a further attempt.
-	for _, tk := range Ticks(8*time.Second, from, to) {
+	// Control: the oracle finds the retries when told a job has fewer.
+	fewer := map[string]int{"flaky": 0, "doomed": 1, "slowpoke": 0}
+	found := map[string]bool{}
+	for _, v := range h.SafetyRetries(func(job string) int { return fewer[job] }) {
+		if v.Rule == "rerun" || v.Rule == "attempt" {
+			found[v.Runs[0].Job] = true
+		}
+	}
+	if !found["flaky"] || !found["doomed"] {
+		t.Errorf("control: with retries 0 for flaky and 1 for doomed the oracle found extra attempts only in %v", found)
+	}
+	rc.historyShowsAttempts(Ticks(8*time.Second, from, to))
+}
+
+// retryCheck holds what TestRetryOnAnotherHost checks its jobs against.
+type retryCheck struct {
+	t *testing.T
+	f *Fleet
+	h *History
+}
+
+// flaky: attempt 1 failed, attempt 2 succeeded on another host, nothing
+// after it; once (no retries) failed once. Exact counts: on a machine so
+// loaded that the store times out, a run whose completion could not be
+// confirmed is rightly run again (CheckAudit's rerun rule), with the same
+// attempt; the counts allow that, never a further attempt.
+func (c retryCheck) flaky(ticks []time.Time, backoff time.Duration) {
+	t, h := c.t, c.h
+	for _, tk := range ticks {
 		rs := h.Tick("flaky", tk.Unix())
 		var retry *Run
 		for i := range rs {
@@ -134,26 +166,31 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 			t.Errorf("tick %s of flaky: want attempt 1 failed, then attempt 2 succeeded; got:\n%s", fmtT(tk), (&History{Runs: rs}).String())
 			continue
 		}
-		if retry.Host == rs[0].Host && !othersRefused(t, f, "flaky", tk, rs[0], *retry) {
+		if retry.Host == rs[0].Host && !c.othersRefused("flaky", tk, rs[0], *retry, backoff) {
 			t.Errorf("tick %s of flaky: the retry ran on %s, the host whose attempt failed", fmtT(tk), retry.Host)
 		}
 		t.Logf("flaky %s: attempt 1 on %s failed, attempt 2 on %s %s later", fmtT(tk), rs[0].Host, retry.Host,
 			retry.Start.Sub(rs[0].End).Round(time.Millisecond))
-		os := h.Tick("once", tk.Unix())
-		if len(os) > 0 && !os[0].Failed() {
-			t.Errorf("tick %s of once (no retries): want a failed run; got:\n%s", fmtT(tk), (&History{Runs: os}).String())
+		once := h.Tick("once", tk.Unix())
+		if len(once) > 0 && !once[0].Failed() {
+			t.Errorf("tick %s of once (no retries): want a failed run; got:\n%s", fmtT(tk), (&History{Runs: once}).String())
 		}
-		for _, r := range os {
+		for _, r := range once {
 			if r.Attempt != 1 {
 				t.Errorf("tick %s of once (no retries) was retried: %s", fmtT(tk), r)
 			}
 		}
 	}
-	if len(doomedTicks) == 0 {
-		t.Fatalf("no tick of doomed in [%s, %s]", fmtT(from), fmtT(to))
+}
+
+// doomed: 3 failed attempts, attempt 2 on another host than attempt 1.
+func (c retryCheck) doomed(ticks []time.Time, backoff time.Duration) {
+	t, h := c.t, c.h
+	if len(ticks) == 0 {
+		t.Fatalf("no tick of doomed to check")
 	}
 	checked := 0
-	for _, tk := range doomedTicks {
+	for _, tk := range ticks {
 		rs := h.Tick("doomed", tk.Unix())
 		if len(rs) == 0 && previousRanInto(h, "doomed", tk, 12*time.Second) {
 			// The previous tick's last attempts (started late on a
@@ -175,17 +212,28 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 		// Attempt 2 goes to another host as flaky's does. Attempt 3 may
 		// come back to the host of attempt 2 when the third host is too
 		// slow to take it in its turn (a loaded machine): not checked.
-		if rs[1].Host == rs[0].Host && !othersRefused(t, f, "doomed", tk, rs[0], rs[1]) {
+		if rs[1].Host == rs[0].Host && !c.othersRefused("doomed", tk, rs[0], rs[1], backoff) {
 			t.Errorf("tick %s of doomed: attempt 2 ran on %s, the host whose attempt 1 failed", fmtT(tk), rs[1].Host)
 		}
 		t.Logf("doomed %s: attempts on %s, %s, %s", fmtT(tk), rs[0].Host, rs[1].Host, rs[2].Host)
 	}
 	if checked == 0 {
-		t.Errorf("no tick of doomed in [%s, %s] could be checked: each was skipped behind the previous tick's retries", fmtT(from), fmtT(to))
+		t.Errorf("no tick of doomed could be checked: each was skipped behind the previous tick's retries")
 	}
-	// retry_on_timeout: both attempts time out (SIGTERM), on two hosts.
-	for _, tk := range doomedTicks {
+}
+
+// slowpoke (retry_on_timeout): both attempts time out (SIGTERM), on two
+// hosts.
+func (c retryCheck) slowpoke(ticks []time.Time, backoff time.Duration) {
+	t, h := c.t, c.h
+	checked := 0
+	for _, tk := range ticks {
 		rs := h.Tick("slowpoke", tk.Unix())
+		if len(rs) == 0 && previousRanInto(h, "slowpoke", tk, 12*time.Second) {
+			t.Logf("tick %s of slowpoke skipped: the previous tick's retry ran into it", fmtT(tk))
+			continue
+		}
+		checked++
 		// (Attempt 1 may be missing from the log when its timeout hit
 		// before the recorder's first line, on a loaded machine.)
 		var a1, a2 *Run
@@ -197,11 +245,7 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 				a2 = &rs[i]
 			}
 		}
-		if len(rs) == 0 && previousRanInto(h, "slowpoke", tk, 12*time.Second) {
-			t.Logf("tick %s of slowpoke skipped: the previous tick's retry ran into it", fmtT(tk))
-			continue
-		}
-		if a2 == nil || (a1 != nil && a1.Host == a2.Host && !othersRefused(t, f, "slowpoke", tk, *a1, *a2)) {
+		if a2 == nil || (a1 != nil && a1.Host == a2.Host && !c.othersRefused("slowpoke", tk, *a1, *a2, backoff)) {
 			t.Errorf("tick %s of slowpoke (timeout, retries 1, retry_on_timeout): want attempts 1 and 2 on two hosts; got:\n%s",
 				fmtT(tk), (&History{Runs: rs}).String())
 			continue
@@ -212,31 +256,25 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 			}
 		}
 	}
-
-	// Control: the oracle finds the retries when told a job has fewer.
-	fewer := map[string]int{"flaky": 0, "doomed": 1, "slowpoke": 0}
-	found := map[string]bool{}
-	for _, v := range h.SafetyRetries(func(job string) int { return fewer[job] }) {
-		if v.Rule == "rerun" || v.Rule == "attempt" {
-			found[v.Runs[0].Job] = true
-		}
+	if checked == 0 {
+		t.Errorf("no tick of slowpoke could be checked: each was skipped behind the previous tick's retry")
 	}
-	if !found["flaky"] || !found["doomed"] {
-		t.Errorf("control: with retries 0 for flaky and 1 for doomed the oracle found extra attempts only in %v", found)
-	}
+}
 
-	// The history has every attempt, with its attempt number and result.
-	recs := history(t, f, "flaky", 100)
-	for _, tk := range Ticks(8*time.Second, from, to) {
+// historyShowsAttempts: the history has every attempt of flaky, with its
+// attempt number and result.
+func (c retryCheck) historyShowsAttempts(ticks []time.Time) {
+	recs := history(c.t, c.f, "flaky", 100)
+	for _, tk := range ticks {
 		got := map[int]string{}
 		for _, rec := range recs {
 			if rec.Tick.Equal(tk) {
 				got[rec.Attempt] = rec.Host + " " + rec.Result
 			}
 		}
-		rs := h.Tick("flaky", tk.Unix())
+		rs := c.h.Tick("flaky", tk.Unix())
 		if len(rs) == 2 && (got[1] != rs[0].Host+" failed" || got[2] != rs[1].Host+" ok" || len(got) != 2) {
-			t.Errorf("history of flaky, tick %s: attempts %v, want 1: %s failed, 2: %s ok", fmtT(tk), got, rs[0].Host, rs[1].Host)
+			c.t.Errorf("history of flaky, tick %s: attempts %v, want 1: %s failed, 2: %s ok", fmtT(tk), got, rs[0].Host, rs[1].Host)
 		}
 	}
 }
@@ -252,15 +290,19 @@ func previousRanInto(h *History, job string, tk time.Time, every time.Duration) 
 	return false
 }
 
-// othersRefused reports whether every other daemon than the host of
-// failed tried to take job's tick tk over between failed's end and
-// retry's start and was refused for lack of an answer from the store
-// (logged "no quorum for the job's lease"): the failing host leaves a
-// retry to the others only for a TTL and a second past the backoff, and
-// a store that answers none of them meanwhile (a loaded machine) lets it
-// take the retry itself. Such a tick is logged, not failed.
-func othersRefused(t *testing.T, f *Fleet, job string, tk time.Time, failed, retry Run) bool {
+// othersRefused reports whether the failing host took the retry only
+// after leaving it to the others (it waits the backoff, then a TTL and a
+// second; half a second of slack) and every other daemon tried to take
+// job's tick tk over in between and was refused for lack of an answer
+// from the store (logged "no quorum for the job's lease"): a store that
+// answers none of them meanwhile (a loaded machine) rightly leaves the
+// retry to the failing host. Such a tick is logged, not failed.
+func (c retryCheck) othersRefused(job string, tk time.Time, failed, retry Run, backoff time.Duration) bool {
+	t, f := c.t, c.f
 	t.Helper()
+	if retry.Start.Before(failed.Until().Add(backoff + f.Config().TTL + time.Second - 500*time.Millisecond)) {
+		return false
+	}
 	want := tk.UTC().Format(time.RFC3339)
 	for _, d := range f.Daemons {
 		if d.Name == failed.Host {

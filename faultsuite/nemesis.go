@@ -83,10 +83,10 @@ type Fault struct {
 	// a lease over within one TTL (two on PostgreSQL and MySQL) and a
 	// request timeout.
 	LeaseLost []time.Time
-	// Unserved is set when the store served no request from Start until
-	// then although a quorum of its servers ran: a ZooKeeper ensemble
-	// whose leader the fault killed, froze or restarted, until a server
-	// answered as leader again (or the fault's end).
+	// Unserved is set when the store took no write from Start until then
+	// although a quorum of its servers ran: a ZooKeeper ensemble whose
+	// leader the fault killed, froze or restarted, until a server answered
+	// as leader again (election.go).
 	Unserved time.Time
 	// Paused is the job a PausedRestartEmpty fault paused from PausedFrom
 	// (acknowledged) to PausedTo (resume asked for).
@@ -281,69 +281,6 @@ func (n *Nemesis) apply(d draw) Fault {
 	}
 	ft.End = time.Now()
 	return ft
-}
-
-// applyServerFault injects a fault on the store's servers nodes: kill
-// and restart, restart at once, SIGSTOP, or a slow link.
-func (n *Nemesis) applyServerFault(d draw, nodes []int, ft *Fault) {
-	f := n.f
-	switch d.kind {
-	case KillMinority, KillMajority:
-		hold := n.hold(time.Second, 4*time.Second, d.b)
-		if d.kind == KillMajority {
-			hold = n.hold(time.Second, 3*time.Second, d.b)
-		}
-		ft.Target = fmt.Sprintf("%s down for %s", n.describeNodes(nodes), hold.Round(time.Millisecond))
-		lost := n.zkLeaderIn(nodes)
-		for _, i := range nodes {
-			f.Store.Servers[i].Kill()
-		}
-		end := time.Now().Add(hold)
-		n.noteElection(ft, lost, end)
-		time.Sleep(time.Until(end))
-		for _, i := range nodes {
-			f.Store.Servers[i].Restart()
-		}
-		ft.LosesData = n.losesData(d)
-	case RestartEmpty, RestartAOF:
-		ft.Target = n.describeNodes(nodes) + " restarted at once"
-		lost := n.zkLeaderIn(nodes)
-		for _, i := range nodes {
-			f.Store.Servers[i].Kill()
-		}
-		for _, i := range nodes {
-			f.Store.Servers[i].Restart()
-		}
-		n.noteElection(ft, lost, time.Now().Add(f.Config().TTL+5*time.Second))
-		ft.LosesData = n.losesData(d)
-	case PauseServers:
-		hold := n.hold(500*time.Millisecond, 3*time.Second, d.b)
-		ft.Target = fmt.Sprintf("%s SIGSTOP for %s", n.describeNodes(nodes), hold.Round(time.Millisecond))
-		lost := n.zkLeaderIn(nodes)
-		for _, i := range nodes {
-			f.Store.Servers[i].Pause()
-		}
-		end := time.Now().Add(hold)
-		n.noteElection(ft, lost, end)
-		time.Sleep(time.Until(end))
-		for _, i := range nodes {
-			f.Store.Servers[i].Resume()
-		}
-	case Slow5ms, Slow50ms:
-		delay := 5 * time.Millisecond
-		if d.kind == Slow50ms {
-			delay = 50 * time.Millisecond
-		}
-		hold := n.hold(2*time.Second, 6*time.Second, d.b)
-		ft.Target = fmt.Sprintf("node %d +%s each way for %s", nodes[0], delay, hold.Round(time.Millisecond))
-		for di := range f.Daemons {
-			f.Proxy(di, nodes[0]).SetDelay(delay)
-		}
-		time.Sleep(hold)
-		for di := range f.Daemons {
-			f.Proxy(di, nodes[0]).SetDelay(0)
-		}
-	}
 }
 
 // applyDaemonFault injects a fault on a daemon: cut from nodes,

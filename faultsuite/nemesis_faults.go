@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -115,16 +114,78 @@ func (n *Nemesis) applyMore(d draw, nodes []int, ft *Fault) bool {
 	return true
 }
 
+// applyServerFault injects a fault on the store's servers nodes: kill
+// and restart, restart at once, SIGSTOP, or a slow link.
+func (n *Nemesis) applyServerFault(d draw, nodes []int, ft *Fault) {
+	f := n.f
+	switch d.kind {
+	case KillMinority, KillMajority:
+		hold := n.hold(time.Second, 4*time.Second, d.b)
+		if d.kind == KillMajority {
+			hold = n.hold(time.Second, 3*time.Second, d.b)
+		}
+		ft.Target = fmt.Sprintf("%s down for %s", n.describeNodes(nodes), hold.Round(time.Millisecond))
+		lost := n.leaderIn(nodes, ft)
+		for _, i := range nodes {
+			f.Store.Servers[i].Kill()
+		}
+		w := n.watchElection(lost)
+		time.Sleep(hold)
+		for _, i := range nodes {
+			f.Store.Servers[i].Restart()
+		}
+		w.wait(ft)
+		ft.LosesData = n.losesData(d)
+	case RestartEmpty, RestartAOF:
+		ft.Target = n.describeNodes(nodes) + " restarted at once"
+		lost := n.leaderIn(nodes, ft)
+		for _, i := range nodes {
+			f.Store.Servers[i].Kill()
+		}
+		w := n.watchElection(lost)
+		for _, i := range nodes {
+			f.Store.Servers[i].Restart()
+		}
+		w.wait(ft)
+		ft.LosesData = n.losesData(d)
+	case PauseServers:
+		hold := n.hold(500*time.Millisecond, 3*time.Second, d.b)
+		ft.Target = fmt.Sprintf("%s SIGSTOP for %s", n.describeNodes(nodes), hold.Round(time.Millisecond))
+		lost := n.leaderIn(nodes, ft)
+		for _, i := range nodes {
+			f.Store.Servers[i].Pause()
+		}
+		w := n.watchElection(lost)
+		time.Sleep(hold)
+		for _, i := range nodes {
+			f.Store.Servers[i].Resume()
+		}
+		w.wait(ft)
+	case Slow5ms, Slow50ms:
+		delay := 5 * time.Millisecond
+		if d.kind == Slow50ms {
+			delay = 50 * time.Millisecond
+		}
+		hold := n.hold(2*time.Second, 6*time.Second, d.b)
+		ft.Target = fmt.Sprintf("node %d +%s each way for %s", nodes[0], delay, hold.Round(time.Millisecond))
+		for di := range f.Daemons {
+			f.Proxy(di, nodes[0]).SetDelay(delay)
+		}
+		time.Sleep(hold)
+		for di := range f.Daemons {
+			f.Proxy(di, nodes[0]).SetDelay(0)
+		}
+	}
+}
+
 // freezeLeader freezes (SIGSTOP) the store's leader, or the first of
 // nodes when the store has none, for a TTL and more.
 func (n *Nemesis) freezeLeader(d draw, nodes []int, ft *Fault) {
 	f := n.f
 	cfg := f.Config()
 	i, who := nodes[0], "node"
-	if f.Store.Leader != nil {
-		if l := f.Store.Leader(); l >= 0 {
-			i, who = l, "leader"
-		}
+	if l := n.leader(); l >= 0 {
+		i, who = l, "leader"
 	}
 	hold := cfg.TTL + n.hold(500*time.Millisecond, 2*time.Second, d.b)
 	ft.Target = fmt.Sprintf("%s %d SIGSTOP for %s", who, i, hold.Round(time.Millisecond))
@@ -140,42 +201,10 @@ func (n *Nemesis) freezeLeader(d draw, nodes []int, ft *Fault) {
 		ft.LeaseLost = []time.Time{ft.Start}
 	}
 	f.Store.Servers[i].Pause()
-	end := time.Now().Add(hold)
-	n.noteElection(ft, who == "leader" && f.Store.Backend == "zookeeper", end)
-	time.Sleep(time.Until(end))
+	w := n.watchElection(who == "leader" && f.Store.Backend == "zookeeper")
+	time.Sleep(hold)
 	f.Store.Servers[i].Resume()
-}
-
-// zkLeaderIn reports whether the store is a ZooKeeper ensemble whose
-// leader is one of nodes: killing, pausing or restarting it stops every
-// write until the others have elected another (Fault.Unserved).
-func (n *Nemesis) zkLeaderIn(nodes []int) bool {
-	st := n.f.Store
-	if st == nil || st.Backend != "zookeeper" || st.Leader == nil {
-		return false
-	}
-	l := st.Leader()
-	return l >= 0 && slices.Contains(nodes, l)
-}
-
-// noteElection, when the fault ft took the ZooKeeper leader away (lost),
-// polls the ensemble until a server answers as leader (paused servers are
-// not asked) or until, and records when in ft.Unserved: how long an
-// election takes depends on the machine's load, so it is measured, not
-// guessed.
-func (n *Nemesis) noteElection(ft *Fault, lost bool, until time.Time) {
-	if !lost {
-		return
-	}
-	ft.Unserved = until
-	for time.Now().Before(until) {
-		if n.f.Store.Leader() >= 0 {
-			ft.Unserved = time.Now()
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	ft.Target += fmt.Sprintf("; the leader lost, a leader again after %s", ft.Unserved.Sub(ft.Start).Round(time.Millisecond))
+	w.wait(ft)
 }
 
 // failback promotes a replica of each of nodes, then fails back to the

@@ -244,8 +244,8 @@ start_zookeeper() {
       echo "admin.enableServer=false"; echo "4lw.commands.whitelist=srvr,ruok"
       for j in 0 1 2; do echo "server.$((j + 1))=127.0.0.1:${ZK_QUORUM[$j]}:${ZK_ELECT[$j]}"; done
     } >"$dir/zoo.cfg"
-    printf 'log4j.rootLogger=INFO, F\nlog4j.appender.F=org.apache.log4j.FileAppender\nlog4j.appender.F.File=%s/zookeeper.log\nlog4j.appender.F.layout=org.apache.log4j.PatternLayout\nlog4j.appender.F.layout.ConversionPattern=%%d %%p %%m%%n\n' "$dir" >"$dir/log4j.properties"
-    setsid java -Xmx128m -XX:+UseSerialGC -cp "$dir:/usr/share/java/zookeeper.jar" \
+    printf 'log4j.rootLogger=WARN, F\nlog4j.logger.org.apache.zookeeper.server.quorum.QuorumPeer=INFO\nlog4j.appender.F=org.apache.log4j.FileAppender\nlog4j.appender.F.File=%s/zookeeper.log\nlog4j.appender.F.layout=org.apache.log4j.PatternLayout\nlog4j.appender.F.layout.ConversionPattern=%%d %%p %%m%%n\n' "$dir" >"$dir/log4j.properties"
+    setsid java -Xmx128m -XX:+UseSerialGC -cp "$dir:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar" \
       org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" </dev/null >"$dir/out.log" 2>&1 &
     echo $! >"$DEMO/pids/zk-$i.pid"
     srv+=("    - 127.0.0.1:${ZK_PORTS[$i]}")

@@ -41,15 +41,6 @@ import (
 // Jar is the ZooKeeper server jar of Debian's zookeeper package.
 const Jar = "/usr/share/java/zookeeper.jar"
 
-// The servers log through SLF4J; without a binding on the class path it
-// drops every line. These two (dependencies of Debian's
-// libzookeeper-java) send it to log4j 1.2, configured by the
-// log4j.properties in the server's directory.
-const (
-	logBinding = "/usr/share/java/slf4j-log4j12.jar"
-	log4jJar   = "/usr/share/java/log4j-1.2.jar"
-)
-
 // TickTime is the ensemble's tick: sessions may be as short as 2 ticks.
 const TickTime = 100 * time.Millisecond
 
@@ -107,6 +98,7 @@ func StartWith(t testing.TB, n int, o Options) *Ensemble {
 	}
 	// Registered after the servers' directories: it runs before they go.
 	t.Cleanup(e.logIfFailed)
+	warnLogsLost(t)
 	return e
 }
 
@@ -152,25 +144,6 @@ func (e *Ensemble) tryStart(n int, ports []int, o Options) error {
 		e.killAll()
 	}
 	return err
-}
-
-// logIfFailed logs every server's state changes (elections: looking,
-// following, leading) when the test failed: they explain most failures
-// of an ensemble.
-func (e *Ensemble) logIfFailed() {
-	if !e.t.Failed() {
-		return
-	}
-	for _, s := range e.Servers {
-		data, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
-		var states []string
-		for _, l := range strings.Split(string(data), "\n") {
-			if strings.Contains(l, "Peer state changed") {
-				states = append(states, l)
-			}
-		}
-		e.t.Logf("zktest: server %d (%s), its state changes:\n%s", s.ID, s.Addr(), strings.Join(states[max(0, len(states)-30):], "\n"))
-	}
 }
 
 func (e *Ensemble) killAll() {
@@ -225,13 +198,7 @@ admin.enableServer=false
 	if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	// Warnings, and the servers' state changes (elections).
-	log4j := "log4j.rootLogger=WARN, F\nlog4j.logger.org.apache.zookeeper.server.quorum.QuorumPeer=INFO\n" +
-		"log4j.appender.F=org.apache.log4j.FileAppender\n" +
-		"log4j.appender.F.File=" + filepath.Join(s.dir, "zookeeper.log") + "\n" +
-		"log4j.appender.F.layout=org.apache.log4j.PatternLayout\n" +
-		"log4j.appender.F.layout.ConversionPattern=%d %p [%t] %c{1}: %m%n\n"
-	return os.WriteFile(filepath.Join(s.dir, "log4j.properties"), []byte(log4j), 0o644)
+	return s.writeLogConfig()
 }
 
 // spawn starts the server process (the config is written already).
@@ -409,10 +376,6 @@ func (s *Server) Resume() {
 	if err := p.Resume(); err != nil {
 		s.t.Fatalf("zktest: server %d: %v", s.ID, err)
 	}
-}
-
-func (s *Server) logTail() string {
-	return proctest.Tail(40, filepath.Join(s.dir, "zookeeper.log"), filepath.Join(s.dir, "stdout.log"))
 }
 
 func fileMissing(p string) bool {
