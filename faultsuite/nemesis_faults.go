@@ -125,42 +125,16 @@ func (n *Nemesis) applyServerFault(d draw, nodes []int, ft *Fault) {
 			hold = n.hold(time.Second, 3*time.Second, d.b)
 		}
 		ft.Target = fmt.Sprintf("%s down for %s", n.describeNodes(nodes), hold.Round(time.Millisecond))
-		lost := n.leaderIn(nodes, ft)
-		for _, i := range nodes {
-			f.Store.Servers[i].Kill()
-		}
-		w := n.watchElection(lost)
-		time.Sleep(hold)
-		for _, i := range nodes {
-			f.Store.Servers[i].Restart()
-		}
-		w.wait(ft)
+		n.takeServers(nodes, ft, hold, Server.Kill, Server.Restart)
 		ft.LosesData = n.losesData(d)
 	case RestartEmpty, RestartAOF:
 		ft.Target = n.describeNodes(nodes) + " restarted at once"
-		lost := n.leaderIn(nodes, ft)
-		for _, i := range nodes {
-			f.Store.Servers[i].Kill()
-		}
-		w := n.watchElection(lost)
-		for _, i := range nodes {
-			f.Store.Servers[i].Restart()
-		}
-		w.wait(ft)
+		n.takeServers(nodes, ft, 0, Server.Kill, Server.Restart)
 		ft.LosesData = n.losesData(d)
 	case PauseServers:
 		hold := n.hold(500*time.Millisecond, 3*time.Second, d.b)
 		ft.Target = fmt.Sprintf("%s SIGSTOP for %s", n.describeNodes(nodes), hold.Round(time.Millisecond))
-		lost := n.leaderIn(nodes, ft)
-		for _, i := range nodes {
-			f.Store.Servers[i].Pause()
-		}
-		w := n.watchElection(lost)
-		time.Sleep(hold)
-		for _, i := range nodes {
-			f.Store.Servers[i].Resume()
-		}
-		w.wait(ft)
+		n.takeServers(nodes, ft, hold, Server.Pause, Server.Resume)
 	case Slow5ms, Slow50ms:
 		delay := 5 * time.Millisecond
 		if d.kind == Slow50ms {
@@ -176,6 +150,22 @@ func (n *Nemesis) applyServerFault(d draw, nodes []int, ft *Fault) {
 			f.Proxy(di, nodes[0]).SetDelay(0)
 		}
 	}
+}
+
+// takeServers applies take to the servers nodes, holds the fault for
+// hold, applies heal to them, and measures the election when they held
+// the ZooKeeper leader (election.go).
+func (n *Nemesis) takeServers(nodes []int, ft *Fault, hold time.Duration, take, heal func(Server)) {
+	lost := n.leaderIn(nodes, ft)
+	for _, i := range nodes {
+		take(n.f.Store.Servers[i])
+	}
+	w := n.watchElection(lost)
+	time.Sleep(hold)
+	for _, i := range nodes {
+		heal(n.f.Store.Servers[i])
+	}
+	w.wait(ft)
 }
 
 // freezeLeader freezes (SIGSTOP) the store's leader, or the first of
