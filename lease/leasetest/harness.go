@@ -105,6 +105,14 @@ type Harness struct {
 	// (with or without its data, as the backend's store keeps it); Pause
 	// and Resume send SIGSTOP and SIGCONT.
 	Kill, Restart, Pause, Resume func(t testing.TB, i int)
+	// Serving, if set, reports whether the store takes writes now (a
+	// ZooKeeper ensemble has a leader; paused servers are not asked).
+	// FrozenMinority measures with it how long freezing a server left the
+	// store without a leader (an election, whose length depends on the
+	// machine's load): a hold that gave up before the store served again
+	// is the store's outage, and the clients must take a key within a TTL
+	// of the moment it did. Nil: the store serves throughout.
+	Serving func() bool
 	// Ready blocks until a client opened now, or one of those already
 	// open, can take leases again after Restart (a Redlock node that
 	// restarted empty does not vote for one restart guard, say): every

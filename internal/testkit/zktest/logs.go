@@ -40,21 +40,25 @@ func (s *Server) writeLogConfig() error {
 }
 
 // logIfFailed logs every server's state changes (elections: looking,
-// following, leading) when the test failed: they explain most failures
-// of an ensemble.
+// following, leading) and its last warnings (a slow fsync, say) when the
+// test failed: they explain most failures of an ensemble.
 func (e *Ensemble) logIfFailed() {
 	if !e.t.Failed() {
 		return
 	}
 	for _, s := range e.Servers {
 		data, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
-		var states []string
+		var states, warns []string
 		for _, l := range strings.Split(string(data), "\n") {
-			if strings.Contains(l, "Peer state changed") {
+			switch {
+			case strings.Contains(l, "Peer state changed"):
 				states = append(states, l)
+			case strings.Contains(l, " WARN ") || strings.Contains(l, " ERROR "):
+				warns = append(warns, l)
 			}
 		}
-		e.t.Logf("zktest: server %d (%s), its state changes:\n%s", s.ID, s.Addr(), strings.Join(states[max(0, len(states)-30):], "\n"))
+		e.t.Logf("zktest: server %d (%s), its state changes:\n%s\nits last warnings:\n%s", s.ID, s.Addr(),
+			strings.Join(states[max(0, len(states)-30):], "\n"), strings.Join(warns[max(0, len(warns)-10):], "\n"))
 	}
 }
 
