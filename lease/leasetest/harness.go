@@ -54,7 +54,8 @@
 // (Done closes before the validity of the last renewal ends; a Hold with a
 // negative safety margin is the negative control), FrozenMinority (each
 // server of three or more SIGSTOPped in turn for two TTLs: every client
-// still takes a key at least once per TTL and no hold is lost), StoreServersDown
+// still takes a key at least once per TTL and no hold is lost, counted
+// from when the store serves again, see Serving), StoreServersDown
 // (entries and logs with one server down, errors naming a dead server
 // without a quorum), StoreReadsAfterDataLoss (a quorum of servers
 // restarted with whatever data they keep: until one TTL after, reads are
