@@ -144,8 +144,8 @@ func (b *Backend) storeCreateFailed(err error, user string) error {
 			b.store.entries, b.store.log, user, pe.Message)
 	case errors.As(err, &pe) && pe.Code == "3F000": // invalid_schema_name
 		return sqllease.Permanentf("tables %s and %s: %s", b.store.entries, b.store.log, pe.Message)
-	case errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07"):
-		return nil // another client created them at the same moment
+	case createdMeanwhile(err):
+		return nil
 	default:
 		return fmt.Errorf("creating tables %s and %s: %w", b.store.entries, b.store.log, err)
 	}

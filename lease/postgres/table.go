@@ -127,11 +127,21 @@ func (b *Backend) createFailed(err error, user string) error {
 			b.table, user, pe.Message)
 	case errors.As(err, &pe) && pe.Code == "3F000": // invalid_schema_name
 		return sqllease.Permanentf("table %s: %s", b.table, pe.Message)
-	case errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07"):
-		return nil // another client created it at the same moment
+	case createdMeanwhile(err):
+		return nil
 	default:
 		return fmt.Errorf("creating table %s: %w", b.table, err)
 	}
+}
+
+// createdMeanwhile reports whether err, from a CREATE TABLE IF NOT
+// EXISTS, says another client created the same table at the same moment:
+// IF NOT EXISTS is not atomic in PostgreSQL, and the loser of the race
+// gets duplicate_table, or duplicate_object or unique_violation for the
+// table's row type.
+func createdMeanwhile(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42P07" || pe.Code == "42710" || pe.Code == "23505")
 }
 
 // checkTable reports whether the table exists, and fails (permanently)
