@@ -61,7 +61,9 @@ func (s *suite) freezeOne(t *testing.T, i int) {
 	time.Sleep(2 * s.h.TTL) // the freeze; the clients work meanwhile
 	to := time.Now()
 	servedAt := <-served
-	if servedAt.After(from) {
+	if !servedAt.Before(to) {
+		t.Errorf("the store took no write for the whole freeze of server %d (%s) although the others had a quorum", i, to.Sub(from).Round(time.Millisecond))
+	} else if servedAt.After(from) {
 		t.Logf("the store took no write for %s after server %d froze (an election)", servedAt.Sub(from).Round(time.Millisecond), i)
 	}
 	for _, w := range holds {
