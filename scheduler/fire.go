@@ -39,7 +39,7 @@ func (s *Scheduler) fire(ctx, hard context.Context, wg *sync.WaitGroup, tick tim
 		switch {
 		case r < 0:
 			s.log.Debug("not eligible for the job on this host; not trying", "job", j.Name, "run_on", j.RunOn.String())
-			if hosts != nil && !anyEligible(j, hosts) {
+			if s.noEligibleHost(j) {
 				s.noteMiss(ctx, wg, j, tick, MissNoEligibleHost)
 			}
 		case j.Candidates == 0:

@@ -216,6 +216,20 @@ func (s *Scheduler) appendMiss(ctx context.Context, j *Job, tick time.Time, reas
 	return s.be.Append(rctx, s.missLogName(j.Name), lease.Record{ID: missID(tick), At: tick, Data: data}, max(j.HistoryLimit, 1))
 }
 
+// noEligibleHost reports whether the last heartbeat read lists no host
+// that may run j, however old the read; false before the first one. A
+// host that may not run j notes j's tick missed on that ground (the hosts
+// that may run it note their own misses). A stale read counts: the
+// heartbeats go unread while the store does not answer, and a tick of a
+// job no host may run, whose deadline passed during such an outage, went
+// unrecorded when only a fresh read did. A wrong note costs nothing: the
+// recorder checks that the tick did not run before it records anything
+// (tickRan).
+func (s *Scheduler) noEligibleHost(j *Job) bool {
+	v := s.view.Load()
+	return v != nil && !anyEligible(j, v.hosts)
+}
+
 // anyEligible reports whether a host of hosts may run j.
 func anyEligible(j *Job, hosts []HostBeat) bool {
 	for _, h := range hosts {
