@@ -1,13 +1,9 @@
 package redlock
 
 import (
-	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/leasecron/leasecron/lease"
 )
@@ -107,189 +102,6 @@ type op struct {
 
 var errAbandoned = errors.New("abandoned before send")
 
-// CheckURL reports whether New would accept raw as a node URL (scheme,
-// host and port, the options go-redis understands, master_name for a
-// Sentinel node), without connecting. The error does not quote the URL or
-// its password: name the node with Redact.
-func CheckURL(raw string) error {
-	_, rdb, err := parseNode(raw, nil, time.Second, nil)
-	if rdb != nil {
-		_ = rdb.Close()
-	}
-	return err
-}
-
-// parseNode builds a node from its URL. Supported forms:
-//
-//	redis://[user:pass@]host:port[/db]             plain server
-//	rediss://...                                   TLS
-//	redis+sentinel://[user:pass@]sentinel:port[/db]?master_name=M[&addr=s2:port...]
-//	redis+cluster://[user:pass@]seed:port[?addr=seed2:port...]
-//
-// Errors do not quote the URL; callers name the node by its redacted URL
-// (the name returned).
-func parseNode(raw string, tlsConf *tls.Config, connTimeout time.Duration, onConnect func(context.Context, *redis.Conn) error) (string, redis.UniversalClient, error) {
-	name := Redact(raw)
-	u, err := url.Parse(raw)
-	if err != nil {
-		return name, nil, errors.New("not a URL")
-	}
-	if u.Host == "" {
-		return name, nil, errors.New("missing host:port")
-	}
-	if _, port, err := net.SplitHostPort(u.Host); err == nil {
-		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-			return name, nil, fmt.Errorf("bad port %q", port)
-		}
-	}
-	base, kind, _ := strings.Cut(u.Scheme, "+")
-	if base != "redis" && base != "rediss" {
-		return name, nil, fmt.Errorf("unsupported scheme %q (use redis, rediss, redis+sentinel, redis+cluster)", u.Scheme)
-	}
-	plain := *u
-	plain.Scheme = base
-	setTLS := func(c **tls.Config) {
-		if base == "rediss" && tlsConf != nil {
-			*c = tlsConf.Clone()
-		}
-	}
-	switch kind {
-	case "":
-		o, err := plainOptions(plain.String(), raw, tlsConf, connTimeout)
-		if err != nil {
-			return name, nil, err
-		}
-		o.OnConnect = onConnect
-		return name, redis.NewClient(o), nil
-	case "sentinel":
-		o, err := redis.ParseFailoverURL(plain.String())
-		if err != nil {
-			return name, nil, errors.New(scrub(err, raw))
-		}
-		if o.MasterName == "" {
-			return name, nil, errors.New("sentinel node needs ?master_name=")
-		}
-		if o.ReplicaOnly {
-			// go-redis would send every round to a replica, which the
-			// client refuses on connect: say so before that.
-			return name, nil, errors.New("replica_only=true sends the rounds to replicas; leasecron needs the master (drop replica_only)")
-		}
-		// The user/password in the URL's user info is for the master too;
-		// go-redis puts it on the sentinels only. ?username= and
-		// ?password= set the master's separately.
-		o.Username = cmp.Or(o.Username, o.SentinelUsername)
-		o.Password = cmp.Or(o.Password, o.SentinelPassword)
-		setTLS(&o.TLSConfig)
-		tuneOptions(&o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.Protocol, &o.DisableIdentity, connTimeout, &o.DialTimeout)
-		o.OnConnect = onConnect
-		return name, redis.NewFailoverClient(o), nil
-	case "cluster":
-		o, err := redis.ParseClusterURL(plain.String())
-		if err != nil {
-			return name, nil, errors.New(scrub(err, raw))
-		}
-		setTLS(&o.TLSConfig)
-		tuneOptions(&o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.Protocol, &o.DisableIdentity, connTimeout, &o.DialTimeout)
-		o.MaxRedirects = 3
-		o.OnConnect = onConnect
-		return name, redis.NewClusterClient(o), nil
-	}
-	return name, nil, fmt.Errorf("unsupported scheme %q (use redis, rediss, redis+sentinel, redis+cluster)", u.Scheme)
-}
-
-// plainOptions returns the go-redis options of a plain server's URL
-// (redis:// or rediss://, its scheme already checked); raw is the URL as
-// given, whose passwords errors must not quote.
-func plainOptions(plain, raw string, tlsConf *tls.Config, connTimeout time.Duration) (*redis.Options, error) {
-	o, err := redis.ParseURL(plain)
-	if err != nil {
-		return nil, errors.New(scrub(err, raw))
-	}
-	if strings.HasPrefix(plain, "rediss:") && tlsConf != nil {
-		o.TLSConfig = tlsConf.Clone()
-	}
-	tuneOptions(&o.ReadTimeout, &o.WriteTimeout, &o.MaxRetries, &o.Protocol, &o.DisableIdentity, connTimeout, &o.DialTimeout)
-	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	return o, nil
-}
-
-func tuneOptions(read, write *time.Duration, retries, proto *int, noIdent *bool, connTimeout time.Duration, dial *time.Duration) {
-	*read, *write = laneReadTimeout, laneReadTimeout
-	*retries = -1 // never resend: a resent SET could land after our DEL
-	*proto = 2
-	*noIdent = true
-	if *dial == 0 || *dial > connTimeout {
-		*dial = connTimeout
-	}
-}
-
-// Redact returns the URL with its password, and the value of every query
-// parameter whose name contains "pass" (password=, sentinel_password=),
-// replaced by "xxxxx", safe to log. Strings that are not URLs with a host
-// part (a missing scheme, for example) lose everything up to the last '@'.
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Opaque != "" || (u.User == nil && strings.Contains(raw, "@")) {
-		// Not a URL with an authority ("user:pw@host:6379" parses as
-		// scheme "user" with an opaque rest): drop everything that could be
-		// a credential.
-		if i := strings.LastIndex(raw, "@"); i >= 0 {
-			return "xxxxx@" + raw[i+1:]
-		}
-		return raw
-	}
-	q, redacted := u.Query(), false
-	for k := range q {
-		if isPasswordParam(k) {
-			q[k], redacted = []string{"xxxxx"}, true
-		}
-	}
-	if redacted {
-		u.RawQuery = q.Encode() // re-encoding sorts the parameters
-	}
-	return u.Redacted()
-}
-
-// isPasswordParam reports whether a URL query parameter carries a password.
-func isPasswordParam(name string) bool {
-	return strings.Contains(strings.ToLower(name), "pass")
-}
-
-// queryPasswords returns the non-empty values of u's password parameters.
-func queryPasswords(u *url.URL) []string {
-	var pws []string
-	for k, vs := range u.Query() {
-		if isPasswordParam(k) {
-			for _, v := range vs {
-				if v != "" {
-					pws = append(pws, v)
-				}
-			}
-		}
-	}
-	return pws
-}
-
-// scrub removes any password of raw (in its user info or its query) that a
-// library error might quote.
-func scrub(err error, raw string) string {
-	msg := err.Error()
-	u, perr := url.Parse(raw)
-	if perr != nil {
-		return msg
-	}
-	pws := queryPasswords(u)
-	if u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			pws = append(pws, pw)
-		}
-	}
-	for _, pw := range pws {
-		msg = strings.ReplaceAll(msg, pw, "xxxxx")
-	}
-	return msg
-}
-
 func newNode(name string, rdb redis.UniversalClient, obs *Observer, guard func() time.Duration) *node {
 	n := &node{
 		name:          name,
@@ -338,15 +150,35 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	// ID's end offset (second_repl_offset) until it restarts; Redis does
 	// not say when the promotion happened.
 	promoted := fields["second_repl_offset"] != "" && fields["second_repl_offset"] != "-1"
+	addr := ""
+	if n.perShard {
+		addr = cn.String()
+	}
+	if err := n.noteServer(addr, runID, fields["master_replid"], time.Duration(uptime)*time.Second, promoted); err != nil {
+		return err
+	}
+	pipe := cn.Pipeline()
+	for _, src := range allScriptSources {
+		pipe.ScriptLoad(ctx, src)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("SCRIPT LOAD: %w", err)
+	}
+	return n.checkBirth(ctx, cn)
+}
+
+// noteServer records the server a new connection of the node reached at
+// addr ("" but for a Cluster's shard): its identity runID, replication ID
+// replID, uptime and whether it was promoted from a replica. A new
+// identity behind the address is a restart (or failover): the node votes
+// again only after the restart guard (votingFrom), and OnRestart is told.
+// It fails when another node of the set already reached that server.
+func (n *node) noteServer(addr, runID, replID string, uptime time.Duration, promoted bool) error {
 	now := time.Now()
 	n.mu.Lock()
 	// A plain or Sentinel node is one server at a time: a new run_id behind
 	// it is a restart or a failover, even at a new address (a promoted
 	// replica may lack the latest writes). A Cluster has one per shard.
-	addr := ""
-	if n.perShard {
-		addr = cn.String()
-	}
 	prev, seen := n.runIDs[addr]
 	if err := n.servers.claim(n, runID, prev); err != nil {
 		n.onConnectErr = err
@@ -356,7 +188,7 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	n.onConnectErr = nil
 	n.runIDs[addr] = runID
 	if !n.perShard {
-		n.replID = fields["master_replid"]
+		n.replID = replID
 	}
 	var base time.Time
 	restarted := false
@@ -366,9 +198,9 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 		// a moment ago, without leases its old master granted.
 		base, restarted = now, true
 	case !seen:
-		// First sight: the process started about uptime seconds ago
-		// (rounded down by Redis, hence the extra second).
-		base = now.Add(-time.Duration(uptime)*time.Second + time.Second)
+		// First sight: the process started about uptime ago (rounded
+		// down to the second by Redis, hence the extra second).
+		base = now.Add(-uptime + time.Second)
 	case prev != runID:
 		// A new process (restart or failover) behind the same address.
 		base, restarted = now, true
@@ -384,14 +216,7 @@ func (n *node) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if restarted && n.obs != nil && n.obs.OnRestart != nil {
 		n.obs.OnRestart(n.name, votingAt)
 	}
-	pipe := cn.Pipeline()
-	for _, src := range allScriptSources {
-		pipe.ScriptLoad(ctx, src)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("SCRIPT LOAD: %w", err)
-	}
-	return n.checkBirth(ctx, cn)
+	return nil
 }
 
 // unanswered is the error for a round that got no answer from the node
