@@ -3,6 +3,7 @@ package scheduler
 import (
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 )
@@ -12,6 +13,7 @@ import (
 // guard included (its context ends with the workers' too). Here a webhook
 // that never answers, timeout 60s: stop() returns about hookDrain later.
 func TestHookDrainBoundsGuardedDelivery(t *testing.T) {
+	t.Parallel()
 	if !hookDrainBounded(t, false) {
 		t.Errorf("stopHooks did not return %s after hookDrain (%s): the guarded hook ignores the drain", 20*time.Second, hookDrain)
 	}
@@ -21,6 +23,7 @@ func TestHookDrainBoundsGuardedDelivery(t *testing.T) {
 // the delivery on the guard's context alone: stop waits for the hook's
 // timeout, past the drain.
 func TestHookDrainNegativeControl(t *testing.T) {
+	t.Parallel()
 	if hookDrainBounded(t, true) {
 		t.Errorf("with the delivery apart from the workers' context stop still returned within the drain: the test cannot see it")
 	}
@@ -43,7 +46,9 @@ func hookDrainBounded(t *testing.T, ignoreDrain bool) bool {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(release) })
+	var releaseOnce sync.Once
+	answer := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(answer)
 	j := &Job{Name: "drain", Schedule: "@every 1m", Shell: "true", Deadline: time.Second,
 		Hooks: Hooks{OnFailure: &Hook{URL: srv.URL, Timeout: 60 * time.Second, Retries: 0}}}
 	s, _ := tickScheduler(t, j)
@@ -64,6 +69,7 @@ func hookDrainBounded(t *testing.T, ignoreDrain bool) bool {
 	case <-stopped:
 	case <-time.After(hookDrain + 20*time.Second):
 		bounded = false
+		answer() // rather than wait for the hook's timeout
 		<-stopped
 	}
 	t.Logf("stop took %s", time.Since(t0).Round(time.Second))

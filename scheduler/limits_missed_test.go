@@ -12,6 +12,7 @@ import (
 // ticks is recorded missed with the reason cannot_limit (and fires
 // on_missed), so that it does not go silently unrun.
 func TestUnlimitableJobRecordedMissed(t *testing.T) {
+	t.Parallel()
 	recs := unlimitableRecords(t, false)
 	if len(recs) == 0 {
 		t.Errorf("no run and no missed record for any tick in 25s of an @every 2s job no host can limit")
@@ -26,6 +27,7 @@ func TestUnlimitableJobRecordedMissed(t *testing.T) {
 // TestUnlimitableJobNegativeControl is TestUnlimitableJobRecordedMissed
 // with the job dropped unnoted: no record at all.
 func TestUnlimitableJobNegativeControl(t *testing.T) {
+	t.Parallel()
 	if recs := unlimitableRecords(t, true); len(recs) != 0 {
 		t.Errorf("without noting the miss the job still has records %+v: the test cannot see it", recs)
 	}

@@ -111,6 +111,7 @@ func missedFleet(t *testing.T, unguarded bool) ([]RunRecord, *missedEvents, floa
 // the reason no_eligible_host, counted once across the hosts, and fires
 // on_missed exactly once.
 func TestMissedTickRecordedOnce(t *testing.T) {
+	t.Parallel()
 	recs, got, counted := missedFleet(t, false)
 	seen := map[int64]int{}
 	for _, r := range recs {
@@ -139,6 +140,7 @@ func TestMissedTickRecordedOnce(t *testing.T) {
 // every host records the tick and fires on_missed, so some tick's hook
 // fires more than once.
 func TestMissedTickUnguardedNegativeControl(t *testing.T) {
+	t.Parallel()
 	recs, got, _ := missedFleet(t, true)
 	dup := 0
 	for _, r := range recs[2:] {
