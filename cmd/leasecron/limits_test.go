@@ -70,6 +70,9 @@ func TestLimitsRefusedWithoutCgroups(t *testing.T) {
 		}
 	}) {
 		t.Run(name, func(t *testing.T) {
+			// In parallel with each other (the variable set above is for
+			// all of them); no other test runs meanwhile.
+			t.Parallel()
 			dir := t.TempDir()
 			limited, free := filepath.Join(dir, "limited"), filepath.Join(dir, "free")
 			text := limitsConfig(backends[name](t), fmt.Sprintf(`  - {name: free, schedule: "@every 1s", command: [touch, %q]}
