@@ -111,8 +111,15 @@ func hooksOncePerEvent(t *testing.T, backend string) {
 	})
 	f.WaitFor("on_start of the fresh run", 10*time.Second, func(*History) bool { return sink.count("hooked", "start", r.Tick) == 1 })
 	t.Logf("killing %s, which runs tick %d of hooked", r.Host, r.Tick)
-	c := hookCheck{sink: sink, from: from, killed: r, killAt: time.Now()}
+	killAt := time.Now()
 	f.Daemon(r.Host).Kill()
+	// A hook fires at most once per event, and exactly once unless its
+	// host dies between writing the tick's done mark and the delivery
+	// (docs/operations.md, Hooks): an event of the killed host in the
+	// seconds before the kill may be lost, never fired twice.
+	lostToKill := func(host string, at time.Time) bool {
+		return host == r.Host && !at.After(killAt) && killAt.Sub(at) < 5*time.Second
+	}
 	f.WaitFor("the killed tick to succeed on another host", 30*time.Second, func(h *History) bool {
 		for _, x := range h.Tick("hooked", r.Tick) {
 			if x.Succeeded() && x.Host != r.Host {
@@ -121,103 +128,47 @@ func hooksOncePerEvent(t *testing.T, backend string) {
 		}
 		return false
 	})
-	c.to = time.Unix(r.Tick, 0).Add(12 * time.Second)
-	// The window's last ticks end, pass their deadlines and get their
-	// missed records and hooks a few seconds after it; then a settle time
-	// in which an event fired twice would show; at most 25 s.
-	var errs, notes []string
-	for end, settled := c.to.Add(25*time.Second), false; ; {
-		var pending int
-		errs, notes, pending = c.problems(f.History(), history(t, f, "nowhere", 100))
-		if settled || time.Now().After(end) {
-			break
+	to := time.Unix(r.Tick, 0).Add(12 * time.Second)
+	// Past the deadlines of the window's ticks, their missed records and
+	// hooks (a few seconds each).
+	f.WaitFor("the window's deadlines and hooks", time.Until(to.Add(25*time.Second)), func(*History) bool {
+		return time.Now().After(to.Add(20 * time.Second))
+	})
+	h := f.CheckAudit()
+
+	for _, tk := range Ticks(15*time.Second, from, to) {
+		ok := false
+		for _, x := range h.Tick("hooked", tk.Unix()) {
+			ok = ok || x.Succeeded()
 		}
-		if len(errs) == 0 && pending == 0 {
-			time.Sleep(5 * time.Second)
-			settled = true
+		if s, st := sink.count("hooked", "success", tk.Unix()), sink.count("hooked", "start", tk.Unix()); ok && (s != 1 || st != 1) || !ok && s != 0 {
+			t.Errorf("tick %s of hooked (succeeded: %v): on_start fired %d times, on_success %d; want once each for a tick that succeeded", fmtT(tk), ok, st, s)
+		}
+	}
+	if sink.count("hooked", "success", r.Tick) != 1 {
+		t.Errorf("the killed tick %d of hooked: on_success fired %d times, want 1", r.Tick, sink.count("hooked", "success", r.Tick))
+	}
+	for _, tk := range Ticks(6*time.Second, from, to) {
+		ended, excused := false, false
+		for _, x := range h.Tick("failing", tk.Unix()) {
+			ended = ended || x.Failed()
+			excused = excused || x.Failed() && lostToKill(x.Host, x.End)
+		}
+		n := sink.count("failing", "failure", tk.Unix())
+		if ended && n == 0 && excused {
+			t.Logf("tick %s of failing: on_failure lost with its host, killed just after the run failed", fmtT(tk))
 			continue
 		}
-		time.Sleep(time.Second)
+		if ended && n != 1 || !ended && n != 0 {
+			t.Errorf("tick %s of failing (failed: %v): on_failure fired %d times; want once for a tick that failed", fmtT(tk), ended, n)
+		}
 	}
-	f.CheckAudit()
-	for _, n := range notes {
-		t.Log(n)
-	}
-	for _, e := range errs {
-		t.Error(e)
-	}
+	checkMissedHooks(t, f, sink, from, to, lostToKill)
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	if sink.bad > 0 {
 		t.Errorf("%d webhook requests with a bad signature or body", sink.bad)
 	}
-}
-
-// hookCheck is what TestHooksOncePerEvent checks of the ticks in
-// [from, to], the host of the killed run being SIGKILLed at killAt.
-type hookCheck struct {
-	sink     *hookSink
-	from, to time.Time
-	killed   Run
-	killAt   time.Time
-}
-
-// lostToKill reports whether an event of host at may have been lost with
-// the killed host. A hook fires at most once per event, and exactly once
-// unless its host dies between writing the tick's done mark and the
-// delivery (docs/operations.md, Hooks): an event of the killed host in
-// the seconds before the kill may be lost, never fired twice.
-func (c hookCheck) lostToKill(host string, at time.Time) bool {
-	return host == c.killed.Host && !at.After(c.killAt) && c.killAt.Sub(at) < 5*time.Second
-}
-
-// problems returns what is wrong now in the runs h, the history records
-// of job nowhere and the hooks received (errs), the lost events excused
-// (notes), and how many ticks of the window have not ended yet: a tick of
-// hooked or failing without a run that succeeded or failed, a tick of
-// nowhere without a record.
-func (c hookCheck) problems(h *History, nowhere []scheduler.RunRecord) (errs, notes []string, pending int) {
-	sink := c.sink
-	for _, tk := range Ticks(15*time.Second, c.from, c.to) {
-		ok := false
-		for _, x := range h.Tick("hooked", tk.Unix()) {
-			ok = ok || x.Succeeded()
-		}
-		if !ok {
-			pending++
-		}
-		if s, st := sink.count("hooked", "success", tk.Unix()), sink.count("hooked", "start", tk.Unix()); ok && (s != 1 || st != 1) || !ok && s != 0 {
-			errs = append(errs, fmt.Sprintf("tick %s of hooked (succeeded: %v): on_start fired %d times, on_success %d; want once each for a tick that succeeded", fmtT(tk), ok, st, s))
-		}
-	}
-	if n := sink.count("hooked", "success", c.killed.Tick); n != 1 {
-		errs = append(errs, fmt.Sprintf("the killed tick %d of hooked: on_success fired %d times, want 1", c.killed.Tick, n))
-	}
-	for _, tk := range Ticks(6*time.Second, c.from, c.to) {
-		ended, excused := false, false
-		for _, x := range h.Tick("failing", tk.Unix()) {
-			ended = ended || x.Failed()
-			excused = excused || x.Failed() && c.lostToKill(x.Host, x.End)
-		}
-		if !ended {
-			pending++
-		}
-		n := sink.count("failing", "failure", tk.Unix())
-		if ended && n == 0 && excused {
-			notes = append(notes, fmt.Sprintf("tick %s of failing: on_failure lost with its host, killed just after the run failed", fmtT(tk)))
-			continue
-		}
-		if ended && n != 1 || !ended && n != 0 {
-			errs = append(errs, fmt.Sprintf("tick %s of failing (failed: %v): on_failure fired %d times; want once for a tick that failed", fmtT(tk), ended, n))
-		}
-	}
-	e, n := missedHookProblems(sink, nowhere, c.from, c.to, c.lostToKill)
-	for _, tk := range Ticks(4*time.Second, c.from, c.to) {
-		if missedBy(nowhere, tk) == "" {
-			pending++
-		}
-	}
-	return append(errs, e...), append(notes, n...), pending
 }
 
 // TestMissedTickNoQuorum: 3 daemons, every backend. Every daemon's links
@@ -296,29 +247,30 @@ func missedTickNoQuorum(t *testing.T, backend string) {
 	}
 }
 
-// missedHookProblems checks job nowhere's ticks in [from, to] against
-// its history records recs: each has exactly one record (missed,
-// no_eligible_host) and fired on_missed once, unless lostToKill excuses
-// a lost one (noted).
-func missedHookProblems(sink *hookSink, recs []scheduler.RunRecord, from, to time.Time, lostToKill func(string, time.Time) bool) (errs, notes []string) {
+// checkMissedHooks checks job nowhere's ticks in [from, to]: each has
+// exactly one history record (missed, no_eligible_host) and fired
+// on_missed once, unless lostToKill excuses a lost one.
+func checkMissedHooks(t *testing.T, f *Fleet, sink *hookSink, from, to time.Time, lostToKill func(string, time.Time) bool) {
+	t.Helper()
+	recs := history(t, f, "nowhere", 100)
 	byTick := map[int64]int{}
 	for _, rec := range recs {
 		byTick[rec.Tick.Unix()]++
 		if rec.Result != "missed" || rec.Reason != scheduler.MissNoEligibleHost {
-			errs = append(errs, fmt.Sprintf("record of nowhere %+v: want missed, no_eligible_host", rec))
+			t.Errorf("record of nowhere %+v: want missed, no_eligible_host", rec)
 		}
 	}
 	for _, tk := range Ticks(4*time.Second, from, to) {
 		n := sink.count("nowhere", "missed", tk.Unix())
 		if byTick[tk.Unix()] == 1 && n == 0 && lostToKill(missedBy(recs, tk), tk.Add(2*time.Second)) {
-			notes = append(notes, fmt.Sprintf("tick %s of nowhere: on_missed lost with its recorder, killed just after the deadline", fmtT(tk)))
+			t.Logf("tick %s of nowhere: on_missed lost with its recorder, killed just after the deadline", fmtT(tk))
 			continue
 		}
 		if byTick[tk.Unix()] != 1 || n != 1 {
-			errs = append(errs, fmt.Sprintf("tick %s of nowhere: %d history records, on_missed fired %d times; want 1 and 1", fmtT(tk), byTick[tk.Unix()], n))
+			t.Errorf("tick %s of nowhere: %d history records, on_missed fired %d times; want 1 and 1",
+				fmtT(tk), byTick[tk.Unix()], sink.count("nowhere", "missed", tk.Unix()))
 		}
 	}
-	return errs, notes
 }
 
 // missedBy is the host that recorded tick missed in recs ("" if none).

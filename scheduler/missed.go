@@ -43,7 +43,7 @@ import (
 // label of leasecron_ticks_missed_total).
 const (
 	MissNoQuorum       = "no_quorum"        // too few servers answered or voted
-	MissNoEligibleHost = "no_eligible_host" // no live host matches run_on
+	MissNoEligibleHost = "no_eligible_host" // no live host matches run_on (see noEligibleHost)
 	MissAllFull        = "all_full"         // every candidate ran max_parallel jobs
 	MissDataYounger    = "data_younger"     // the servers lost their data since the tick
 	MissPaused         = "paused"           // skipped: the job was paused
@@ -219,14 +219,18 @@ func (s *Scheduler) appendMiss(ctx context.Context, j *Job, tick time.Time, reas
 // noEligibleHost reports whether the last heartbeat read lists no host
 // that may run j, however old the read; false before the first one. A
 // host that may not run j notes j's tick missed on that ground (the hosts
-// that may run it note their own misses). A stale read counts: the
-// heartbeats go unread while the store does not answer, and a tick of a
-// job no host may run, whose deadline passed during such an outage, went
-// unrecorded when only a fresh read did. A wrong note costs nothing: the
-// recorder checks that the tick did not run before it records anything
-// (tickRan).
+// that may run it note their own misses). A stale read counts, so that a
+// tick whose deadline passed while the store did not answer (and the
+// heartbeats went unread) is still recorded. Nothing is recorded for a
+// tick that ran: the recorder checks first (tickRan). What a stale read
+// can get wrong is the reason: a host that may run j and started after
+// this host's last read notes its own (no_quorum, say) — whichever host
+// takes the missed guard first writes the record.
 func (s *Scheduler) noEligibleHost(j *Job) bool {
 	v := s.view.Load()
+	if s.test.freshViewOnly && v != nil && time.Since(v.read) > beatTTL(s.cfg.Load()) {
+		return false
+	}
 	return v != nil && !anyEligible(j, v.hosts)
 }
 

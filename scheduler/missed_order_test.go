@@ -17,7 +17,6 @@ import (
 // earlier tick recorded after the later one still gets its record (the
 // guard's done mark is per tick), with the guard and without it.
 func TestMissedRecordedInAnyOrder(t *testing.T) {
-	t.Parallel()
 	for _, unguarded := range []bool{false, true} {
 		j := &Job{Name: "order", Schedule: "@every 1m", Shell: "true", Deadline: time.Second}
 		s, _ := tickScheduler(t, j)
@@ -51,7 +50,6 @@ func TestMissedRecordedInAnyOrder(t *testing.T) {
 // are logged apart, each log keeping history_limit records), and the
 // history merges both newest first.
 func TestSkippedTicksKeepRuns(t *testing.T) {
-	t.Parallel()
 	j := &Job{Name: "paused", Schedule: "@every 1m", Shell: "true", Deadline: time.Second, HistoryLimit: 3}
 	s, _ := tickScheduler(t, j)
 	j = s.cfg.Load().Jobs[0]
@@ -100,7 +98,6 @@ func TestSkippedTicksKeepRuns(t *testing.T) {
 // record: it appends no second one, and fires on_missed — once; a third
 // attempt finds the done mark and fires nothing.
 func TestMissedHookAfterLostAppend(t *testing.T) {
-	t.Parallel()
 	var mu sync.Mutex
 	var events []HookEvent
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

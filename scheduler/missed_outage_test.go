@@ -18,10 +18,29 @@ import (
 // (SIGSTOP) from 2 s before a tick until 2 s after it: the host cannot
 // read the heartbeats for longer than they live, yet once the node is
 // back the tick has exactly one record, missed with the reason
-// no_eligible_host. (Only a fresh heartbeat read used to count; this
-// tick then went unrecorded — the test fails on that code.)
+// no_eligible_host.
 func TestMissedTickDuringStoreOutage(t *testing.T) {
 	t.Parallel()
+	recs := outageTickRecords(t, false)
+	if len(recs) != 1 || recs[0].Result != "missed" || recs[0].Reason != MissNoEligibleHost {
+		t.Errorf("the tick of the outage: records %+v; want one, missed, no_eligible_host", recs)
+	}
+}
+
+// TestMissedTickDuringStoreOutageNegativeControl is
+// TestMissedTickDuringStoreOutage with only a heartbeat read younger than
+// three heartbeats counting: the tick goes unrecorded.
+func TestMissedTickDuringStoreOutageNegativeControl(t *testing.T) {
+	t.Parallel()
+	if recs := outageTickRecords(t, true); len(recs) != 0 {
+		t.Errorf("with only a fresh view counting the tick of the outage still has records %+v: the test cannot see it", recs)
+	}
+}
+
+// outageTickRecords runs the scenario of TestMissedTickDuringStoreOutage
+// (freshViewOnly: its negative control) and returns the records of the
+// tick of the outage, waiting up to 30 s for one.
+func outageTickRecords(t *testing.T, freshViewOnly bool) []RunRecord {
 	node := redistest.Start(t, 1)
 	j := &Job{Name: "nowhere", Schedule: "@every 2s", Shell: "true", Deadline: time.Second,
 		RunOn: config.RunOn{Hosts: []string{"nobody"}}, Candidates: config.DefaultJob().Candidates}
@@ -41,6 +60,7 @@ func TestMissedTickDuringStoreOutage(t *testing.T) {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	wg.Add(1)
+	s.setTestHooks(func(h *testHooks) { h.freshViewOnly = freshViewOnly })
 	go func() { defer wg.Done(); _ = s.Run(ctx); _ = s.Close() }()
 
 	recorded := func(tick time.Time) []RunRecord {
@@ -64,14 +84,10 @@ func TestMissedTickDuringStoreOutage(t *testing.T) {
 	time.Sleep(time.Until(tick.Add(2 * time.Second)))
 	node.Nodes[0].Resume()
 	var recs []RunRecord
-	waitUntil(t, 30*time.Second, "the tick of the outage on record", func() bool {
+	for end := time.Now().Add(30 * time.Second); len(recs) == 0 && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		recs = recorded(tick)
-		return len(recs) > 0
-	})
-	time.Sleep(2 * time.Second) // a second record would have had time
-	if recs = recorded(tick); len(recs) != 1 || recs[0].Result != "missed" || recs[0].Reason != MissNoEligibleHost {
-		t.Errorf("tick %s: records %+v; want one, missed, no_eligible_host", tick.Format(time.TimeOnly), recs)
 	}
+	return recs
 }
 
 // waitUntil polls cond every 100ms for up to within, and fails the test

@@ -43,4 +43,8 @@ type testHooks struct {
 	// noCannotLimitMiss drops a job this host cannot limit without noting
 	// its tick missed (the cannot_limit negative control).
 	noCannotLimitMiss bool
+	// freshViewOnly notes a tick of a job no host may run only when the
+	// heartbeats were read in the last three heartbeats (the negative
+	// control of the store-outage missed tick).
+	freshViewOnly bool
 }
