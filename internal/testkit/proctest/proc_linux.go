@@ -40,3 +40,17 @@ func WaitStopped(pid int, timeout time.Duration) error {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// tryLock opens path and takes an exclusive lock on it without waiting;
+// nil when another process (or file of this one) holds it.
+func tryLock(path string) *os.File {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return nil
+	}
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		_ = f.Close()
+		return nil
+	}
+	return f
+}

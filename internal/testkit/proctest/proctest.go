@@ -1,8 +1,10 @@
 // Package proctest holds what every server test kit needs to run real
 // server processes for tests (redistest, pgtest, etcdtest, zktest): free
 // loopback ports and a start that retries on new ports when one was taken,
-// a process handle (parent-death signal, pause and resume, kill and reap),
-// and the tail of a server's log for failure messages.
+// start slots that keep the machine's test processes from booting more
+// servers at once than it has CPUs (StartSlot), a process handle
+// (parent-death signal, pause and resume, kill and reap), and the tail of
+// a server's log for failure messages.
 package proctest
 
 import (

@@ -108,7 +108,8 @@ func StartWith(t testing.TB, n int, o Options) *Ensemble {
 var takePortsHook func(ports []int) (release func())
 
 // tryStart starts n servers on ports (3 a server: client, quorum,
-// election) and waits until they serve; on failure it kills them.
+// election), each in a start slot while its JVM boots (spawnInSlot), and
+// waits until they serve; on failure it kills them.
 func (e *Ensemble) tryStart(n int, ports []int, o Options) error {
 	if takePortsHook != nil {
 		defer takePortsHook(ports)()
@@ -127,9 +128,11 @@ func (e *Ensemble) tryStart(n int, ports []int, o Options) error {
 		}
 		e.Servers = append(e.Servers, s)
 	}
+	var booting sync.WaitGroup
+	defer booting.Wait()
 	err := func() error {
 		for _, s := range e.Servers {
-			if err := s.spawn(); err != nil {
+			if err := s.spawnInSlot(&booting); err != nil {
 				return err
 			}
 		}
