@@ -61,6 +61,28 @@ func (s *Scheduler) isDone(ctx context.Context, name string) (bool, error) {
 	return ok, nil
 }
 
+// readDone is isDone asked again, guardTries times at most with a
+// doubling wait, while ctx lives (the caller holds the guard, and ctx
+// ends when it loses it): one slow answer of the store does not decide
+// that an event cannot be done.
+func (s *Scheduler) readDone(ctx context.Context, name string) (bool, error) {
+	wait := 200 * time.Millisecond
+	for try := 1; ; try++ {
+		done, err := s.isDone(ctx, name)
+		if err == nil || ctx.Err() != nil || try == guardTries {
+			return done, err
+		}
+		t := time.NewTimer(lease.Jitter(wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
 // markDone stores the done mark name, trying a few times; it runs on its
 // own context so that a shutdown does not keep an event from being
 // marked. A mark that could not be stored is logged and returned.

@@ -222,7 +222,7 @@ func (s *Scheduler) runHook(ctx context.Context, t hookTask) {
 	defer cancel()
 	defer context.AfterFunc(hold.Ctx(), cancel)()
 	name := s.doneName(t.job.Name, "hook."+t.ev.Event, t.ev.Tick)
-	done, err := s.isDone(dctx, name)
+	done, err := s.readDone(dctx, name)
 	switch {
 	case err != nil:
 		log.Error("hook not fired: could not read whether a host fired it", "err", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
+	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
 
@@ -44,18 +45,7 @@ func outageTickRecords(t *testing.T, freshViewOnly bool) []RunRecord {
 	node := redistest.Start(t, 1)
 	j := &Job{Name: "nowhere", Schedule: "@every 2s", Shell: "true", Deadline: time.Second,
 		RunOn: config.RunOn{Hosts: []string{"nobody"}}, Candidates: config.DefaultJob().Candidates}
-	cfg := tickConfig(t, node.URLs(), j)
-	cfg.Heartbeat = 500 * time.Millisecond
-	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix,
-		Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(cfg, Options{Self: "/nonexistent/leasecron-supervisor", Backend: be, DryRun: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, be := oneNodeScheduler(t, node, j)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
@@ -88,6 +78,26 @@ func outageTickRecords(t *testing.T, freshViewOnly bool) []RunRecord {
 		recs = recorded(tick)
 	}
 	return recs
+}
+
+// oneNodeScheduler is a dry-run Scheduler of j on the one node of
+// cluster (heartbeats every 500 ms, requests bounded by 200 ms) whose
+// supervisor cannot start, and its backend; the caller runs it.
+func oneNodeScheduler(t *testing.T, cluster *redistest.Cluster, j *Job) (*Scheduler, lease.Backend) {
+	t.Helper()
+	cfg := tickConfig(t, cluster.URLs(), j)
+	cfg.Heartbeat = 500 * time.Millisecond
+	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix,
+		Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, Options{Self: "/nonexistent/leasecron-supervisor", Backend: be, DryRun: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, be
 }
 
 // waitUntil polls cond every 100ms for up to within, and fails the test
