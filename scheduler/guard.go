@@ -36,7 +36,8 @@ const SpaceDone = "done"
 // to deliver an event or record a miss (missedRecordFor).
 const doneTTL = 24 * time.Hour
 
-// guardTries bounds the attempts at a guard's mutex that find no quorum.
+// guardTries bounds the attempts at a guard's mutex that find no quorum,
+// and at reading or writing a done mark (askAgain).
 const guardTries = 8
 
 // guardWaitFor bounds how long a host waits for a guard's mutex held by
@@ -61,46 +62,52 @@ func (s *Scheduler) isDone(ctx context.Context, name string) (bool, error) {
 	return ok, nil
 }
 
-// readDone is isDone asked again, guardTries times at most with a
-// doubling wait, while ctx lives (the caller holds the guard, and ctx
-// ends when it loses it): one slow answer of the store does not decide
-// that an event cannot be done.
-func (s *Scheduler) readDone(ctx context.Context, name string) (bool, error) {
+// askAgain runs try until it succeeds, ctx ends or guardTries attempts
+// failed, waiting 200 ms before the second and twice as long before each
+// next one, up to 2 s: one or two slow answers of the store do not decide
+// that a tick's event cannot be done.
+func askAgain(ctx context.Context, try func() error) error {
 	wait := 200 * time.Millisecond
-	for try := 1; ; try++ {
-		done, err := s.isDone(ctx, name)
-		if err == nil || ctx.Err() != nil || try == guardTries {
-			return done, err
+	for n := 1; ; n++ {
+		err := try()
+		if err == nil || ctx.Err() != nil || n == guardTries {
+			return err
 		}
 		t := time.NewTimer(lease.Jitter(wait))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return false, errors.Join(err, ctx.Err())
+			return errors.Join(err, ctx.Err())
 		case <-t.C:
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
 }
 
-// markDone stores the done mark name, trying a few times; it runs on its
-// own context so that a shutdown does not keep an event from being
+// readDone is isDone asked again (askAgain) while ctx lives: the caller
+// holds the guard, and ctx ends when it loses it.
+func (s *Scheduler) readDone(ctx context.Context, name string) (done bool, err error) {
+	err = askAgain(ctx, func() error {
+		var e error
+		done, e = s.isDone(ctx, name)
+		return e
+	})
+	return done, err
+}
+
+// markDone stores the done mark name, asked again (askAgain); it runs on
+// its own context so that a shutdown does not keep an event from being
 // marked. A mark that could not be stored is logged and returned.
 func (s *Scheduler) markDone(name string, log *slog.Logger) error {
 	e := lease.Entry{Name: name, Version: 1, Data: []byte(s.host), TTL: doneTTL}
-	var err error
-	for try := range 3 {
-		if try > 0 {
-			time.Sleep(lease.Jitter(time.Duration(try) * 200 * time.Millisecond))
-		}
+	err := askAgain(context.Background(), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), s.requestWait())
-		err = s.be.Put(ctx, SpaceDone, e)
-		cancel()
-		if err == nil {
-			return nil
-		}
+		defer cancel()
+		return s.be.Put(ctx, SpaceDone, e)
+	})
+	if err != nil {
+		log.Warn("could not mark the tick's event done", "mark", name, "err", err)
 	}
-	log.Warn("could not mark the tick's event done", "mark", name, "err", err)
 	return err
 }
 
