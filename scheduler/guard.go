@@ -95,15 +95,17 @@ func (s *Scheduler) readDone(ctx context.Context, name string) (done bool, err e
 	return done, err
 }
 
-// markDone stores the done mark name, asked again (askAgain); it runs on
-// its own context so that a shutdown does not keep an event from being
-// marked. A mark that could not be stored is logged and returned.
-func (s *Scheduler) markDone(name string, log *slog.Logger) error {
+// markDone stores the done mark name, asked again (askAgain) while ctx
+// lives: for a hook, while its guard is held — a mark written after the
+// guard was lost would keep every host from delivering an event this one
+// no longer delivers. A mark that could not be stored is logged and
+// returned.
+func (s *Scheduler) markDone(ctx context.Context, name string, log *slog.Logger) error {
 	e := lease.Entry{Name: name, Version: 1, Data: []byte(s.host), TTL: doneTTL}
-	err := askAgain(context.Background(), func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), s.requestWait())
+	err := askAgain(ctx, func() error {
+		rctx, cancel := context.WithTimeout(ctx, s.requestWait())
 		defer cancel()
-		return s.be.Put(ctx, SpaceDone, e)
+		return s.be.Put(rctx, SpaceDone, e)
 	})
 	if err != nil {
 		log.Warn("could not mark the tick's event done", "mark", name, "err", err)

@@ -235,7 +235,7 @@ func (s *Scheduler) runHook(ctx context.Context, t hookTask) {
 	// The mark goes first: a host that dies while it delivers loses the
 	// event rather than have another host (one that queued the same event
 	// of the tick: a takeover) deliver it a second time.
-	if err := s.markDone(name, log); err != nil {
+	if err := s.markDone(dctx, name, log); err != nil {
 		log.Error("hook not fired: could not mark it fired", "err", err)
 		s.opts.Metrics.HookFailed(t.job.Name, t.ev.Event, "no_lease")
 		return

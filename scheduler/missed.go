@@ -103,7 +103,7 @@ func (s *Scheduler) tryRecordMiss(ctx context.Context, j *Job, tick time.Time, r
 		}
 	}
 	if !s.noMissGuard {
-		_ = s.markDone(name, log) // logged; the record's append is idempotent
+		_ = s.markDone(ctx, name, log) // logged; the record's append is idempotent
 	}
 	return true, nil
 }

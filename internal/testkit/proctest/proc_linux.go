@@ -2,6 +2,7 @@ package proctest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -41,16 +42,21 @@ func WaitStopped(pid int, timeout time.Duration) error {
 	}
 }
 
-// tryLock opens path and takes an exclusive lock on it without waiting;
-// nil when another process (or file of this one) holds it.
-func tryLock(path string) *os.File {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+// tryLock opens path (made readable and writable by every user) and
+// takes an exclusive lock on it without waiting: errSlotBusy when another
+// holder (another process, or another open file of this one) has it.
+func tryLock(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o666)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+	_ = f.Chmod(0o666)
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
-		return nil
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, errSlotBusy
+		}
+		return nil, err
 	}
-	return f
+	return f, nil
 }

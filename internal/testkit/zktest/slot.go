@@ -9,9 +9,11 @@ import (
 )
 
 // spawnInSlot spawns s holding one of the machine's start slots
-// (proctest.StartSlot) while its JVM boots: until its client port
-// listens — before it looks for a quorum — it exits, or startTimeout
-// passes. booting tracks the goroutine that frees the slot.
+// (proctest.StartSlot) while its JVM boots: until it answers srvr at all
+// — "not currently serving" included: its database is loaded and it looks
+// for a quorum, which needs no slot —, it exits, or startTimeout passes.
+// booting tracks the goroutine that frees the slot. (Restarts inside a
+// test take no slot: their timing is the test's.)
 func (s *Server) spawnInSlot(booting *sync.WaitGroup) error {
 	release := proctest.StartSlot()
 	if err := s.spawn(); err != nil {
@@ -22,23 +24,34 @@ func (s *Server) spawnInSlot(booting *sync.WaitGroup) error {
 	go func() {
 		defer booting.Done()
 		defer release()
-		s.waitListening(startTimeout)
+		s.waitAnswering(startTimeout)
 	}()
 	return nil
 }
 
-// waitListening waits until the server's client port accepts a
-// connection, the process exits, or within passes.
-func (s *Server) waitListening(within time.Duration) {
-	for end := time.Now().Add(within); time.Now().Before(end); {
-		if c, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond); err == nil {
-			_ = c.Close()
-			return
-		}
+// waitAnswering waits until the server answers the four-letter word
+// srvr with anything, the process exits, or within passes.
+func (s *Server) waitAnswering(within time.Duration) {
+	for end := time.Now().Add(within); time.Now().Before(end) && !s.answers(); {
 		select {
 		case <-s.exited():
 			return
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// answers reports whether the server replies to srvr.
+func (s *Server) answers() bool {
+	c, err := net.DialTimeout("tcp", s.Addr(), 500*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("srvr")); err != nil {
+		return false
+	}
+	n, _ := c.Read(make([]byte, 1))
+	return n > 0
 }
