@@ -421,6 +421,16 @@ func restartScenario(t *testing.T, noDetection, pauseHolder bool) (*Fleet, Run, 
 	cfg := DefaultConfig()
 	cfg.Daemons = 2
 	cfg.TTL, cfg.Renew = 4*time.Second, time.Second
+	if pauseHolder {
+		// The paused h0's job runs until it ends (5s) or its supervisor
+		// kills it, a safety margin before the lease h0 last renewed runs
+		// out; h1 must win and start the same tick before then. h1 tries
+		// 2s after the tick, and on a loaded machine retries for a second
+		// or more while the restarted nodes come up: a 4s lease left a
+		// window of about 1.5s, which such runs missed; with 7s the job's
+		// own end bounds it, about 3s after h1's first try.
+		cfg.TTL = 7 * time.Second
+	}
 	cfg.Jobs = []Job{{Name: "inv", Every: 8 * time.Second, Sleep: 5 * time.Second, Deadline: 7 * time.Second, IgnoreTerm: true}}
 	cfg.Args = func(i int) []string {
 		var a []string
@@ -499,7 +509,7 @@ func TestNodesRestartEmpty(t *testing.T) {
 }
 
 func TestNegativeControlNoRestartDetection(t *testing.T) {
-	t.Parallel() // the double grant it must find does not hinge on tight timing
+	t.Parallel()
 	f, r1, restartAt := restartScenario(t, true, true)
 	cfg := f.Config()
 	r2 := f.WaitRun("a run by h1 on the emptied nodes", 2*cfg.TTL+5*time.Second, func(r Run) bool {
