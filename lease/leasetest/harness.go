@@ -107,7 +107,8 @@ type Harness struct {
 	// and Resume send SIGSTOP and SIGCONT.
 	Kill, Restart, Pause, Resume func(t testing.TB, i int)
 	// Serving, if set, reports whether the store takes writes now (a
-	// ZooKeeper ensemble has a leader; paused servers are not asked).
+	// ZooKeeper ensemble has a leader that has synchronised a quorum;
+	// paused servers are not asked).
 	// FrozenMinority measures with it how long freezing a server left the
 	// store without a leader (an election, whose length depends on the
 	// machine's load): a hold that gave up before the store served again

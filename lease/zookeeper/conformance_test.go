@@ -46,7 +46,7 @@ func TestConformance(t *testing.T) {
 		Kill:             func(_ testing.TB, i int) { e.Servers[i].Kill() },
 		Restart:          func(_ testing.TB, i int) { e.Servers[i].Start() },
 		Pause:            func(_ testing.TB, i int) { e.Servers[i].Pause() },
-		Serving:          func() bool { return e.Leader() >= 0 },
+		Serving:          e.Serving,
 		Resume:           func(_ testing.TB, i int) { e.Servers[i].Resume() },
 		Ready: func(t testing.TB) {
 			e.WaitServing()

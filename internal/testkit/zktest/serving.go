@@ -1,0 +1,50 @@
+package zktest
+
+import (
+	"bufio"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Serving reports whether the ensemble takes writes: a server answers as
+// leader (or standalone) and, with peers, has synchronised a quorum of
+// them — mntr's zk_synced_followers counts the followers done with their
+// first synchronisation, and a new leader serves once a quorum is. On a
+// loaded machine a server answers as leader a second or more before
+// that. Paused servers are not asked.
+func (e *Ensemble) Serving() bool {
+	i := e.Leader()
+	if i < 0 {
+		return false
+	}
+	if len(e.Servers) == 1 {
+		return true
+	}
+	n, ok := e.Servers[i].syncedFollowers()
+	return ok && n+1 > len(e.Servers)/2
+}
+
+// syncedFollowers asks the server (four-letter word mntr) how many
+// followers it has synchronised as leader; ok is false when it does not
+// say (not a leader, or no answer).
+func (s *Server) syncedFollowers() (n int, ok bool) {
+	c, err := net.DialTimeout("tcp", s.Addr(), 500*time.Millisecond)
+	if err != nil {
+		return 0, false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("mntr")); err != nil {
+		return 0, false
+	}
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		if v, found := strings.CutPrefix(sc.Text(), "zk_synced_followers\t"); found {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
