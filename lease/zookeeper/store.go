@@ -129,7 +129,10 @@ func (b *Backend) setObserved(ctx context.Context, path string, data []byte, ver
 		}
 		return err
 	}, nil)
-	return st, err
+	if err != nil {
+		return nil, err // st is the late request's (see call)
+	}
+	return st, nil
 }
 
 // createEntry creates the entry znode (and its space's znode if missing).

@@ -198,7 +198,9 @@ var errTimeout = errors.New("no answer in time")
 // call runs f (a blocking go-zookeeper request) bounded by ctx and the
 // per-request timeout. When f has not returned by then, call returns
 // errTimeout and f goes on in the background; late, if given, is called
-// with f's error once it returns (to undo what it did). A request given
+// with f's error once it returns (to undo what it did). So a caller reads
+// what f wrote only when call returned nil (or f's own error): after a
+// timeout f may still be writing it. A request given
 // up on is watched: if the server stays silent, the connection is dropped
 // (watchSilence).
 func (b *Backend) call(ctx context.Context, timeout time.Duration, f func() error, late func(error)) error {
