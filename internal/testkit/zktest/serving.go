@@ -30,21 +30,31 @@ func (e *Ensemble) Serving() bool {
 // followers it has synchronised as leader; ok is false when it does not
 // say (not a leader, or no answer).
 func (s *Server) syncedFollowers() (n int, ok bool) {
-	c, err := net.DialTimeout("tcp", s.Addr(), 500*time.Millisecond)
-	if err != nil {
-		return 0, false
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("mntr")); err != nil {
-		return 0, false
-	}
-	sc := bufio.NewScanner(c)
-	for sc.Scan() {
-		if v, found := strings.CutPrefix(sc.Text(), "zk_synced_followers\t"); found {
+	for _, line := range s.fourLetter("mntr") {
+		if v, found := strings.CutPrefix(line, "zk_synced_followers\t"); found {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
 			return n, err == nil
 		}
 	}
 	return 0, false
+}
+
+// fourLetter sends the server the four-letter word w and returns the
+// lines of its answer (none when it does not answer within a second).
+func (s *Server) fourLetter(w string) []string {
+	c, err := net.DialTimeout("tcp", s.Addr(), 500*time.Millisecond)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte(w)); err != nil {
+		return nil
+	}
+	var lines []string
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
 }

@@ -1,7 +1,6 @@
 package zktest
 
 import (
-	"net"
 	"sync"
 	"time"
 
@@ -42,16 +41,4 @@ func (s *Server) waitAnswering(within time.Duration) {
 }
 
 // answers reports whether the server replies to srvr.
-func (s *Server) answers() bool {
-	c, err := net.DialTimeout("tcp", s.Addr(), 500*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("srvr")); err != nil {
-		return false
-	}
-	n, _ := c.Read(make([]byte, 1))
-	return n > 0
-}
+func (s *Server) answers() bool { return len(s.fourLetter("srvr")) > 0 }

@@ -21,10 +21,8 @@
 package zktest
 
 import (
-	"bufio"
 	"cmp"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -277,18 +275,8 @@ func (s *Server) PID() int {
 // Mode asks the server (four-letter word srvr) for its mode: "leader",
 // "follower", "standalone", or "" when it does not serve clients.
 func (s *Server) Mode() string {
-	c, err := net.DialTimeout("tcp", s.Addr(), 500*time.Millisecond)
-	if err != nil {
-		return ""
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("srvr")); err != nil {
-		return ""
-	}
-	sc := bufio.NewScanner(c)
-	for sc.Scan() {
-		if m, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+	for _, line := range s.fourLetter("srvr") {
+		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
 			return strings.TrimSpace(m)
 		}
 	}
