@@ -399,9 +399,16 @@ func (f *follower) won(l lease.Lease, deadline time.Time, first bool, lateBy tim
 		return 0, true, nil
 	}
 	// This host failed the attempt: others get the first chance at the
-	// retry (see retryStart); this host tries when its turn comes.
+	// retry (see retryStart); this host tries when its turn comes, and
+	// not before: a look at the lease earlier (won, found not due,
+	// released) would hold it for a moment, and a host that saw it held
+	// then would look again only at its TTL, past this host's turn.
 	f.freeSlot()
-	return max(s.until(retryAt), 0), false, nil
+	turn, _ := f.retryStart(&retryState{Host: s.host, NextAt: retryAt}, deadline)
+	if s.test.probeAtBackoff {
+		turn = retryAt
+	}
+	return max(s.until(turn), 0), false, nil
 }
 
 // takeSlot takes a run slot unless the follower has one; false when the

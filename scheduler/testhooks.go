@@ -47,4 +47,8 @@ type testHooks struct {
 	// heartbeats were read in the last three heartbeats (the negative
 	// control of the store-outage missed tick).
 	freshViewOnly bool
+	// probeAtBackoff has the host whose attempt failed look at the lease
+	// when the backoff ends, before its turn (the negative control of the
+	// failing host leaving the lease alone until then).
+	probeAtBackoff bool
 }
