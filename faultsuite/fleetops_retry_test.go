@@ -292,11 +292,16 @@ func previousRanInto(h *History, job string, tk time.Time, every time.Duration) 
 
 // othersRefused reports whether the failing host took the retry only
 // after leaving it to the others (it waits the backoff, then a TTL and a
-// second; half a second of slack) and every other daemon tried to take
-// job's tick tk over in between and was refused for lack of an answer
-// from the store (logged "no quorum for the job's lease"): a store that
-// answers none of them meanwhile (a loaded machine) rightly leaves the
-// retry to the failing host. Such a tick is logged, not failed.
+// second; half a second of slack) and every other daemon either tried to
+// take job's tick tk over in between and was refused for lack of an
+// answer from the store (logged "no quorum for the job's lease"), or had
+// given the tick up before the retry because the previous tick's run
+// still held the lease at its first attempt (overlap: skip; a host that
+// skipped a tick does not take its retries, see docs/operations.md,
+// Retries): a store that answers none of them meanwhile (a loaded
+// machine), or a previous tick that ran late into this one, rightly
+// leaves the retry to the failing host. Such a tick is logged, not
+// failed.
 func (c retryCheck) othersRefused(job string, tk time.Time, failed, retry Run, backoff time.Duration) bool {
 	t, f := c.t, c.f
 	t.Helper()
@@ -323,8 +328,11 @@ func (c retryCheck) othersRefused(job string, tk time.Time, failed, retry Run, b
 			if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &l) != nil {
 				continue
 			}
-			if l.Msg == "no quorum for the job's lease; retrying" && l.Job == job && l.Tick == want &&
-				!l.Time.Before(failed.Until()) && l.Time.Before(retry.Start) {
+			if l.Job != job || l.Tick != want || !l.Time.Before(retry.Start) {
+				continue
+			}
+			if l.Msg == "no quorum for the job's lease; retrying" && !l.Time.Before(failed.Until()) ||
+				l.Msg == "previous run still holds the lease; skipping this tick (overlap: skip)" {
 				refused = true
 				break
 			}
@@ -333,7 +341,7 @@ func (c retryCheck) othersRefused(job string, tk time.Time, failed, retry Run, b
 			return false
 		}
 	}
-	t.Logf("tick %s of %s: the retry ran on %s, the host whose attempt failed, after the store refused every other host in between",
+	t.Logf("tick %s of %s: the retry ran on %s, the host whose attempt failed, after the store refused every other host in between or it skipped the tick",
 		fmtT(tk), job, retry.Host)
 	return true
 }
