@@ -34,10 +34,7 @@ func TestCandidatesHostKilledMidTick(t *testing.T) {
 	// Spread: three ticks of the ten jobs before any fault.
 	from := f.ScheduleFrom().Add(time.Second)
 	to := from.Add(6 * time.Second)
-	var h *History
-	for _, j := range spread {
-		h = awaitMostTicks(f, j, 2*time.Second, from, to, 2, 10*time.Second)
-	}
+	h, from, to := awaitMostTicks(f, spread, 2*time.Second, from, to, 2, 10*time.Second, 10*time.Second)
 	byHost := map[string]int{}
 	total := 0
 	for _, j := range spread {
@@ -59,7 +56,7 @@ func TestCandidatesHostKilledMidTick(t *testing.T) {
 	t.Logf("spread of %d runs: %v", total, byHost)
 	// Jitter: each tick starts no sooner than its jitter (a hash of job
 	// and tick that every host computes alike), and still runs once.
-	h = awaitMostTicks(f, jit.Name, 2*time.Second, from, to, 2, 10*time.Second)
+	h, from, to = awaitMostTicks(f, []string{jit.Name}, 2*time.Second, from, to, 2, 10*time.Second, 10*time.Second)
 	for _, tk := range Ticks(2*time.Second, from, to) {
 		for _, r := range h.Tick(jit.Name, tk.Unix()) {
 			if d := jit.JitterFor(tk); r.Start.Before(tk.Add(d)) {

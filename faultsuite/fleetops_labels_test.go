@@ -45,8 +45,11 @@ func labelsTargeting(t *testing.T, backend string) {
 
 	from := f.ScheduleFrom().Add(time.Second)
 	to := from.Add(5 * time.Second)
-	for _, j := range []string{"db", "web-b", "hosts", "mixed"} {
-		awaitMostTicks(f, j, time.Second, from, to, 3, 10*time.Second)
+	awaitMostTicks(f, []string{"db", "web-b", "hosts", "mixed"}, time.Second, from, to, 3, 10*time.Second, 10*time.Second)
+	// Control: the check fails a job that ran no tick (nobody: no host
+	// matches it).
+	if _, _, _, err := mostTicksWindow(f, []string{"db", "nobody"}, time.Second, from, to, 3, time.Second, 0); err == nil {
+		t.Errorf("control: the liveness check passed a job that never ran")
 	}
 	st := fleetStatus(t, f)
 	h := f.CheckAudit()

@@ -108,7 +108,7 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 	from := f.ScheduleFrom().Add(time.Second)
 	to := from.Add(12 * time.Second)
 	completedTicks(f, "flaky", 8*time.Second, from, to, false, 20*time.Second)
-	awaitMostTicks(f, "once", 8*time.Second, from, to, 1, 20*time.Second)
+	awaitMostTicks(f, []string{"once"}, 8*time.Second, from, to, 1, 0, 20*time.Second)
 	doomedTicks := Ticks(12*time.Second, from, to)
 	last := to
 	if n := len(doomedTicks); n > 0 {
