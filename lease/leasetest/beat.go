@@ -11,8 +11,9 @@ import (
 // keeps what Put and List promise: the write is seen by the read of its
 // own space in the same round and by another client, a lower version
 // does not replace a higher one, each space read is the space's List,
-// and the servers' health is reported: by the first Beat, and then for
-// every server or none (a backend may look less often than it beats).
+// the servers' health is reported: by the first Beat, and then for
+// every server or none (a backend may look less often than it beats),
+// and another client's writes before a Beat are in its reads.
 func testBeat(t *testing.T, s *suite) {
 	b, other := s.open(t), s.open(t)
 	hosts, flags := s.key(t, "hosts"), s.key(t, "flags")
@@ -72,4 +73,18 @@ func testBeat(t *testing.T, s *suite) {
 		t.Errorf("another client's Get after the Beat: %+v, %v, %v; want v10", e, ok, err)
 	}
 	check(beat(11, "v11"), "v11")
+
+	// Another client's writes made before a Beat are in its reads, though
+	// the spaces were read before (a backend may keep what it read while
+	// the store says nothing changed).
+	if err := other.Put(ctx(t, liveness), flags, lease.Entry{Name: "job-a", Version: 4, Data: []byte("resumed")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Put(ctx(t, liveness), flags, lease.Entry{Name: "job-b", Version: 1, Data: []byte("paused")}); err != nil {
+		t.Fatal(err)
+	}
+	r := beat(12, "v12")
+	if f := r.Lists[1]; len(f) != 2 || f[0].Name != "job-a" || f[0].Version != 4 || string(f[0].Data) != "resumed" || f[1].Name != "job-b" {
+		t.Errorf("Beat's read of the other space after another client changed it: %+v, want job-a v4 resumed and job-b", f)
+	}
 }

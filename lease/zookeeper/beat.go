@@ -69,16 +69,7 @@ func (b *Backend) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
 	}
 	r.Lists = make([][]lease.Entry, len(bt.Read))
 	for i, s := range bt.Read {
-		l, lerr := b.listZnodes(ctx, s)
-		if lerr == nil {
-			var beats []lease.Entry
-			if s == bt.Space && err == nil {
-				beats, lerr = b.liveRecs(ctx, own)
-			} else {
-				beats, lerr = b.beatEntries(ctx, s)
-			}
-			l = mergeBeats(l, beats)
-		}
+		l, lerr := b.beatList(ctx, s, bt.Space, own, err == nil)
 		if lerr != nil {
 			r.Lists, r.ReadErr = nil, fmt.Errorf("zookeeper: list %s: %w", s, lerr)
 			break
@@ -95,6 +86,49 @@ func (b *Backend) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
 		r.Health = b.Health(ctx)
 	}
 	return r
+}
+
+// beatList reads space for a Beat that wrote (when written) own into
+// the beat znode of the space written: as List does, but from what the
+// Beat knows of the znodes it watches (watched.go) when the write was
+// answered, and with the written beat znode as just written.
+func (b *Backend) beatList(ctx context.Context, space, written string, own recsAt, wrote bool) ([]lease.Entry, error) {
+	if !wrote || b.test.noWatchedSpaces {
+		l, err := b.listZnodes(ctx, space)
+		if err != nil {
+			return nil, err
+		}
+		var beats []lease.Entry
+		if space == written && wrote {
+			beats, err = b.liveRecs(ctx, own)
+		} else {
+			beats, err = b.beatEntries(ctx, space)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return mergeBeats(l, beats), nil
+	}
+	b.watchMu.Lock()
+	defer b.watchMu.Unlock()
+	w, err := b.watched(ctx, space, space != written)
+	if err != nil {
+		return nil, err
+	}
+	l, err := b.watchedZnodes(ctx, w, space)
+	if err != nil {
+		return nil, err
+	}
+	var beats []lease.Entry
+	if space == written {
+		beats, err = b.liveRecs(ctx, own)
+	} else {
+		beats, err = b.watchedBeats(ctx, w)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return mergeBeats(l, beats), nil
 }
 
 // beatWrite stores e in the beat znode of space unless it holds a live
@@ -128,9 +162,7 @@ func (b *Backend) beatWrite(ctx context.Context, space string, e lease.Entry) (r
 				return cur, nil
 			}
 		}
-		if err := b.dropExpiredRecs(ctx, cur.recs); err != nil {
-			return recsAt{}, err
-		}
+		b.dropJudgedExpired(space, cur.recs)
 		cur.recs[e.Name] = beatRec{V: e.Version, TTL: int64(e.TTL), D: e.Data}
 		data, err := json.Marshal(cur.recs)
 		if err != nil {
@@ -146,6 +178,7 @@ func (b *Backend) beatWrite(ctx context.Context, space string, e lease.Entry) (r
 		rec := cur.recs[e.Name]
 		rec.At = st.Mtime
 		cur.recs[e.Name] = rec
+		b.judgeExpired(ctx, space, cur.recs)
 		return cur, nil
 	}
 	return recsAt{}, fmt.Errorf("%d writers in a row came first", putTries)
@@ -157,8 +190,7 @@ type recsAt struct {
 	version int32
 }
 
-// readBeats reads the beat znode at path; its entries' At is pinned to
-// the znode's mtime where 0. Malformed data reads as no entries.
+// readBeats reads the beat znode at path (see parseBeats).
 func (b *Backend) readBeats(ctx context.Context, path string) (recsAt, error) {
 	var raw []byte
 	var st *zk.Stat
@@ -173,6 +205,13 @@ func (b *Backend) readBeats(ctx context.Context, path string) (recsAt, error) {
 	if err != nil {
 		return recsAt{}, b.nodeErr(err)
 	}
+	return parseBeats(raw, st), nil
+}
+
+// parseBeats decodes a beat znode's data raw, read with stat st; its
+// entries' At is pinned to the znode's mtime where 0. Malformed data
+// reads as no entries.
+func parseBeats(raw []byte, st *zk.Stat) recsAt {
 	out := recsAt{recs: map[string]beatRec{}, version: st.Version}
 	if len(raw) > 0 && json.Unmarshal(raw, &out.recs) != nil {
 		out.recs = map[string]beatRec{}
@@ -183,7 +222,7 @@ func (b *Backend) readBeats(ctx context.Context, path string) (recsAt, error) {
 			out.recs[n] = r
 		}
 	}
-	return out, nil
+	return out
 }
 
 // recExpired reports whether r has expired on the estimate of the
@@ -192,18 +231,40 @@ func (b *Backend) recExpired(ctx context.Context, r beatRec) (bool, error) {
 	return b.expired(ctx, lease.Entry{TTL: time.Duration(r.TTL)}, &zk.Stat{Mtime: r.At})
 }
 
-// dropExpiredRecs deletes the expired entries of recs.
-func (b *Backend) dropExpiredRecs(ctx context.Context, recs map[string]beatRec) error {
+// Expired entries of a beat znode are dropped by its next writer. The
+// writer judges them right after its write, when the write's reply has
+// just renewed its estimate of the servers' clock, and drops them at its
+// next write if they are still there unchanged (expiry is for good: an
+// entry written again has another version or time): judged before the
+// write instead, at a heartbeat as long as the estimate's age limit,
+// every heartbeat would first write ROOT/@clock to renew it. Readers
+// judge expiry themselves, so an expired entry left a heartbeat longer
+// is never read as live.
+
+// judgeExpired notes which entries of recs, space's beat znode as just
+// written, have expired (for dropJudgedExpired).
+func (b *Backend) judgeExpired(ctx context.Context, space string, recs map[string]beatRec) {
+	expired := map[string]beatRec{}
 	for n, r := range recs {
-		exp, err := b.recExpired(ctx, r)
-		if err != nil {
-			return err
+		if exp, err := b.recExpired(ctx, r); err == nil && exp {
+			expired[n] = r
 		}
-		if exp {
+	}
+	b.beatMu.Lock()
+	defer b.beatMu.Unlock()
+	b.beatExpired[space] = expired
+}
+
+// dropJudgedExpired deletes from recs (space's beat znode as read) the
+// entries judgeExpired found expired, where they are unchanged.
+func (b *Backend) dropJudgedExpired(space string, recs map[string]beatRec) {
+	b.beatMu.Lock()
+	defer b.beatMu.Unlock()
+	for n, old := range b.beatExpired[space] {
+		if r, ok := recs[n]; ok && r.V == old.V && r.At == old.At && r.TTL == old.TTL {
 			delete(recs, n)
 		}
 	}
-	return nil
 }
 
 // liveRecs returns the live entries of ra, sorted by name.
@@ -218,7 +279,7 @@ func (b *Backend) liveRecs(ctx context.Context, ra recsAt) ([]lease.Entry, error
 			out = append(out, lease.Entry{Name: n, Version: r.V, Data: r.D, TTL: time.Duration(r.TTL)})
 		}
 	}
-	slices.SortFunc(out, func(a, b lease.Entry) int { return strings.Compare(a.Name, b.Name) })
+	sortEntries(out)
 	return out, nil
 }
 
@@ -254,6 +315,11 @@ func mergeBeats(l, beats []lease.Entry) []lease.Entry {
 		}
 		l = append(l, e)
 	}
-	slices.SortFunc(l, func(a, b lease.Entry) int { return strings.Compare(a.Name, b.Name) })
+	sortEntries(l)
 	return l
+}
+
+// sortEntries sorts entries by name.
+func sortEntries(entries []lease.Entry) {
+	slices.SortFunc(entries, func(a, b lease.Entry) int { return strings.Compare(a.Name, b.Name) })
 }

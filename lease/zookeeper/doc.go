@@ -121,13 +121,17 @@
 // A host's heartbeat round (Beat) writes its entry into the space's one
 // beat znode, ROOT/@beats/SPACE (name -> version, TTL, data and the
 // leader's clock when written; a compare-and-set on the znode's version,
-// like Put), and then reads the spaces it watches as List does. Read as
-// one znode per host, every host reading every host's heartbeat would
+// like Put), and then reads the spaces it is asked to as List does. Read
+// as one znode per host, every host reading every host's heartbeat would
 // cost the ensemble requests growing with the square of the fleet; read
-// as one znode, a host's round costs a constant few requests (the beat
-// znode's read and write, and each other space's children). The reads
+// as one znode, a host's round costs a constant few requests. The reads
 // come after the write's reply, which the server sends once it applied
-// the write and every write before it, so they need no sync. List and
+// the write and every write before it, so they need no sync. What a
+// round reads besides its own beat znode (the pause flags, the hosts'
+// entry znodes) rarely changes: Beat keeps it under ZooKeeper watches
+// and reads a znode again only once its watch fired (see watched.go for
+// why that is as fresh as reading it), so an idle host's round is two
+// requests, the beat znode's read and write. List and
 // Get read the beat znode beside the entry znodes (per name, the higher
 // version); heartbeats are written by Beat only. The beat znode of
 // "hosts" holds a few hundred bytes per live host, within jute.maxbuffer

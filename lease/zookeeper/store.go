@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -317,7 +316,7 @@ func (b *Backend) listZnodes(ctx context.Context, space string) ([]lease.Entry, 
 		out = append(out, e)
 	}
 	b.dropExpired(ctx, stale, staleVer)
-	slices.SortFunc(out, func(a, b lease.Entry) int { return strings.Compare(a.Name, b.Name) })
+	sortEntries(out)
 	return out, nil
 }
 

@@ -59,9 +59,17 @@ type Backend struct {
 	// test holds the switches only tests set (testhooks.go).
 	test testHooks
 
-	// beatMu guards beatHealth, when a Beat last ran Health (beat.go).
-	beatMu     sync.Mutex
-	beatHealth time.Time
+	// beatMu guards beatHealth, when a Beat last ran Health, and
+	// beatExpired, the entries of each space's beat znode found expired
+	// after this client's last write of it (beat.go).
+	beatMu      sync.Mutex
+	beatHealth  time.Time
+	beatExpired map[string]map[string]beatRec
+
+	// watchMu guards watchedSpaces, what Beat knows of the spaces it
+	// reads (watched.go).
+	watchMu       sync.Mutex
+	watchedSpaces map[string]*watchedSpace
 
 	// clock estimates the servers' clock, for entries' expiry.
 	clock serverClock
@@ -112,7 +120,8 @@ func openWith(ctx context.Context, cfg Config, setup func(*Backend)) (*Backend, 
 	}
 	bg, stopBg := context.WithCancel(context.Background())
 	b := &Backend{cfg: cfg, servers: append([]string(nil), cfg.Servers...), bg: bg, stopBg: stopBg,
-		active: map[string]bool{}, doneVer: map[string]doneState{}, ready: map[string]bool{}}
+		active: map[string]bool{}, doneVer: map[string]doneState{}, ready: map[string]bool{},
+		watchedSpaces: map[string]*watchedSpace{}, beatExpired: map[string]map[string]beatRec{}}
 	if setup != nil {
 		setup(b)
 	}

@@ -26,14 +26,23 @@ func (e *Ensemble) Serving() bool {
 	return ok && n+1 > len(e.Servers)/2
 }
 
-// syncedFollowers asks the server (four-letter word mntr) how many
-// followers it has synchronised as leader; ok is false when it does not
-// say (not a leader, or no answer).
+// syncedFollowers asks the server how many followers it has
+// synchronised as leader; ok is false when it does not say (not a
+// leader, or no answer).
 func (s *Server) syncedFollowers() (n int, ok bool) {
+	v, ok := s.Stat("zk_synced_followers")
+	return int(v), ok
+}
+
+// Stat returns the server's figure name (four-letter word mntr: for
+// instance zk_packets_received, the client requests it received, session
+// pings included); ok is false when it does not say (no answer, or no
+// such figure).
+func (s *Server) Stat(name string) (v int64, ok bool) {
 	for _, line := range s.fourLetter("mntr") {
-		if v, found := strings.CutPrefix(line, "zk_synced_followers\t"); found {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			return n, err == nil
+		if f, found := strings.CutPrefix(line, name+"\t"); found {
+			v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+			return v, err == nil
 		}
 	}
 	return 0, false
