@@ -93,42 +93,30 @@ func (b *Backend) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
 // Beat knows of the znodes it watches (watched.go) when the write was
 // answered, and with the written beat znode as just written.
 func (b *Backend) beatList(ctx context.Context, space, written string, own recsAt, wrote bool) ([]lease.Entry, error) {
-	if !wrote || b.test.noWatchedSpaces {
-		l, err := b.listZnodes(ctx, space)
+	entries := func() ([]lease.Entry, error) { return b.listZnodes(ctx, space) }
+	beats := func() ([]lease.Entry, error) { return b.beatEntries(ctx, space) }
+	if wrote && !b.test.noWatchedSpaces {
+		b.watchMu.Lock()
+		defer b.watchMu.Unlock()
+		w, err := b.watched(ctx, space, space != written)
 		if err != nil {
 			return nil, err
 		}
-		var beats []lease.Entry
-		if space == written && wrote {
-			beats, err = b.liveRecs(ctx, own)
-		} else {
-			beats, err = b.beatEntries(ctx, space)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return mergeBeats(l, beats), nil
+		entries = func() ([]lease.Entry, error) { return b.watchedZnodes(ctx, w, space) }
+		beats = func() ([]lease.Entry, error) { return b.watchedBeats(ctx, w) }
 	}
-	b.watchMu.Lock()
-	defer b.watchMu.Unlock()
-	w, err := b.watched(ctx, space, space != written)
+	if wrote && space == written {
+		beats = func() ([]lease.Entry, error) { return b.liveRecs(ctx, own) }
+	}
+	l, err := entries()
 	if err != nil {
 		return nil, err
 	}
-	l, err := b.watchedZnodes(ctx, w, space)
+	bs, err := beats()
 	if err != nil {
 		return nil, err
 	}
-	var beats []lease.Entry
-	if space == written {
-		beats, err = b.liveRecs(ctx, own)
-	} else {
-		beats, err = b.watchedBeats(ctx, w)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return mergeBeats(l, beats), nil
+	return mergeBeats(l, bs), nil
 }
 
 // beatWrite stores e in the beat znode of space unless it holds a live

@@ -183,36 +183,32 @@ func (b *Backend) watchedBeats(ctx context.Context, w *watchedSpace) ([]lease.En
 // watchChildren reads dir's children and watches them; a missing dir has
 // none, and is watched for its creation.
 func watchChildren(conn *zk.Conn, dir string) (watchedZnode, error) {
-	for range putTries {
+	return watchZnode(conn, dir, func() (watchedZnode, error) {
 		names, _, ch, err := conn.ChildrenW(dir)
-		if err == nil {
-			return watchedZnode{ch: ch, exists: true, names: names}, nil
-		}
-		if !errors.Is(err, zk.ErrNoNode) {
-			return watchedZnode{}, err
-		}
-		exists, _, ch, err := conn.ExistsW(dir)
-		if err != nil {
-			return watchedZnode{}, err
-		}
-		if !exists {
-			return watchedZnode{ch: ch}, nil
-		}
-		// Created in between: list it.
-	}
-	return watchedZnode{}, errors.New("a znode kept being created and deleted while read")
+		return watchedZnode{ch: ch, exists: true, names: names}, err
+	})
 }
 
 // watchData reads path's data and watches it; a missing znode is watched
 // for its creation.
 func watchData(conn *zk.Conn, path string) (watchedZnode, error) {
-	for range putTries {
+	return watchZnode(conn, path, func() (watchedZnode, error) {
 		raw, st, ch, err := conn.GetW(path)
-		if err == nil {
-			return watchedZnode{ch: ch, exists: true, raw: raw, st: *st}, nil
-		}
-		if !errors.Is(err, zk.ErrNoNode) {
+		if err != nil {
 			return watchedZnode{}, err
+		}
+		return watchedZnode{ch: ch, exists: true, raw: raw, st: *st}, nil
+	})
+}
+
+// watchZnode reads the znode at path with read (a request that sets a
+// watch); when it is missing, it watches for its creation instead (a
+// znode created in between is read again).
+func watchZnode(conn *zk.Conn, path string, read func() (watchedZnode, error)) (watchedZnode, error) {
+	for range putTries {
+		z, err := read()
+		if !errors.Is(err, zk.ErrNoNode) {
+			return z, err
 		}
 		exists, _, ch, err := conn.ExistsW(path)
 		if err != nil {
