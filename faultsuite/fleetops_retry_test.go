@@ -166,7 +166,7 @@ func (c retryCheck) flaky(ticks []time.Time, backoff time.Duration) {
 			t.Errorf("tick %s of flaky: want attempt 1 failed, then attempt 2 succeeded; got:\n%s", fmtT(tk), (&History{Runs: rs}).String())
 			continue
 		}
-		if retry.Host == rs[0].Host && !c.othersRefused("flaky", tk, rs[0], *retry, backoff) {
+		if retry.Host == rs[0].Host && !c.othersRefused("flaky", 8*time.Second, tk, rs[0], *retry, backoff) {
 			t.Errorf("tick %s of flaky: the retry ran on %s, the host whose attempt failed", fmtT(tk), retry.Host)
 		}
 		t.Logf("flaky %s: attempt 1 on %s failed, attempt 2 on %s %s later", fmtT(tk), rs[0].Host, retry.Host,
@@ -212,7 +212,7 @@ func (c retryCheck) doomed(ticks []time.Time, backoff time.Duration) {
 		// Attempt 2 goes to another host as flaky's does. Attempt 3 may
 		// come back to the host of attempt 2 when the third host is too
 		// slow to take it in its turn (a loaded machine): not checked.
-		if rs[1].Host == rs[0].Host && !c.othersRefused("doomed", tk, rs[0], rs[1], backoff) {
+		if rs[1].Host == rs[0].Host && !c.othersRefused("doomed", 12*time.Second, tk, rs[0], rs[1], backoff) {
 			t.Errorf("tick %s of doomed: attempt 2 ran on %s, the host whose attempt 1 failed", fmtT(tk), rs[1].Host)
 		}
 		t.Logf("doomed %s: attempts on %s, %s, %s", fmtT(tk), rs[0].Host, rs[1].Host, rs[2].Host)
@@ -245,7 +245,7 @@ func (c retryCheck) slowpoke(ticks []time.Time, backoff time.Duration) {
 				a2 = &rs[i]
 			}
 		}
-		if a2 == nil || (a1 != nil && a1.Host == a2.Host && !c.othersRefused("slowpoke", tk, *a1, *a2, backoff)) {
+		if a2 == nil || (a1 != nil && a1.Host == a2.Host && !c.othersRefused("slowpoke", 12*time.Second, tk, *a1, *a2, backoff)) {
 			t.Errorf("tick %s of slowpoke (timeout, retries 1, retry_on_timeout): want attempts 1 and 2 on two hosts; got:\n%s",
 				fmtT(tk), (&History{Runs: rs}).String())
 			continue
@@ -279,6 +279,10 @@ func (c retryCheck) historyShowsAttempts(ticks []time.Time) {
 	}
 }
 
+// overlapSkipped is what a daemon logs when it skips a tick because the
+// previous tick's run still holds the job's lease (overlap: skip).
+const overlapSkipped = "previous run still holds the lease; skipping this tick (overlap: skip)"
+
 // previousRanInto reports whether a run of job's tick before tk (every
 // apart) was still running at tk.
 func previousRanInto(h *History, job string, tk time.Time, every time.Duration) bool {
@@ -296,13 +300,14 @@ func previousRanInto(h *History, job string, tk time.Time, every time.Duration) 
 // take job's tick tk over in between and was refused for lack of an
 // answer from the store (logged "no quorum for the job's lease"), or had
 // given the tick up before the retry because the previous tick's run
-// still held the lease at its first attempt (overlap: skip; a host that
+// (every before tk; one did run into tk) still held the lease at its
+// first attempt (overlap: skip; a host that
 // skipped a tick does not take its retries, see docs/operations.md,
 // Retries): a store that answers none of them meanwhile (a loaded
 // machine), or a previous tick that ran late into this one, rightly
 // leaves the retry to the failing host. Such a tick is logged, not
 // failed.
-func (c retryCheck) othersRefused(job string, tk time.Time, failed, retry Run, backoff time.Duration) bool {
+func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time, failed, retry Run, backoff time.Duration) bool {
 	t, f := c.t, c.f
 	t.Helper()
 	if retry.Start.Before(failed.Until().Add(backoff + f.Config().TTL + time.Second - 500*time.Millisecond)) {
@@ -332,7 +337,7 @@ func (c retryCheck) othersRefused(job string, tk time.Time, failed, retry Run, b
 				continue
 			}
 			if l.Msg == "no quorum for the job's lease; retrying" && !l.Time.Before(failed.Until()) ||
-				l.Msg == "previous run still holds the lease; skipping this tick (overlap: skip)" {
+				l.Msg == overlapSkipped && previousRanInto(c.h, job, tk, every) {
 				refused = true
 				break
 			}
@@ -344,4 +349,22 @@ func (c retryCheck) othersRefused(job string, tk time.Time, failed, retry Run, b
 	t.Logf("tick %s of %s: the retry ran on %s, the host whose attempt failed, after the store refused every other host in between or it skipped the tick",
 		fmtT(tk), job, retry.Host)
 	return true
+}
+
+// TestOverlapSkipExemptionNeedsOverlap: a host's overlap skip excuses it
+// from a retry (othersRefused) only when a run of the previous tick did
+// run into the tick: one that ended 300ms before does not count, one that
+// ended 90ms after does.
+func TestOverlapSkipExemptionNeedsOverlap(t *testing.T) {
+	tk := time.Date(2026, 11, 27, 9, 9, 12, 0, time.UTC)
+	prev := tk.Add(-12 * time.Second)
+	run := func(end time.Time) *History {
+		return &History{Runs: []Run{{Job: "doomed", Tick: prev.Unix(), Start: end.Add(-200 * time.Millisecond), Last: end, End: end, Exit: 3}}}
+	}
+	if previousRanInto(run(tk.Add(-300*time.Millisecond)), "doomed", tk, 12*time.Second) {
+		t.Errorf("a previous tick's run that ended before the tick counts as running into it")
+	}
+	if !previousRanInto(run(tk.Add(90*time.Millisecond)), "doomed", tk, 12*time.Second) {
+		t.Errorf("a previous tick's run that ended after the tick does not count as running into it")
+	}
 }

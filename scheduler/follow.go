@@ -402,11 +402,14 @@ func (f *follower) won(l lease.Lease, deadline time.Time, first bool, lateBy tim
 	// retry (see retryStart); this host tries when its turn comes, and
 	// not before: a look at the lease earlier (won, found not due,
 	// released) would hold it for a moment, and a host that saw it held
-	// then would look again only at its TTL, past this host's turn.
+	// then would look again only at its TTL, past this host's turn. When
+	// the last view of the hosts shows no other that may run the job, it
+	// looks when the backoff ends, and retryStart decides then (reading
+	// the heartbeats again first).
 	f.freeSlot()
-	turn, _ := f.retryStart(&retryState{Host: s.host, NextAt: retryAt}, deadline)
-	if s.test.probeAtBackoff {
-		turn = retryAt
+	turn := retryAt
+	if later := retryAt.Add(s.otherHostsFirst()); later.Before(deadline.Add(-lastTryMargin)) && f.othersEligible() && !s.test.probeAtBackoff {
+		turn = later
 	}
 	return max(s.until(turn), 0), false, nil
 }

@@ -29,8 +29,11 @@ import (
 // the current one is read again, all of it.
 //
 // A watch that never fires stays registered with go-zookeeper until the
-// session ends; one is set per znode and read, so they grow with the
-// changes and reconnects, not with the heartbeats.
+// session ends (it has no way to remove one). A watch is set only by
+// reading a znode whose watch fired, so they grow with the changes, and
+// with reconnects (everything is read again, the old watches left) and
+// requests given up on (a read that answers after its timeout still sets
+// its watch), never with the heartbeats as such.
 
 // watchedSpace is what Beat last read of one space, on conn.
 type watchedSpace struct {
@@ -75,10 +78,14 @@ func (b *Backend) watched(ctx context.Context, space string, withBeat bool) (*wa
 	if w != nil && b.test.ignoreWatches {
 		return w, nil
 	}
-	if w == nil || w.conn != conn {
+	if w == nil || w.conn != conn || conn == nil {
+		// (No connection on record: the unboundedConnect test hook.)
 		w = &watchedSpace{conn: conn, children: map[string]watchedZnode{}}
+		b.watchedSpaces[space] = w
 	}
-	delete(b.watchedSpaces, space) // kept again only when fully read
+	// A read that fails leaves w as it was, each znode fired or not: the
+	// unfired ones' watches still stand, and setting new ones would leave
+	// them registered to nobody.
 	dir := b.spacePath(space)
 	if w.dir.fired() {
 		var d watchedZnode
@@ -134,7 +141,6 @@ func (b *Backend) watched(ctx context.Context, space string, withBeat bool) (*wa
 	if beatStale {
 		w.beat = beat
 	}
-	b.watchedSpaces[space] = w
 	return w, nil
 }
 
