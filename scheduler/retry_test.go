@@ -26,24 +26,9 @@ func TestRetryStateOutlastsStorePause(t *testing.T) {
 	node := cluster.Nodes[0]
 	j := &Job{Name: "flaky", Schedule: "@hourly", Shell: "exit 3", Retries: 1, Deadline: time.Minute}
 	cfg := tickConfig(t, cluster.URLs(), j)
-	cfg.Lease.TTL, cfg.Lease.Renew = 10*time.Second, time.Second
-	redisOf(cfg).Timeout = 100 * time.Millisecond
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix,
-		// The node votes at once after its start: it is frozen here,
-		// never restarted, and what is tested is the write, not the
-		// restart guard (which would keep it from voting for a TTL).
-		Options: []redlock.Option{redlock.WithTimeout(redisOf(cfg).Timeout), redlock.WithoutRestartDetection()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(cfg, Options{Self: "/nonexistent/leasecron-supervisor", Backend: be})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	// The node is frozen here, never restarted, and what is tested is the
+	// write, not the restart guard.
+	s, be := votingScheduler(t, cfg, 10*time.Second, 100*time.Millisecond, "/nonexistent/leasecron-supervisor", nil)
 
 	// hold renews every second: at least 9s of validity are left when
 	// the store freezes, and the hold declares the lease lost a safety
@@ -152,4 +137,33 @@ func TestRetryLeftToOthersWhenViewPredatesThem(t *testing.T) {
 	if at, why := f.retryStart(st, deadline); !at.Equal(st.NextAt) {
 		t.Errorf("no other live host: retry at %s (%s); want at once, %s", at, why, st.NextAt)
 	}
+}
+
+// votingScheduler is a Scheduler on cfg's Redis nodes with lease TTL ttl
+// (renewed every second) and per-node timeout timeout, whose nodes vote
+// at once (no restart detection, which would keep them from voting for a
+// TTL after their start: for tests of something else), running jobs
+// under the supervisor binary self; wrap, when set, wraps its backend.
+func votingScheduler(t *testing.T, cfg *Config, ttl, timeout time.Duration, self string, wrap func(lease.Backend) lease.Backend) (*Scheduler, *redlock.Client) {
+	t.Helper()
+	cfg.Lease.TTL, cfg.Lease.Renew = ttl, time.Second
+	redisOf(cfg).Timeout = timeout
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix,
+		Options: []redlock.Option{redlock.WithTimeout(timeout), redlock.WithoutRestartDetection()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b lease.Backend = be
+	if wrap != nil {
+		b = wrap(be)
+	}
+	s, err := New(cfg, Options{Self: self, Backend: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, be
 }

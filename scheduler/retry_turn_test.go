@@ -10,7 +10,6 @@ import (
 
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
-	"github.com/leasecron/leasecron/lease/redlock"
 )
 
 // TestFailedHostLeavesLeaseUntilItsTurn: the host whose attempt failed
@@ -58,25 +57,13 @@ func earlyLooks(t *testing.T, probeAtBackoff bool) []time.Time {
 	cluster := redistest.Start(t, 1)
 	j := &Job{Name: "flaky", Schedule: "@hourly", Shell: "exit 3", Retries: 1, RetryBackoff: 200 * time.Millisecond, Deadline: time.Minute}
 	cfg := tickConfig(t, cluster.URLs(), j)
-	// Timeouts a loaded machine meets (what is tested is when the host
-	// looks, not how it copes with a slow store).
-	cfg.Lease.TTL, cfg.Lease.Renew = 5*time.Second, time.Second
-	redisOf(cfg).Timeout = 300 * time.Millisecond
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix,
-		// What is tested is when the host looks, not the restart guard.
-		Options: []redlock.Option{redlock.WithTimeout(redisOf(cfg).Timeout), redlock.WithoutRestartDetection()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	looks := &acquireLog{Backend: be}
-	s, err := New(cfg, Options{Self: selfSupervisor(t), Backend: looks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	// Timeouts a loaded machine meets: what is tested is when the host
+	// looks, not how it copes with a slow store or the restart guard.
+	var looks *acquireLog
+	s, be := votingScheduler(t, cfg, 5*time.Second, 300*time.Millisecond, selfSupervisor(t), func(b lease.Backend) lease.Backend {
+		looks = &acquireLog{Backend: b}
+		return looks
+	})
 	s.setTestHooks(func(h *testHooks) { h.probeAtBackoff = probeAtBackoff })
 	j = s.cfg.Load().Jobs[0]
 	data, _ := json.Marshal(HostBeat{Host: "h2", Seen: time.Now().UTC()})
