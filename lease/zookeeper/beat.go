@@ -88,35 +88,24 @@ func (b *Backend) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
 	return r
 }
 
-// beatList reads space for a Beat that wrote (when written) own into
-// the beat znode of the space written: as List does, but from what the
-// Beat knows of the znodes it watches (watched.go) when the write was
-// answered, and with the written beat znode as just written.
+// beatList reads space as List does (without a sync: after Beat's
+// write, or its sync), for a Beat that wrote (when written) own into
+// the beat znode of the space written, which it reads as just written.
 func (b *Backend) beatList(ctx context.Context, space, written string, own recsAt, wrote bool) ([]lease.Entry, error) {
-	entries := func() ([]lease.Entry, error) { return b.listZnodes(ctx, space) }
-	beats := func() ([]lease.Entry, error) { return b.beatEntries(ctx, space) }
-	if wrote && !b.test.noWatchedSpaces {
-		b.watchMu.Lock()
-		defer b.watchMu.Unlock()
-		w, err := b.watched(ctx, space, space != written)
-		if err != nil {
-			return nil, err
-		}
-		entries = func() ([]lease.Entry, error) { return b.watchedZnodes(ctx, w, space) }
-		beats = func() ([]lease.Entry, error) { return b.watchedBeats(ctx, w) }
+	l, err := b.listZnodes(ctx, space)
+	if err != nil {
+		return nil, err
 	}
+	var beats []lease.Entry
 	if wrote && space == written {
-		beats = func() ([]lease.Entry, error) { return b.liveRecs(ctx, own) }
+		beats, err = b.liveRecs(ctx, own)
+	} else {
+		beats, err = b.beatEntries(ctx, space)
 	}
-	l, err := entries()
 	if err != nil {
 		return nil, err
 	}
-	bs, err := beats()
-	if err != nil {
-		return nil, err
-	}
-	return mergeBeats(l, bs), nil
+	return mergeBeats(l, beats), nil
 }
 
 // beatWrite stores e in the beat znode of space unless it holds a live

@@ -126,12 +126,11 @@
 // cost the ensemble requests growing with the square of the fleet; read
 // as one znode, a host's round costs a constant few requests. The reads
 // come after the write's reply, which the server sends once it applied
-// the write and every write before it, so they need no sync. What a
-// round reads besides its own beat znode (the pause flags, the hosts'
-// entry znodes) rarely changes: Beat keeps it under ZooKeeper watches
-// and reads a znode again only once its watch fired (see watched.go for
-// why that is as fresh as reading it), so an idle host's round is two
-// requests, the beat znode's read and write. List and
+// the write and every write before it, so they need no sync. (Keeping
+// what a round reads under ZooKeeper watches instead would save three of
+// an idle round's five requests, but go-zookeeper v1.0.4 races on its
+// last zxid when it sets a session's watches again after a reconnect,
+// which the race detector reports: not done.) List and
 // Get read the beat znode beside the entry znodes (per name, the higher
 // version); heartbeats are written by Beat only. The beat znode of
 // "hosts" holds a few hundred bytes per live host, within jute.maxbuffer

@@ -11,5 +11,3 @@ func setHeldByHook(b *Backend, f func())          { b.test.heldBy = f }
 func setClientNow(b *Backend, f func() time.Time) { b.test.clientNow = f }
 func setTrustClientClock(b *Backend)              { b.test.trustClientClock = true }
 func setNoSync(b *Backend)                        { b.test.noSync = true }
-func setNoWatchedSpaces(b *Backend)               { b.test.noWatchedSpaces = true }
-func setIgnoreWatches(b *Backend)                 { b.test.ignoreWatches = true }

@@ -28,10 +28,4 @@ type testHooks struct {
 	clientNow        func() time.Time
 	// noSync reads entries and logs without syncing the server first.
 	noSync bool
-	// noWatchedSpaces has Beat read every space afresh each time instead
-	// of keeping what it read under watches (watched.go).
-	noWatchedSpaces bool
-	// ignoreWatches has Beat keep what it read of a space for good, its
-	// watches' events and reconnects ignored.
-	ignoreWatches bool
 }

@@ -66,11 +66,6 @@ type Backend struct {
 	beatHealth  time.Time
 	beatExpired map[string]map[string]beatRec
 
-	// watchMu guards watchedSpaces, what Beat knows of the spaces it
-	// reads (watched.go).
-	watchMu       sync.Mutex
-	watchedSpaces map[string]*watchedSpace
-
 	// clock estimates the servers' clock, for entries' expiry.
 	clock serverClock
 
@@ -121,7 +116,7 @@ func openWith(ctx context.Context, cfg Config, setup func(*Backend)) (*Backend, 
 	bg, stopBg := context.WithCancel(context.Background())
 	b := &Backend{cfg: cfg, servers: append([]string(nil), cfg.Servers...), bg: bg, stopBg: stopBg,
 		active: map[string]bool{}, doneVer: map[string]doneState{}, ready: map[string]bool{},
-		watchedSpaces: map[string]*watchedSpace{}, beatExpired: map[string]map[string]beatRec{}}
+		beatExpired: map[string]map[string]beatRec{}}
 	if setup != nil {
 		setup(b)
 	}
