@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,29 +28,6 @@ func opsConfig(backend string) Config {
 		cfg.Nodes, cfg.TTL, cfg.Timeout = 3, 3*time.Second, 150*time.Millisecond
 	}
 	return cfg
-}
-
-// completedTicks returns the ticks of job in [from, to] (ticks of an @every
-// schedule) once each has a run that ended (successfully, or any when
-// anyEnd), waiting up to slack past to; it fails the test for a tick that
-// has none.
-func completedTicks(f *Fleet, job string, every time.Duration, from, to time.Time, anyEnd bool, slack time.Duration) *History {
-	f.t.Helper()
-	ticks := Ticks(every, from, to)
-	return f.WaitFor(fmt.Sprintf("ticks %s..%s of %s to end", fmtT(from), fmtT(to), job), time.Until(to.Add(slack)), func(h *History) bool {
-		for _, tk := range ticks {
-			done := false
-			for _, r := range h.Tick(job, tk.Unix()) {
-				if r.Succeeded() || anyEnd && r.Ended() {
-					done = true
-				}
-			}
-			if !done {
-				return false
-			}
-		}
-		return true
-	})
 }
 
 // history runs `leasecron history JOB -n n --json` and decodes it.
@@ -107,7 +85,18 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 	// deadlines (the next tick) before they are checked.
 	from := f.ScheduleFrom().Add(time.Second)
 	to := from.Add(12 * time.Second)
-	completedTicks(f, "flaky", 8*time.Second, from, to, false, 20*time.Second)
+	// Each tick of flaky succeeded, or ended having lost its retry
+	// (retryDropped).
+	flakyTicks := Ticks(8*time.Second, from, to)
+	f.WaitFor(fmt.Sprintf("ticks %s..%s of flaky to succeed", fmtT(from), fmtT(to)), time.Until(to.Add(20*time.Second)), func(h *History) bool {
+		for _, tk := range flakyTicks {
+			rs := h.Tick("flaky", tk.Unix())
+			if !slices.ContainsFunc(rs, Run.Succeeded) && !(slices.ContainsFunc(rs, Run.Ended) && droppedRetry(f, "flaky", tk) != "") {
+				return false
+			}
+		}
+		return true
+	})
 	awaitMostTicks(f, []string{"once"}, 8*time.Second, from, to, 1, 0, 20*time.Second)
 	doomedTicks := Ticks(12*time.Second, from, to)
 	last := to
@@ -119,7 +108,7 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 	})
 	h := f.CheckAudit()
 	rc := retryCheck{t: t, f: f, h: h}
-	rc.flaky(Ticks(8*time.Second, from, to), retry.RetryBackoff)
+	rc.flaky(flakyTicks, retry.RetryBackoff)
 	rc.doomed(doomedTicks, retry.RetryBackoff)
 	rc.slowpoke(doomedTicks, cfg.Jobs[3].RetryBackoff)
 
@@ -134,7 +123,7 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 	if !found["flaky"] || !found["doomed"] {
 		t.Errorf("control: with retries 0 for flaky and 1 for doomed the oracle found extra attempts only in %v", found)
 	}
-	rc.historyShowsAttempts(Ticks(8*time.Second, from, to))
+	rc.historyShowsAttempts(flakyTicks)
 }
 
 // retryCheck holds what TestRetryOnAnotherHost checks its jobs against.
@@ -163,7 +152,9 @@ func (c retryCheck) flaky(ticks []time.Time, backoff time.Duration) {
 			}
 		}
 		if len(rs) == 0 || !rs[0].Failed() || rs[0].Attempt != 1 || retry == nil || !rs[len(rs)-1].Succeeded() {
-			t.Errorf("tick %s of flaky: want attempt 1 failed, then attempt 2 succeeded; got:\n%s", fmtT(tk), (&History{Runs: rs}).String())
+			if !c.retryDropped("flaky", tk) {
+				t.Errorf("tick %s of flaky: want attempt 1 failed, then attempt 2 succeeded; got:\n%s", fmtT(tk), (&History{Runs: rs}).String())
+			}
 			continue
 		}
 		if retry.Host == rs[0].Host && !c.othersRefused("flaky", 8*time.Second, tk, rs[0], *retry, backoff) {
@@ -201,7 +192,9 @@ func (c retryCheck) doomed(ticks []time.Time, backoff time.Duration) {
 		}
 		checked++
 		if len(rs) != 3 {
-			t.Errorf("tick %s of doomed (retries 2, always fails): %d runs, want 3:\n%s", fmtT(tk), len(rs), (&History{Runs: rs}).String())
+			if !c.retryDropped("doomed", tk) {
+				t.Errorf("tick %s of doomed (retries 2, always fails): %d runs, want 3:\n%s", fmtT(tk), len(rs), (&History{Runs: rs}).String())
+			}
 			continue
 		}
 		for i, r := range rs {
@@ -245,6 +238,9 @@ func (c retryCheck) slowpoke(ticks []time.Time, backoff time.Duration) {
 				a2 = &rs[i]
 			}
 		}
+		if a2 == nil && c.retryDropped("slowpoke", tk) {
+			continue
+		}
 		if a2 == nil || (a1 != nil && a1.Host == a2.Host && !c.othersRefused("slowpoke", 12*time.Second, tk, *a1, *a2, backoff)) {
 			t.Errorf("tick %s of slowpoke (timeout, retries 1, retry_on_timeout): want attempts 1 and 2 on two hosts; got:\n%s",
 				fmtT(tk), (&History{Runs: rs}).String())
@@ -277,6 +273,61 @@ func (c retryCheck) historyShowsAttempts(ticks []time.Time) {
 			c.t.Errorf("history of flaky, tick %s: attempts %v, want 1: %s failed, 2: %s ok", fmtT(tk), got, rs[0].Host, rs[1].Host)
 		}
 	}
+}
+
+// retryDropped reports whether a daemon completed job's tick tk without
+// a retry because the store did not take the retry state while that
+// daemon held the lease (the store did not answer for longer than the
+// lease's validity, as on a machine loaded so that PostgreSQL and
+// MariaDB both went silent for 2 s; docs/operations.md, Retries): the
+// tick then rightly has fewer attempts, and may have its failed attempt
+// run again by a host that took it over (the completion could not be
+// confirmed). Such a tick is logged, not checked.
+func (c retryCheck) retryDropped(job string, tk time.Time) bool {
+	c.t.Helper()
+	if host := droppedRetry(c.f, job, tk); host != "" {
+		c.t.Logf("tick %s of %s: %s could not store the retry state and completed the tick without a retry; its attempts are not checked", fmtT(tk), job, host)
+		return true
+	}
+	return false
+}
+
+// droppedRetry returns the daemon that completed job's tick tk without a
+// retry because the store did not take the retry state ("" if none).
+func droppedRetry(f *Fleet, job string, tk time.Time) string {
+	for _, d := range f.Daemons {
+		for _, l := range tickLines(d, job, tk) {
+			if l.Msg == "could not store the retry state; completing the tick without a retry" {
+				return d.Name
+			}
+		}
+	}
+	return ""
+}
+
+// tickLogLine is a line of a daemon's JSON log.
+type tickLogLine struct {
+	Time time.Time `json:"time"`
+	Msg  string    `json:"msg"`
+	Job  string    `json:"job"`
+	Tick string    `json:"tick"`
+}
+
+// tickLines returns the lines daemon d logged about job's tick tk.
+func tickLines(d *Daemon, job string, tk time.Time) []tickLogLine {
+	data, err := os.ReadFile(d.LogPath)
+	if err != nil {
+		return nil
+	}
+	want := tk.UTC().Format(time.RFC3339)
+	var out []tickLogLine
+	for _, line := range strings.Split(string(data), "\n") {
+		var l tickLogLine
+		if strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), &l) == nil && l.Job == job && l.Tick == want {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // overlapSkipped is what a daemon logs when it skips a tick because the
@@ -313,27 +364,13 @@ func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time,
 	if retry.Start.Before(failed.Until().Add(backoff + f.Config().TTL + time.Second - 500*time.Millisecond)) {
 		return false
 	}
-	want := tk.UTC().Format(time.RFC3339)
 	for _, d := range f.Daemons {
 		if d.Name == failed.Host {
 			continue
 		}
-		data, err := os.ReadFile(d.LogPath)
-		if err != nil {
-			return false
-		}
 		refused := false
-		for _, line := range strings.Split(string(data), "\n") {
-			var l struct {
-				Time time.Time `json:"time"`
-				Msg  string    `json:"msg"`
-				Job  string    `json:"job"`
-				Tick string    `json:"tick"`
-			}
-			if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &l) != nil {
-				continue
-			}
-			if l.Job != job || l.Tick != want || !l.Time.Before(retry.Start) {
+		for _, l := range tickLines(d, job, tk) {
+			if !l.Time.Before(retry.Start) {
 				continue
 			}
 			if l.Msg == "no quorum for the job's lease; retrying" && !l.Time.Before(failed.Until()) ||
