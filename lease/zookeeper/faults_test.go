@@ -151,7 +151,10 @@ func TestKillLeader(t *testing.T) {
 	const ttl = 3 * time.Second
 	a, b := open(t, e.Addrs(), ttl), open(t, e.Addrs(), ttl)
 	h, vl := holdThrough(t, a, "leader", ttl)
-	lead := e.Leader()
+	lead := e.WaitLeader(15 * time.Second)
+	if lead < 0 {
+		t.Fatal("no leader")
+	}
 	e.Servers[lead].Kill()
 	end := time.Now().Add(2 * ttl)
 	for time.Now().Before(end) {

@@ -76,7 +76,7 @@ func frozenLeaderScenario(t *testing.T, setup func(*Backend)) frozenResult {
 		h, _ := holdThrough(t, b, fmt.Sprintf("held-%d", i), frozenTTL)
 		holds = append(holds, h)
 	}
-	lead := e.Leader()
+	lead := e.WaitLeader(15 * time.Second)
 	if lead < 0 {
 		t.Fatal("no leader")
 	}

@@ -64,7 +64,7 @@ func TestStoreAcrossLeaderKill(t *testing.T) {
 	}()
 
 	time.Sleep(time.Second)
-	old := e.Leader()
+	old := e.WaitLeader(15 * time.Second)
 	if old < 0 {
 		t.Fatal("no leader")
 	}

@@ -93,7 +93,7 @@ func TestEntryExpiryOnServerClock(t *testing.T) {
 // 3-server ensemble.
 func TestStoreOnEnsemble(t *testing.T) {
 	e := zktest.Start(t, 3)
-	lead := e.Leader()
+	lead := e.WaitLeader(15 * time.Second)
 	if lead < 0 {
 		t.Fatal("no leader")
 	}

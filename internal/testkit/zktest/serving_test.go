@@ -15,7 +15,7 @@ func TestServingMeansWrites(t *testing.T) {
 	if !e.Serving() {
 		t.Fatal("a started ensemble does not serve")
 	}
-	l := e.Leader()
+	l := e.WaitLeader(15 * time.Second)
 	other := e.Servers[(l+1)%3]
 	conn, _, err := zk.Connect([]string{other.Addr()}, 10*time.Second, zk.WithLogInfo(false))
 	if err != nil {

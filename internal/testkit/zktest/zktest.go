@@ -177,6 +177,17 @@ func (e *Ensemble) Leader() int {
 	return -1
 }
 
+// WaitLeader asks for the leader (see Leader) until one answers, for up
+// to within: on a loaded machine a server can take more than the second
+// a four-letter word is given to answer. It returns -1 if none did.
+func (e *Ensemble) WaitLeader(within time.Duration) int {
+	for end := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
+		if l := e.Leader(); l >= 0 || time.Now().After(end) {
+			return l
+		}
+	}
+}
+
 func (s *Server) writeConfig(peers string) error {
 	data := filepath.Join(s.dir, "data")
 	if err := os.MkdirAll(data, 0o755); err != nil {

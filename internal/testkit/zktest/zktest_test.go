@@ -14,7 +14,7 @@ import (
 // data survives), and pauses a follower.
 func TestEnsemble(t *testing.T) {
 	e := Start(t, 3)
-	lead := e.Leader()
+	lead := e.WaitLeader(15 * time.Second)
 	if lead < 0 {
 		t.Fatal("no leader")
 	}
@@ -46,7 +46,7 @@ func TestEnsemble(t *testing.T) {
 		t.Errorf("paused server answers srvr: %q", m)
 	}
 	e.Servers[other].Resume()
-	if e.Leader() < 0 {
+	if e.WaitLeader(15*time.Second) < 0 {
 		t.Error("no leader after the pause")
 	}
 }
