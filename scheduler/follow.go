@@ -90,6 +90,11 @@ type followState struct {
 	// tries counts the acquisition attempts made (none yet for a follower
 	// started on a full host): overlap skip applies to the first.
 	tries int
+	// skipped: overlap skip gave the tick up on this host, which only
+	// watches the lease (skipOverlap); skipWait is the wait before the
+	// next look.
+	skipped  bool
+	skipWait time.Duration
 }
 
 // newFollowState is the state of a follower whose first result is res.
@@ -108,6 +113,10 @@ func (f *follower) newFollowState(res lease.Result) *followState {
 // it, the last attempt having ended with err: normal (debug) while another
 // host runs the tick, worth a warning when it was for want of a quorum.
 func (f *follower) givenUp(err error, st *followState) {
+	if st.skipped {
+		f.log.Debug("tick deadline passed; stopped watching the skipped tick", "deadline", st.deadline.UTC().Format(time.RFC3339))
+		return
+	}
 	if !st.runsElsewhere {
 		f.missReason = missReason(err)
 	}
@@ -129,6 +138,8 @@ func (f *follower) react(err error, wait time.Duration, attempt int, st *followS
 	switch {
 	case errors.Is(err, errRetryLater):
 		return wait, false // set by won
+	case errors.Is(err, errSkipWatch):
+		return st.skipWait, false // set by lookSkipped
 	case errors.Is(err, errHostFull):
 		// Look again soon: a slot may free up before the deadline.
 		return heldRecheck, false
@@ -192,10 +203,7 @@ func (f *follower) held(rerr *lease.RefusedError, attempt int, st *followState) 
 		// skip applies to the tick's first attempt; a tick already under
 		// way (a retry, a takeover) waits.
 		if j.Overlap != config.OverlapWait && st.tries == 1 {
-			log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
-			s.opts.Metrics.RunFinished(j.Name, "skipped", 0)
-			f.missReason = MissOverlap
-			return 0, true
+			return f.skipOverlap(rerr, st)
 		}
 		if st.tries == 1 {
 			log.Info("previous run still holds the lease; waiting (overlap: wait)", "holder", rerr.Holder)
@@ -246,6 +254,9 @@ func (f *follower) pause(err error, wait time.Duration, st *followState) bool {
 // the deadline allows).
 func (f *follower) nextAttempt(st *followState) lease.Result {
 	s := f.s
+	if st.skipped {
+		return f.lookSkipped(st)
+	}
 	if !f.takeSlot() {
 		if !st.fullLogged {
 			st.fullLogged = true

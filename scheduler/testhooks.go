@@ -51,4 +51,8 @@ type testHooks struct {
 	// when the backoff ends, before its turn (the negative control of the
 	// failing host leaving the lease alone until then).
 	probeAtBackoff bool
+	// skipStops has overlap skip give the tick up at once, without
+	// watching for another host that starts it (the negative control of
+	// the takeover of a skipped tick).
+	skipStops bool
 }

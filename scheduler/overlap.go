@@ -1,0 +1,69 @@
+package scheduler
+
+import (
+	"errors"
+	"time"
+
+	"github.com/leasecron/leasecron/lease"
+)
+
+// errSkipWatch: the follower gave the tick up (overlap: skip) and looked
+// at the job's lease without taking it; it looks again after skipWait.
+var errSkipWatch = errors.New("skipped tick: watching the lease")
+
+// skipOverlap applies overlap: skip to a tick whose first attempt found an
+// older tick's run (or a manual run) holding the job's lease: this host
+// gives the tick up, but watches the lease until the deadline without
+// taking it, in case another host starts the tick — one whose first
+// attempt came after that run ended. It then follows the tick as any
+// loser does, and takes it over should that host die; without the watch,
+// a tick whose only runner died would be lost. It returns the wait before
+// the first look (stop: not watching).
+func (f *follower) skipOverlap(rerr *lease.RefusedError, st *followState) (wait time.Duration, stop bool) {
+	f.log.Warn("previous run still holds the lease; skipping this tick (overlap: skip)", "holder", rerr.Holder)
+	f.s.opts.Metrics.RunFinished(f.j.Name, "skipped", 0)
+	f.missReason = MissOverlap
+	st.skipped = true
+	return f.skipLookWait(rerr.HolderTTL), f.s.test.skipStops
+}
+
+// skipLookWait is the wait before the next look at the lease of a skipped
+// tick, held for holderTTL more (0: free). Half a TTL at most: a host that
+// started the tick and died leaves its lease held for more than that after
+// its last renewal, so no such lease goes unseen.
+func (f *follower) skipLookWait(holderTTL time.Duration) time.Duration {
+	half := f.cfg.Lease.TTL / 2
+	if holderTTL > 0 {
+		return min(holderTTL+5*time.Millisecond, half)
+	}
+	return half
+}
+
+// lookSkipped reads the lease of a tick skipped on this host: errSkipWatch
+// while no other host has started the tick; the refusal a held lease would
+// give once one has (the follower then follows it as a loser); and
+// ErrEpochDone once the tick (or a newer one) completed.
+func (f *follower) lookSkipped(st *followState) lease.Result {
+	s := f.s
+	info, err := s.be.Inspect(f.ctx, s.key(f.j.Name))
+	if err != nil {
+		f.log.Debug("could not read the lease of the skipped tick; looking again", "err", err)
+		st.skipWait = min(heldRecheck, f.skipLookWait(0))
+		return lease.Result{Err: errSkipWatch}
+	}
+	if info.DoneEpoch >= f.tick.Unix() {
+		return lease.Result{Err: lease.ErrEpochDone}
+	}
+	ht, hh, ok := parseOwner(info.Holder)
+	if ok && ht >= f.tick.Unix() {
+		if ht == f.tick.Unix() {
+			f.log.Info("the skipped tick was started by another host; following it, to take it over if that host dies", "holder", hh)
+			st.skipped = false
+			f.missReason = ""
+		}
+		return lease.Result{Err: &lease.RefusedError{Key: s.key(f.j.Name), Reason: lease.ErrHeld,
+			Holder: info.Holder, HolderTTL: info.TTL, HolderNodes: info.HolderNodes}}
+	}
+	st.skipWait = f.skipLookWait(info.TTL)
+	return lease.Result{Err: errSkipWatch}
+}
