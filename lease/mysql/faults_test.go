@@ -46,6 +46,7 @@ func TestKillDuringHold(t *testing.T)     { sqlleasetest.KillDuringHold(t, harne
 func TestCommitsSurviveKill(t *testing.T) { sqlleasetest.CommitsSurviveKill(t, harness) }
 func TestPauseDuringHold(t *testing.T)    { sqlleasetest.PauseDuringHold(t, harness) }
 func TestProxyCut(t *testing.T)           { sqlleasetest.ProxyCut(t, harness) }
+func TestLostGrantAnswer(t *testing.T)    { sqlleasetest.LostGrantAnswer(t, harness) }
 
 // TestKillConnectionReconnects: after KILL CONNECTION of the client's
 // sessions, the very next call succeeds on a fresh connection; its

@@ -47,6 +47,7 @@ func TestKillDuringHold(t *testing.T)     { sqlleasetest.KillDuringHold(t, harne
 func TestCommitsSurviveKill(t *testing.T) { sqlleasetest.CommitsSurviveKill(t, harness) }
 func TestPauseDuringHold(t *testing.T)    { sqlleasetest.PauseDuringHold(t, harness) }
 func TestProxyCut(t *testing.T)           { sqlleasetest.ProxyCut(t, harness) }
+func TestLostGrantAnswer(t *testing.T)    { sqlleasetest.LostGrantAnswer(t, harness) }
 
 // TestTerminateReconnects: after pg_terminate_backend of the client's
 // connections, the very next call succeeds on a fresh connection; its

@@ -32,9 +32,9 @@ const (
 // Proxy is a TCP proxy on its own loopback port that forwards every
 // connection to a target address, like toxiproxy in-process. It injects
 // network faults into the connections that pass through it: latency
-// (SetDelay), silent loss (Blackhole) and broken connections (Cut). Its
-// methods are safe for concurrent use; it is stopped and all its
-// connections closed at the test's cleanup.
+// (SetDelay), silent loss (Blackhole), lost answers (DropReplies) and
+// broken connections (Cut). Its methods are safe for concurrent use; it is
+// stopped and all its connections closed at the test's cleanup.
 type Proxy struct {
 	t      testing.TB
 	target string
@@ -45,6 +45,7 @@ type Proxy struct {
 
 	delay     atomic.Int64 // time.Duration added to every chunk
 	blackhole atomic.Bool
+	noReplies atomic.Bool
 	rewrite   atomic.Pointer[[2][]byte] // from, to (same length) in the target's replies
 
 	mu     sync.Mutex
@@ -129,6 +130,15 @@ func (p *Proxy) Blackhole(on bool) {
 	p.blackhole.Store(on)
 }
 
+// DropReplies, while on, makes the proxy swallow what the target sends
+// (its replies) while it still forwards what clients send: requests reach
+// the server and take effect, but their answers are lost, as when a link
+// fails after the request went out. Dropped bytes are lost for good (see
+// Blackhole). DropReplies(false) or Heal turns it off.
+func (p *Proxy) DropReplies(on bool) {
+	p.noReplies.Store(on)
+}
+
 // RewriteReplies makes the proxy replace every occurrence of from by to in
 // the bytes the target sends (its replies), from now on, as a proxy or a
 // Redis-compatible server that answers differently would: for example
@@ -155,7 +165,7 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Heal ends a Cut and a Blackhole: new connections are forwarded again and
+// Heal ends a Cut, a Blackhole and DropReplies: new connections are forwarded again and
 // traffic flows. The delay is kept; SetDelay(0) removes it. Connections
 // closed by Cut stay closed.
 func (p *Proxy) Heal() {
@@ -163,6 +173,7 @@ func (p *Proxy) Heal() {
 	defer p.mu.Unlock()
 	p.cut = false
 	p.blackhole.Store(false)
+	p.noReplies.Store(false)
 }
 
 // stop closes the listener and every connection and waits for the proxy's
@@ -247,6 +258,12 @@ func (p *Proxy) serve(c net.Conn) {
 	p.mu.Unlock()
 }
 
+// dropping reports whether data of the direction replies marks is being
+// swallowed now (Blackhole, DropReplies).
+func (p *Proxy) dropping(replies bool) bool {
+	return p.blackhole.Load() || replies && p.noReplies.Load()
+}
+
 // pipe forwards src to dst: a reader stamps each chunk with its due time,
 // a writer delivers it then. When src ends cleanly, dst's write side is
 // shut once everything before was delivered; on any error the whole link
@@ -265,7 +282,7 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn, replies bool) {
 			if rw := p.rewrite.Load(); replies && rw != nil {
 				data, carry = rewrite(append(carry, data...), rw[0], rw[1], err != nil)
 			}
-			if len(data) > 0 && !p.blackhole.Load() {
+			if len(data) > 0 && !p.dropping(replies) {
 				ch := chunk{data: data, due: time.Now().Add(time.Duration(p.delay.Load()))}
 				select {
 				case q <- ch:
@@ -293,7 +310,7 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn, replies bool) {
 				return // the reader ends too: src is closed
 			}
 		}
-		if p.blackhole.Load() {
+		if p.dropping(replies) {
 			continue
 		}
 		if _, err := dst.Write(ch.data); err != nil {

@@ -143,6 +143,7 @@ func (c *Core) TryBatch(ctx context.Context, t Table, reqs []lease.Request, toke
 		return out
 	}
 	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(reqs[a].Key, reqs[b].Key) })
+	tokens = c.reuseLost(reqs, tokens, idx)
 	start := time.Now()
 	rows, err := t.Acquire(ctx, reqs, tokens, idx, start)
 	late := c.decide(t, out, reqs, tokens, idx, rows, err, start)
@@ -167,6 +168,9 @@ func (c *Core) decide(t Table, out []lease.Result, reqs []lease.Request, tokens 
 			r, failed = rows[j], rows[j].Err
 		}
 		if failed != nil {
+			// The statement may have granted the row: the next attempt
+			// takes such a grant back (lostGrants).
+			c.lost.note(req.Key, tokens[i], start.Add(2*req.TTL))
 			out[i].Err = &lease.RefusedError{Key: req.Key, Reason: lease.ErrNoQuorum, NodeErrs: failed,
 				Detail: fmt.Sprintf("no answer after %s", elapsed.Round(time.Microsecond))}
 			continue
@@ -189,6 +193,10 @@ func (c *Core) decide(t Table, out []lease.Result, reqs []lease.Request, tokens 
 			l.SetValidUntil(start.Add(v))
 			out[i].Lease = l
 		case epochDone:
+			if r.Held && r.Token == tokens[i] {
+				// A lost grant of this client holds the row: free it.
+				late = append(late, t.NewLease(req, tokens[i], r.Fence))
+			}
 			out[i].Err = &lease.RefusedError{Key: req.Key, Reason: lease.ErrEpochDone, DoneEpoch: r.DoneEpoch}
 		default:
 			out[i].Err = c.heldError(req.Key, r, replied)

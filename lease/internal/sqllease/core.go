@@ -20,6 +20,7 @@ type Core struct {
 	// Obs holds the held rows seen, for takeover (see lease.Observations).
 	Obs *lease.Observations
 
+	lost   lostGrants
 	closed atomic.Bool
 }
 
