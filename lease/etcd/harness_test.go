@@ -3,7 +3,9 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +60,17 @@ func harness(t testing.TB, c *etcdtest.Cluster) leasetest.Harness {
 		TTL:     conformanceTTL,
 		Open: func(t testing.TB) lease.Backend {
 			return openT(t, c.Endpoints(), prefix, conformanceTimeout)
+		},
+		OpenLossy: func(t testing.TB) (lease.Backend, func(bool)) {
+			eps := c.Endpoints()
+			targets := make([]string, len(eps))
+			for i, ep := range eps {
+				_, targets[i], _ = strings.Cut(ep, "://")
+			}
+			g := netproxy.NewGroup(t, targets...)
+			b := openT(t, g.Rewrite(eps...), prefix, conformanceTimeout)
+			t.Cleanup(g.Cut)
+			return b, g.DropReplies
 		},
 		Kill:    func(t testing.TB, i int) { c.Kill(i) },
 		Restart: func(t testing.TB, i int) { c.Restart(i, false) },

@@ -46,6 +46,10 @@
 //     clients end as exactly the newest limit.
 //   - StoreBadInputs: bad names, sizes and limits are refused, naming the
 //     culprit, and nothing is stored.
+//   - LostAnswer: an attempt whose answers were lost (OpenLossy) may
+//     have granted the key to a token no lease carries; the client takes
+//     it back, getting the key within 25 s, not the grant's 2 min TTL, and
+//     another client is refused meanwhile.
 //
 // Then, one at a time: Batch10000 (one TryAcquireBatch of 10,000 free keys
 // is granted in order; a second is refused with ErrHeld per key), Health,
@@ -102,6 +106,12 @@ type Harness struct {
 	// timeout may need a longer one for 10,000 keys on a loaded machine
 	// (the race detector slows a Go client several times). Nil: Open.
 	OpenBatch func(t testing.TB) lease.Backend
+	// OpenLossy returns a new client whose connections to every server go
+	// through proxies of its own (netproxy), and a switch that makes
+	// those proxies drop what the servers send (netproxy.DropReplies):
+	// requests still reach the servers and take effect, their answers are
+	// lost. t.Cleanup closes the client and the proxies.
+	OpenLossy func(t testing.TB) (b lease.Backend, dropReplies func(on bool))
 	// Kill SIGKILLs server i; Restart starts it again on the same address
 	// (with or without its data, as the backend's store keeps it); Pause
 	// and Resume send SIGSTOP and SIGCONT.
@@ -151,9 +161,9 @@ type BadInput struct {
 // check fails t when a required field of h is missing or out of range.
 func (h Harness) check(t *testing.T) {
 	t.Helper()
-	if h.Name == "" || h.Servers < 1 || h.TTL <= 0 || h.Open == nil || h.Kill == nil ||
+	if h.Name == "" || h.Servers < 1 || h.TTL <= 0 || h.Open == nil || h.OpenLossy == nil || h.Kill == nil ||
 		h.Restart == nil || h.Pause == nil || h.Resume == nil || h.BadInputs == nil {
-		t.Fatalf("leasetest: incomplete Harness %+v: Name, Servers >= 1, TTL > 0, Open, Kill, Restart, Pause, Resume and BadInputs are required", h)
+		t.Fatalf("leasetest: incomplete Harness %+v: Name, Servers >= 1, TTL > 0, Open, OpenLossy, Kill, Restart, Pause, Resume and BadInputs are required", h)
 	}
 }
 

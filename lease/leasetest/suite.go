@@ -38,6 +38,7 @@ var subtests = []subtest{
 	{"Logs", false, testLogs},
 	{"BigRecords", false, testBigRecords},
 	{"StoreBadInputs", false, testStoreBadInputs},
+	{"LostAnswer", false, testLostAnswer},
 	{"Batch10000", true, testBatch},
 	{"Health", true, testHealth},
 	{"RefusalNamesDownServers", true, testRefusalNamesDownServers},

@@ -3,6 +3,7 @@ package mysql_test
 import (
 	"context"
 	"fmt"
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"testing"
 	"time"
 
@@ -55,6 +56,15 @@ func runConformance(t *testing.T, s *mysqltest.Server, dsn string) {
 			}
 			t.Cleanup(func() { _ = b.Close() })
 			return b
+		},
+		OpenLossy: func(t testing.TB) (lease.Backend, func(bool)) {
+			g := netproxy.NewGroup(t, s.Addr())
+			b, err := dial(context.Background(), g.Rewrite(dsn)[0])
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			t.Cleanup(func() { g.Cut(); _ = b.Close() })
+			return b, g.DropReplies
 		},
 		OpenBatch: func(t testing.TB) lease.Backend {
 			b, err := mysql.OpenWith(context.Background(), dsn, mysql.WithTimeout(5*time.Second))

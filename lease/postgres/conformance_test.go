@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"testing"
 	"time"
 
@@ -41,6 +42,17 @@ func TestConformance(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = b.Close() })
 			return b
+		},
+		OpenLossy: func(t testing.TB) (lease.Backend, func(bool)) {
+			g := netproxy.NewGroup(t, s.Addr())
+			b, err := dial(context.Background(), g.Rewrite(s.URL())[0])
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			// Cut before Close: pgx drains a timed-out connection in the
+			// background for up to 15 s, and Close waits for it.
+			t.Cleanup(func() { g.Cut(); _ = b.Close() })
+			return b, g.DropReplies
 		},
 		Kill:    func(testing.TB, int) { s.Kill() },
 		Restart: func(testing.TB, int) { s.Restart() },

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"strings"
 	"sync"
 	"testing"
@@ -63,6 +64,7 @@ func newHarness(t *testing.T, k int) leasetest.Harness {
 		// 10 s, past the batch round's decision timeout (the per-node
 		// timeout plus 100 µs a key).
 		OpenBatch: func(t testing.TB) lease.Backend { return h.openWith(t, batchTimeout) },
+		OpenLossy: h.openLossy,
 		Kill:      func(_ testing.TB, i int) { h.cl.Nodes[i].Kill() },
 		Restart: func(_ testing.TB, i int) {
 			h.cl.Nodes[i].Restart()
@@ -110,6 +112,23 @@ func (h *harness) openWith(t testing.TB, timeout time.Duration) lease.Backend {
 		}
 	})
 	return b
+}
+
+// openLossy opens a client through proxies of its own (see
+// leasetest.Harness.OpenLossy), known to Ready until t ends.
+func (h *harness) openLossy(t testing.TB) (lease.Backend, func(bool)) {
+	t.Helper()
+	var addrs []string
+	for _, n := range h.cl.Nodes {
+		addrs = append(addrs, n.Addr())
+	}
+	g := netproxy.NewGroup(t, addrs...)
+	b, err := redlock.Open(context.Background(), redlock.Config{Nodes: g.Rewrite(h.cl.URLs()...), Prefix: "conformance", Options: []redlock.Option{redlock.WithTimeout(conformanceTimeout), redlock.WithRestartGuard(conformanceTTL)}})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { g.Cut(); _ = b.Close() })
+	return b, g.DropReplies
 }
 
 // readyTimeout bounds Ready: a restart guard plus a loaded machine.

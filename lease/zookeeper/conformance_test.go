@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"errors"
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"testing"
 	"time"
 
@@ -26,6 +27,12 @@ func TestConformance(t *testing.T) {
 		TTL:     conformanceTTL,
 		Open: func(t testing.TB) lease.Backend {
 			return open(t, e.Addrs(), conformanceTTL)
+		},
+		OpenLossy: func(t testing.TB) (lease.Backend, func(bool)) {
+			g := netproxy.NewGroup(t, e.Addrs()...)
+			b := open(t, g.Rewrite(e.Addrs()...), conformanceTTL)
+			t.Cleanup(g.Cut)
+			return b, g.DropReplies
 		},
 		// Batch clients: a longer timeout (a 10,000-key batch takes
 		// seconds under the race detector on a loaded machine) and a

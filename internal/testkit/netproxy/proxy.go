@@ -353,3 +353,41 @@ func rewrite(data, from, to []byte, last bool) (send, carry []byte) {
 	}
 	return data, nil
 }
+
+// Group is one proxy per target, faulted together: a client whose every
+// connection goes through a Group of its own meets the fault on every
+// server, while other clients talk to the servers directly.
+type Group []*Proxy
+
+// NewGroup starts a proxy to each of targets ("host:port"), in order.
+func NewGroup(t testing.TB, targets ...string) Group {
+	g := make(Group, len(targets))
+	for i, target := range targets {
+		g[i] = New(t, target)
+	}
+	return g
+}
+
+// Rewrite returns addrs (URLs, DSNs, endpoints) with the address of
+// target i in addrs[i] replaced by its proxy's.
+func (g Group) Rewrite(addrs ...string) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = strings.Replace(a, g[i].target, g[i].Addr(), 1)
+	}
+	return out
+}
+
+// DropReplies turns DropReplies on or off on every proxy of the group.
+func (g Group) DropReplies(on bool) {
+	for _, p := range g {
+		p.DropReplies(on)
+	}
+}
+
+// Cut cuts every proxy of the group (see Proxy.Cut).
+func (g Group) Cut() {
+	for _, p := range g {
+		p.Cut()
+	}
+}
