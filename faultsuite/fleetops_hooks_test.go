@@ -276,17 +276,21 @@ func missedBy(recs []scheduler.RunRecord, tick time.Time) string {
 	return ""
 }
 
-// killMidHookedRun SIGKILLs the daemon of a fresh run of hooked once the
-// run's on_start arrived, while the run still has at least a second to go
-// (its job sleeps 3 s): on a loaded machine the hook can arrive after the
-// run ended, and a tick whose end was recorded has nothing to take over.
-// Then it waits for the next tick's run, 3 times at most. It returns the
+// killMidHookedRun SIGKILLs the daemon of a fresh run of hooked that
+// started within 2 s of its tick (a late run, such as a tick tried only
+// once the daemons were up, leaves its takeover no time before the
+// deadline) once the run's on_start arrived, while the run still has at
+// least a second to go (its job sleeps 3 s): on a loaded machine the hook
+// can arrive after the run ended, and a tick whose end was recorded has
+// nothing to take over. Then it waits for the next tick's run, 3 times at
+// most. It returns the
 // run and when its daemon was killed.
 func killMidHookedRun(t *testing.T, f *Fleet, sink *hookSink, from time.Time) (Run, time.Time) {
 	t.Helper()
 	for try := 1; ; try++ {
 		r := f.WaitRun("a fresh run of hooked", 30*time.Second, func(r Run) bool {
-			return r.Job == "hooked" && !r.Start.Before(from) && !r.Ended() && time.Since(r.Start) < 2*time.Second
+			return r.Job == "hooked" && !r.Start.Before(from) && !r.Ended() && time.Since(r.Start) < 2*time.Second &&
+				r.Start.Sub(time.Unix(r.Tick, 0)) < 2*time.Second
 		})
 		f.WaitFor("on_start of the fresh run", 10*time.Second, func(*History) bool { return sink.count("hooked", "start", r.Tick) == 1 })
 		if cur := runOf(t, f.History(), r.PID); !cur.Ended() && time.Since(r.Start) < 2*time.Second {
