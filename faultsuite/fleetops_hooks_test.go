@@ -276,15 +276,14 @@ func missedBy(recs []scheduler.RunRecord, tick time.Time) string {
 	return ""
 }
 
-// killMidHookedRun SIGKILLs the daemon of a fresh run of hooked that
-// started within 2 s of its tick (a late run, such as a tick tried only
-// once the daemons were up, leaves its takeover no time before the
-// deadline) once the run's on_start arrived, while the run still has at
-// least a second to go (its job sleeps 3 s): on a loaded machine the hook
+// killMidHookedRun SIGKILLs the daemon of a fresh run of hooked once the
+// run's on_start arrived. The run must have started within 2 s of its
+// tick (a late run, such as a tick tried only once the daemons were up,
+// leaves its takeover no time before the deadline) and still have at
+// least a second to go (its job sleeps 3 s; on a loaded machine the hook
 // can arrive after the run ended, and a tick whose end was recorded has
-// nothing to take over. Then it waits for the next tick's run, 3 times at
-// most. It returns the
-// run and when its daemon was killed.
+// nothing to take over); otherwise it waits for the next tick's run, 3
+// times at most. It returns the run and when its daemon was killed.
 func killMidHookedRun(t *testing.T, f *Fleet, sink *hookSink, from time.Time) (Run, time.Time) {
 	t.Helper()
 	for try := 1; ; try++ {

@@ -349,8 +349,10 @@ func tickLines(d *Daemon, job string, tk time.Time) []tickLogLine {
 // previous tick's run still holds the job's lease (overlap: skip).
 const overlapSkipped = "previous run still holds the lease; skipping this tick (overlap: skip)"
 
-// previousRanInto reports whether a run of job's tick before tk (every
-// apart) was still running at tk.
+// skippedFollowed is what a daemon logs when another host started a tick
+// it had skipped (overlap: skip): it follows the tick again from then.
+const skippedFollowed = "the skipped tick was started by another host; following it, to take it over if that host dies"
+
 // skippedForOverlap reports whether job's tick tk has no run and a run of
 // the tick before it (every earlier) ran into tk: the hosts skipped tk
 // (overlap: skip), which is what the job's overlap policy asks for.
@@ -358,6 +360,8 @@ func skippedForOverlap(h *History, job string, tk time.Time, every time.Duration
 	return len(h.Tick(job, tk.Unix())) == 0 && previousRanInto(h, job, tk, every)
 }
 
+// previousRanInto reports whether a run of job's tick before tk (every
+// apart) was still running at tk.
 func previousRanInto(h *History, job string, tk time.Time, every time.Duration) bool {
 	for _, r := range h.Tick(job, tk.Add(-every).Unix()) {
 		if !r.Until().Before(tk) {
@@ -374,12 +378,11 @@ func previousRanInto(h *History, job string, tk time.Time, every time.Duration) 
 // answer from the store (logged "no quorum for the job's lease"), or had
 // given the tick up before the retry because the previous tick's run
 // (every before tk; one did run into tk) still held the lease at its
-// first attempt (overlap: skip; a host that
-// skipped a tick does not take its retries, see docs/operations.md,
-// Retries): a store that answers none of them meanwhile (a loaded
-// machine), or a previous tick that ran late into this one, rightly
-// leaves the retry to the failing host. Such a tick is logged, not
-// failed.
+// first attempt (overlap: skip) and had not seen the tick started since
+// (then it follows the tick again; see docs/operations.md, Retries): a
+// store that answers none of them meanwhile (a loaded machine), or a
+// previous tick that ran late into this one, rightly leaves the retry to
+// the failing host. Such a tick is logged, not failed.
 func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time, failed, retry Run, backoff time.Duration) bool {
 	t, f := c.t, c.f
 	t.Helper()
@@ -390,18 +393,21 @@ func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time,
 		if d.Name == failed.Host {
 			continue
 		}
-		refused := false
+		refused, skipped := false, false
 		for _, l := range tickLines(d, job, tk) {
 			if !l.Time.Before(retry.Start) {
 				continue
 			}
-			if l.Msg == "no quorum for the job's lease; retrying" && !l.Time.Before(failed.Until()) ||
-				l.Msg == overlapSkipped && previousRanInto(c.h, job, tk, every) {
+			switch {
+			case l.Msg == "no quorum for the job's lease; retrying" && !l.Time.Before(failed.Until()):
 				refused = true
-				break
+			case l.Msg == overlapSkipped && previousRanInto(c.h, job, tk, every):
+				skipped = true
+			case l.Msg == skippedFollowed:
+				skipped = false
 			}
 		}
-		if !refused {
+		if !refused && !skipped {
 			return false
 		}
 	}

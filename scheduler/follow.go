@@ -1,8 +1,6 @@
 package scheduler
 
 import (
-	"github.com/leasecron/leasecron/config"
-
 	"context"
 	"errors"
 	"log/slog"
@@ -174,44 +172,6 @@ func (f *follower) react(err error, wait time.Duration, attempt int, st *followS
 	}
 }
 
-// held applies the loser rules to a refusal because the key is held:
-// watch a holder of this tick, skip for a newer tick, and for an older
-// one apply the job's overlap policy.
-func (f *follower) held(rerr *lease.RefusedError, attempt int, st *followState) (time.Duration, bool) {
-	s, j, tick, log := f.s, f.j, f.tick, f.log
-	ht, hh, ok := parseOwner(rerr.Holder)
-	switch {
-	case rerr.Holder == "":
-		// Taken by a request that ran at the same moment (the refusal
-		// could not read its owner): look again soon, as a loser that saw
-		// the holder of this tick would.
-		st.runsElsewhere = true
-		return min(max(rerr.HolderTTL, splitRetryBase), heldRecheck) + time.Millisecond, false
-	case ok && ht == tick.Unix():
-		// Another host runs this tick: watch for it to vanish, waking
-		// when its lease would expire.
-		st.runsElsewhere = hh != s.host
-		if attempt == 0 {
-			log.Debug("tick running on another host; watching for takeover", "holder", hh, "ttl", rerr.HolderTTL)
-		}
-		return heldWait(rerr, s.be.Quorum(), attempt), false
-	case ok && ht > tick.Unix():
-		log.Info("a newer tick is already running; skipping this one", "holder_tick", time.Unix(ht, 0).UTC().Format(time.RFC3339), "holder", hh)
-		return 0, true
-	default:
-		// An older tick (or a manual run) still holds the job. overlap:
-		// skip applies to the tick's first attempt; a tick already under
-		// way (a retry, a takeover) waits.
-		if j.Overlap != config.OverlapWait && st.tries == 1 {
-			return f.skipOverlap(rerr, st)
-		}
-		if st.tries == 1 {
-			log.Info("previous run still holds the lease; waiting (overlap: wait)", "holder", rerr.Holder)
-		}
-		return min(rerr.HolderTTL+5*time.Millisecond, time.Second), false
-	}
-}
-
 // pause waits wait before the next attempt (the last attempt ended with
 // err), shortened to one last try just before the deadline. It reports
 // false when the follower should stop: the deadline passed, ctx ended or
@@ -241,6 +201,9 @@ func (f *follower) pause(err error, wait time.Duration, st *followState) bool {
 		return false
 	}
 	if pi, ok := s.cachedPauses().paused(f.j.Name); ok {
+		if st.skipped {
+			return false // given up already: recorded as skipped for overlap
+		}
 		f.log.Info("job paused; no longer trying this tick", "paused_by", pi.By, "reason", pi.Reason)
 		s.opts.Metrics.Skipped(f.j.Name, "paused")
 		f.missReason = MissPaused

@@ -3,13 +3,13 @@ package etcd_test
 import (
 	"context"
 	"errors"
-	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/etcdtest"
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/etcd"
 	"github.com/leasecron/leasecron/lease/leasetest"

@@ -3,11 +3,11 @@ package mysql_test
 import (
 	"context"
 	"fmt"
-	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"testing"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/mysqltest"
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/internal/sqlleasetest"

@@ -42,11 +42,12 @@ func (s server) DropConnections(t testing.TB) int { return s.KillConnections(t) 
 // The fault tests shared with lease/postgres; each says what it asserts
 // in package sqlleasetest.
 
-func TestKillDuringHold(t *testing.T)     { sqlleasetest.KillDuringHold(t, harness) }
-func TestCommitsSurviveKill(t *testing.T) { sqlleasetest.CommitsSurviveKill(t, harness) }
-func TestPauseDuringHold(t *testing.T)    { sqlleasetest.PauseDuringHold(t, harness) }
-func TestProxyCut(t *testing.T)           { sqlleasetest.ProxyCut(t, harness) }
-func TestLostGrantAnswer(t *testing.T)    { sqlleasetest.LostGrantAnswer(t, harness) }
+func TestKillDuringHold(t *testing.T)       { sqlleasetest.KillDuringHold(t, harness) }
+func TestCommitsSurviveKill(t *testing.T)   { sqlleasetest.CommitsSurviveKill(t, harness) }
+func TestPauseDuringHold(t *testing.T)      { sqlleasetest.PauseDuringHold(t, harness) }
+func TestProxyCut(t *testing.T)             { sqlleasetest.ProxyCut(t, harness) }
+func TestLostGrantAnswer(t *testing.T)      { sqlleasetest.LostGrantAnswer(t, harness) }
+func TestLostGrantOfDoneEpoch(t *testing.T) { sqlleasetest.LostGrantOfDoneEpoch(t, harness) }
 
 // TestKillConnectionReconnects: after KILL CONNECTION of the client's
 // sessions, the very next call succeeds on a fresh connection; its

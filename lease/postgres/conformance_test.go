@@ -3,10 +3,10 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/internal/testkit/pgtest"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"

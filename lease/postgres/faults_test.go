@@ -43,11 +43,12 @@ func (s server) DropConnections(t testing.TB) int { return s.Terminate(t) }
 // The fault tests shared with lease/mysql; each says what it asserts in
 // package sqlleasetest.
 
-func TestKillDuringHold(t *testing.T)     { sqlleasetest.KillDuringHold(t, harness) }
-func TestCommitsSurviveKill(t *testing.T) { sqlleasetest.CommitsSurviveKill(t, harness) }
-func TestPauseDuringHold(t *testing.T)    { sqlleasetest.PauseDuringHold(t, harness) }
-func TestProxyCut(t *testing.T)           { sqlleasetest.ProxyCut(t, harness) }
-func TestLostGrantAnswer(t *testing.T)    { sqlleasetest.LostGrantAnswer(t, harness) }
+func TestKillDuringHold(t *testing.T)       { sqlleasetest.KillDuringHold(t, harness) }
+func TestCommitsSurviveKill(t *testing.T)   { sqlleasetest.CommitsSurviveKill(t, harness) }
+func TestPauseDuringHold(t *testing.T)      { sqlleasetest.PauseDuringHold(t, harness) }
+func TestProxyCut(t *testing.T)             { sqlleasetest.ProxyCut(t, harness) }
+func TestLostGrantAnswer(t *testing.T)      { sqlleasetest.LostGrantAnswer(t, harness) }
+func TestLostGrantOfDoneEpoch(t *testing.T) { sqlleasetest.LostGrantOfDoneEpoch(t, harness) }
 
 // TestTerminateReconnects: after pg_terminate_backend of the client's
 // connections, the very next call succeeds on a fresh connection; its

@@ -5,12 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/leasetest"
@@ -115,7 +115,7 @@ func (h *harness) openWith(t testing.TB, timeout time.Duration) lease.Backend {
 }
 
 // openLossy opens a client through proxies of its own (see
-// leasetest.Harness.OpenLossy), known to Ready until t ends.
+// leasetest.Harness.OpenLossy).
 func (h *harness) openLossy(t testing.TB) (lease.Backend, func(bool)) {
 	t.Helper()
 	var addrs []string

@@ -3,10 +3,10 @@ package zookeeper
 import (
 	"context"
 	"errors"
-	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"testing"
 	"time"
 
+	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/internal/testkit/zktest"
 	"github.com/leasecron/leasecron/lease"
 	"github.com/leasecron/leasecron/lease/leasetest"

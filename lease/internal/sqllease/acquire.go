@@ -95,14 +95,15 @@ func (c *Core) BatchTimeout(n int) time.Duration {
 // doubling to 500 ms, ±25 % jitter, never longer than the holder's time
 // left) until it is held, the epoch is found completed (ErrEpochDone), or
 // ctx ends (the last refusal joined with ctx.Err(); when ctx cut the last
-// attempt short, the last refusal the server gave). Every attempt uses
-// the same token, so a grant whose reply was lost is taken over by the
-// next attempt instead of blocking the key for a TTL.
+// attempt short, the last refusal the server gave). A grant whose answer
+// was lost is taken back by the next attempt at the key (lostGrants),
+// this call's or another's: each attempt is given a fresh token, which
+// TryBatch replaces by a lost grant's, so a token is never carried by two
+// attempts at once.
 func (c *Core) Acquire(ctx context.Context, t Table, req lease.Request) (lease.Lease, error) {
-	token := lease.NewToken()
 	var last error // the last refusal the server gave
 	for attempt := 0; ; attempt++ {
-		res := c.TryBatch(ctx, t, []lease.Request{req}, []string{token})[0]
+		res := c.TryBatch(ctx, t, []lease.Request{req}, []string{lease.NewToken()})[0]
 		if res.Err == nil {
 			return res.Lease, nil
 		}
@@ -148,7 +149,10 @@ func (c *Core) TryBatch(ctx context.Context, t Table, reqs []lease.Request, toke
 	rows, err := t.Acquire(ctx, reqs, tokens, idx, start)
 	late := c.decide(t, out, reqs, tokens, idx, rows, err, start)
 	for _, l := range late {
-		_ = l.Release(ctx)
+		if l.Release(ctx) != nil {
+			// Not freed: the next attempt at the key takes it back.
+			c.lost.note(l.Key(), l.Token(), start.Add(2*l.TTL()))
+		}
 	}
 	return out
 }

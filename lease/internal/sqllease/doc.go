@@ -14,7 +14,8 @@
 //     and Open's first look at the table (core.go, errors.go);
 //   - Acquire's retry loop and the one attempt at a batch: checking the
 //     requests, sorting their keys, and turning each key's row (Row) into
-//     a lease or a refusal, with the takeover bookkeeping (acquire.go);
+//     a lease or a refusal, with the takeover bookkeeping (acquire.go),
+//     and taking back a grant whose answer was lost (lost.go);
 //   - the held Lease: Extend, Release and Complete around the driver's
 //     token-guarded statements (lease.go);
 //   - the checks and error wrapping of Inspect and of the entries and logs

@@ -16,15 +16,18 @@ import (
 // acquire statement grants a row that already carries the attempt's token
 // ("already ours"), so the lost grant is taken back at once.
 //
-// A remembered token is handed to one attempt only (take removes it), so
-// no two leases of this client ever carry it. The etcd driver deletes such
+// A remembered token is handed to one attempt only (take removes it), and
+// a token is noted only by the one attempt that carried it, after that
+// attempt ended without a lease: at any moment a token is carried by at
+// most one attempt or lease of this client. The etcd driver deletes such
 // locks in the background instead; here a delete by token could run
 // before the lost statement itself (which may still be on its way to the
 // server, on another connection) and miss it, while reusing the token
 // wins whichever statement runs first.
 type lostGrants struct {
-	mu sync.Mutex
-	m  map[string]lostGrant
+	mu      sync.Mutex
+	m       map[string]lostGrant
+	sweepAt int // drop expired tokens when the map reaches this size
 }
 
 // lostGrant is a token whose grant may be on the server, and when
@@ -35,23 +38,28 @@ type lostGrant struct {
 	until time.Time
 }
 
-// lostGrantsKept bounds the map: past it, expired tokens are dropped.
-const lostGrantsKept = 64
+// lostGrantsSweep is the smallest map size at which expired tokens are
+// dropped; after a sweep, the next comes at twice the size left, so a
+// batch of n lost keys costs O(n) in sweeps.
+const lostGrantsSweep = 1024
 
-// note remembers token as key's lost grant until until.
+// note remembers token as key's lost grant until until (replacing an
+// older one of the key, whose grant, if any, others take over by its
+// TTL).
 func (g *lostGrants) note(key, token string, until time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.m == nil {
 		g.m = map[string]lostGrant{}
 	}
-	if len(g.m) >= lostGrantsKept {
+	if len(g.m) >= max(g.sweepAt, lostGrantsSweep) {
 		now := time.Now()
 		for k, v := range g.m {
 			if now.After(v.until) {
 				delete(g.m, k)
 			}
 		}
+		g.sweepAt = 2 * len(g.m)
 	}
 	g.m[key] = lostGrant{token: token, until: until}
 }

@@ -55,3 +55,36 @@ func LostGrantAnswer(t *testing.T, h Harness) {
 		t.Fatalf("after Complete: %v, want ErrEpochDone", err)
 	}
 }
+
+// LostGrantOfDoneEpoch: the client's next attempt after a lost grant is
+// for an epoch already completed (a tick another host ran); it is refused
+// as done, and frees the row its lost grant held, so another client gets
+// the key at once (refused before: the premise).
+func LostGrantOfDoneEpoch(t *testing.T, h Harness) {
+	t.Parallel()
+	s := h.Start(t)
+	b, other := s.Open(t, Client{Proxied: true}), s.Open(t, Client{})
+	t.Cleanup(s.Proxy().Cut) // see LostGrantAnswer
+	done, err := b.Acquire(Ctx(t), lease.Request{Key: "job", TTL: 30 * time.Second, Epoch: 6, Owner: "done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := done.Complete(Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	s.Proxy().DropReplies(true)
+	if _, err := Try(t, b, lease.Request{Key: "job", TTL: 30 * time.Second, Epoch: 8, Owner: "lost"}); !errors.Is(err, lease.ErrNoQuorum) {
+		t.Fatalf("attempt with the replies dropped: %v, want no answer (ErrNoQuorum)", err)
+	}
+	s.Proxy().Heal()
+	next := lease.Request{Key: "job", TTL: 30 * time.Second, Epoch: 9, Owner: "other"}
+	if _, err := Try(t, other, next); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("premise: another client while the lost grant holds the row: %v, want ErrHeld", err)
+	}
+	if _, err := Try(t, b, lease.Request{Key: "job", TTL: 30 * time.Second, Epoch: 5, Owner: "late"}); !errors.Is(err, lease.ErrEpochDone) {
+		t.Fatalf("the client's attempt at a completed epoch: %v, want ErrEpochDone", err)
+	}
+	if _, err := Try(t, other, next); err != nil {
+		t.Fatalf("another client after the lost grant's row was freed: %v, want it granted", err)
+	}
+}

@@ -4,12 +4,55 @@ import (
 	"errors"
 	"time"
 
+	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/lease"
 )
+
+// The loser rules for a key held by another run: watch a holder of the
+// tick, skip for a newer tick, apply the job's overlap policy for an older
+// one, and the watch of a tick skipped for overlap.
 
 // errSkipWatch: the follower gave the tick up (overlap: skip) and looked
 // at the job's lease without taking it; it looks again after skipWait.
 var errSkipWatch = errors.New("skipped tick: watching the lease")
+
+// held applies the loser rules to a refusal because the key is held:
+// watch a holder of this tick, skip for a newer tick, and for an older
+// one apply the job's overlap policy.
+func (f *follower) held(rerr *lease.RefusedError, attempt int, st *followState) (time.Duration, bool) {
+	s, j, tick, log := f.s, f.j, f.tick, f.log
+	ht, hh, ok := parseOwner(rerr.Holder)
+	switch {
+	case rerr.Holder == "":
+		// Taken by a request that ran at the same moment (the refusal
+		// could not read its owner): look again soon, as a loser that saw
+		// the holder of this tick would.
+		st.runsElsewhere = true
+		return min(max(rerr.HolderTTL, splitRetryBase), heldRecheck) + time.Millisecond, false
+	case ok && ht == tick.Unix():
+		// Another host runs this tick: watch for it to vanish, waking
+		// when its lease would expire.
+		st.runsElsewhere = hh != s.host
+		if attempt == 0 {
+			log.Debug("tick running on another host; watching for takeover", "holder", hh, "ttl", rerr.HolderTTL)
+		}
+		return heldWait(rerr, s.be.Quorum(), attempt), false
+	case ok && ht > tick.Unix():
+		log.Info("a newer tick is already running; skipping this one", "holder_tick", time.Unix(ht, 0).UTC().Format(time.RFC3339), "holder", hh)
+		return 0, true
+	default:
+		// An older tick (or a manual run) still holds the job. overlap:
+		// skip applies to the tick's first attempt; a tick already under
+		// way (a retry, a takeover) waits.
+		if j.Overlap != config.OverlapWait && st.tries == 1 {
+			return f.skipOverlap(rerr, st)
+		}
+		if st.tries == 1 {
+			log.Info("previous run still holds the lease; waiting (overlap: wait)", "holder", rerr.Holder)
+		}
+		return min(rerr.HolderTTL+5*time.Millisecond, time.Second), false
+	}
+}
 
 // skipOverlap applies overlap: skip to a tick whose first attempt found an
 // older tick's run (or a manual run) holding the job's lease: this host
@@ -48,14 +91,16 @@ func (f *follower) lookSkipped(st *followState) lease.Result {
 	info, err := s.be.Inspect(f.ctx, s.key(f.j.Name))
 	if err != nil {
 		f.log.Debug("could not read the lease of the skipped tick; looking again", "err", err)
-		st.skipWait = min(heldRecheck, f.skipLookWait(0))
+		st.skipWait = f.skipLookWait(0)
 		return lease.Result{Err: errSkipWatch}
 	}
 	if info.DoneEpoch >= f.tick.Unix() {
 		return lease.Result{Err: lease.ErrEpochDone}
 	}
+	// A holder on fewer servers than a quorum (Redlock's nodes may
+	// disagree) has not started anything: keep watching.
 	ht, hh, ok := parseOwner(info.Holder)
-	if ok && ht >= f.tick.Unix() {
+	if ok && ht >= f.tick.Unix() && info.HolderNodes >= s.be.Quorum() {
 		if ht == f.tick.Unix() {
 			f.log.Info("the skipped tick was started by another host; following it, to take it over if that host dies", "holder", hh)
 			st.skipped = false
