@@ -114,19 +114,8 @@ func skipFirstAttempt(t *testing.T, s *Scheduler, be *redlock.Client, j *Job, cf
 	return prev, first
 }
 
-// holdFor takes j's lease for tick as host (on a loaded machine, retrying
-// while no quorum answers).
+// holdFor takes j's lease for tick as host (acquireRetrying).
 func holdFor(t *testing.T, be *redlock.Client, s *Scheduler, j *Job, cfg *Config, tick time.Time, host string) lease.Lease {
 	t.Helper()
-	req := lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), host)}
-	actx := ctxFor(t, 30*time.Second)
-	l, err := be.Acquire(actx, req)
-	for errors.Is(err, lease.ErrNoQuorum) && actx.Err() == nil {
-		time.Sleep(100 * time.Millisecond)
-		l, err = be.Acquire(actx, req)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return acquireRetrying(t, be, lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), host)})
 }

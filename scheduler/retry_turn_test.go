@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -74,16 +73,7 @@ func earlyLooks(t *testing.T, probeAtBackoff bool) []time.Time {
 
 	ctx := context.Background()
 	tick := time.Now().Truncate(time.Second) // its deadline a minute away
-	req := lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)}
-	actx := ctxFor(t, 30*time.Second)
-	l, err := be.Acquire(actx, req)
-	for errors.Is(err, lease.ErrNoQuorum) && actx.Err() == nil { // a loaded machine
-		time.Sleep(100 * time.Millisecond)
-		l, err = be.Acquire(actx, req)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := acquireRetrying(t, be, lease.Request{Key: s.key(j.Name), TTL: cfg.Lease.TTL, Epoch: tick.Unix(), EpochTime: tick, Owner: owner(tick.Unix(), s.host)})
 	s.followTick(ctx, ctx, cfg, j, tick, lease.Result{Lease: l}, 0)
 
 	st, err := s.readRetry(ctxFor(t, 10*time.Second), j, tick, s.log)
