@@ -130,13 +130,16 @@ func TestRankFreeSlotsFirst(t *testing.T) {
 }
 
 // slotFreedMidTick runs one dry-run host with max_parallel 1 whose slot a
-// run of another job holds at a tick of job f (every 4s); the slot frees
-// up a second after the tick. It returns how many runs of that tick the
-// host made.
+// run of another job holds at a tick of job f (every 8s, deadline 7s); the
+// slot frees up a second after the tick. It returns how many runs of that
+// tick the host made: runs counted before the tick's deadline, which no
+// run of the next tick can be (a loaded machine may take seconds to run
+// the tick once the slot is free).
 func slotFreedMidTick(t *testing.T, dropWhenFull bool) int {
 	t.Helper()
+	const every, deadline = 8 * time.Second, 7 * time.Second
 	jobs := func() []*Job {
-		return []*Job{{Name: "f", Schedule: "@every 4s", Shell: "true", RetryBackoff: time.Second, HistoryLimit: 50}}
+		return []*Job{{Name: "f", Schedule: "@every 8s", Deadline: deadline, Shell: "true", RetryBackoff: time.Second, HistoryLimit: 50}}
 	}
 	f := startDryFleetWith(t, 1, time.Second, jobs, func(_ int, s *Scheduler) {
 		s.setTestHooks(func(h *testHooks) { h.dropWhenFull = dropWhenFull })
@@ -156,17 +159,22 @@ func slotFreedMidTick(t *testing.T, dropWhenFull bool) int {
 	s.mu.Lock()
 	s.running["blocker"] = &runState{tick: time.Now(), started: time.Now()}
 	s.mu.Unlock()
-	for time.Now().UnixMilli()%4000 > 100 {
+	for time.Now().UnixMilli()%every.Milliseconds() > 100 {
 		time.Sleep(10 * time.Millisecond)
 	}
+	tick := time.Now().Truncate(every)
 	before := f.runs("f")[0]
 	time.Sleep(time.Second)
 	s.mu.Lock()
 	delete(s.running, "blocker")
 	s.mu.Unlock()
 	s.unreserve()
-	time.Sleep(2500 * time.Millisecond) // before the next tick
-	return f.runs("f")[0] - before
+	n := 0
+	for time.Now().Before(tick.Add(deadline)) && n == 0 {
+		time.Sleep(50 * time.Millisecond)
+		n = f.runs("f")[0] - before
+	}
+	return n
 }
 
 // TestFullHostFollowsTick: a host that is full at a tick follows it and
