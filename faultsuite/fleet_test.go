@@ -324,7 +324,10 @@ func TestSIGTERMTakeover(t *testing.T) {
 func TestReload(t *testing.T) {
 	t.Parallel() // no faults: shares the machine with the other parallel fleets
 	cfg := DefaultConfig()
-	cfg.Nodes, cfg.Daemons = 3, 2
+	// No faults, so a node timeout a loaded machine meets (the TTL's
+	// tenth is 200ms): with 50ms, no node answered either daemon for 2s
+	// at load 15 and a tick of each job was given up at its deadline.
+	cfg.Nodes, cfg.Daemons, cfg.Timeout = 3, 2, 150*time.Millisecond
 	every := 2 * time.Second
 	cfg.Jobs = []Job{{Name: "a", Every: every, Sleep: 200 * time.Millisecond}}
 	f := startVoting(t, cfg)
@@ -428,8 +431,12 @@ func restartScenario(t *testing.T, noDetection, pauseHolder bool) (*Fleet, Run, 
 		// 2s after the tick, and on a loaded machine retries for a second
 		// or more while the restarted nodes come up: a 4s lease left a
 		// window of about 1.5s, which such runs missed; with 7s the job's
-		// own end bounds it, about 3s after h1's first try.
-		cfg.TTL = 7 * time.Second
+		// own end bounds it, about 3s after h1's first try. And a node
+		// timeout a loaded machine meets (a 7s TTL allows up to 700ms):
+		// with 50ms, h1 met no answer from any node for 5s at load 15 and
+		// won the tick only past its deadline, so the control found
+		// nothing to find.
+		cfg.TTL, cfg.Timeout = 7*time.Second, 300*time.Millisecond
 	}
 	cfg.Jobs = []Job{{Name: "inv", Every: 8 * time.Second, Sleep: 5 * time.Second, Deadline: 7 * time.Second, IgnoreTerm: true}}
 	cfg.Args = func(i int) []string {
