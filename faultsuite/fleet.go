@@ -74,6 +74,7 @@ type Fleet struct {
 	Redis   *redistest.Cluster // the Redis nodes (nil on another backend)
 	Daemons []*Daemon
 	proxies [][]*netproxy.Proxy // [daemon][server]
+	log     *HistoryLog         // the recorder log, read as it grows
 
 	// VotingAt is when the freshly started nodes have been up for a TTL
 	// (plus a margin), so that the daemons' restart detection lets them vote.
@@ -90,6 +91,7 @@ func New(t testing.TB, bins Binaries, cfg Config) *Fleet {
 	cfg.fill()
 	dir := t.TempDir()
 	f := &Fleet{t: t, bins: bins, cfg: cfg, Dir: dir, LogPath: filepath.Join(dir, "runs.jsonl")}
+	f.log = &HistoryLog{Path: f.LogPath}
 	f.Store, f.Redis = startStore(t, cfg)
 	// A node that came up less than a TTL ago does not vote.
 	f.VotingAt = time.Now().Add(cfg.TTL + time.Second)
@@ -157,7 +159,7 @@ func (f *Fleet) WaitVoting() {
 // History reads the recorder log; it fails the test if it cannot.
 func (f *Fleet) History() *History {
 	f.t.Helper()
-	h, err := ReadHistory(f.LogPath)
+	h, err := f.log.Read()
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -305,7 +307,7 @@ func (f *Fleet) cleanup() {
 	f.StopAll()
 	// Jobs die with their daemon (graceful stop) or their supervisor
 	// (daemon gone). Give stragglers a bounded moment, then kill them.
-	h, err := ReadHistory(f.LogPath)
+	h, err := f.log.Read()
 	if err != nil {
 		t.Error(err)
 		h = &History{}

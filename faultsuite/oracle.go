@@ -1,11 +1,7 @@
 package faultsuite
 
 import (
-	"bufio"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -93,60 +89,9 @@ type History struct {
 }
 
 // ReadHistory parses the recorder log at path. A missing file is an empty
-// history; a torn last line (a writer killed mid-write) is ignored.
+// history; a torn line (a writer killed mid-write) is ignored.
 func ReadHistory(path string) (*History, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return &History{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read history: %w", err)
-	}
-	defer f.Close()
-	type key struct {
-		host string
-		pid  int
-		job  string
-		tick int64
-	}
-	byKey := map[key]*Run{}
-	var order []key
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for line := 1; sc.Scan(); line++ {
-		var e Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			continue // torn line of a killed writer
-		}
-		k := key{e.Host, e.PID, e.Job, e.Tick}
-		t := time.Unix(0, e.T)
-		r := byKey[k]
-		if r == nil {
-			r = &Run{Job: e.Job, Tick: e.Tick, Host: e.Host, Token: e.Token, PID: e.PID, Start: t, Attempt: e.Attempt}
-			byKey[k] = r
-			order = append(order, k)
-		}
-		switch e.Ev {
-		case "start":
-			r.Start = t
-		case "end":
-			r.End, r.Exit = t, e.Exit
-		case "term":
-			r.Term = true
-		}
-		if t.After(r.Last) {
-			r.Last = t
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read history %s: %w", path, err)
-	}
-	h := &History{Runs: make([]Run, 0, len(order))}
-	for _, k := range order {
-		h.Runs = append(h.Runs, *byKey[k])
-	}
-	sort.SliceStable(h.Runs, func(i, j int) bool { return h.Runs[i].Start.Before(h.Runs[j].Start) })
-	return h, nil
+	return (&HistoryLog{Path: path}).read(true)
 }
 
 // Job returns the runs of one job, in start order.
