@@ -60,9 +60,9 @@ func escapeScenario(t *testing.T, watch time.Duration, env ...string) (*procDaem
 		t.Fatal(err)
 	}
 	for end := o.killedAt.Add(watch); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		alive := false
+		alive := false // once all are dead, none comes back (see supervisorLossScenario)
 		for _, pid := range o.escapees {
-			if len(liveMembers(pid)) > 0 {
+			if o.deadAt.IsZero() && len(liveMembers(pid)) > 0 {
 				alive = true
 			}
 		}
