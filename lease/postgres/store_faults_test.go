@@ -69,6 +69,9 @@ func TestPutCleanupNoDeadlockNegative(t *testing.T) {
 // server, restarts it, and reports whether both are still there.
 func storeAfterCrash(t *testing.T, opts ...postgres.Option) (entry, record bool) {
 	s := pgtest.Start(t)
+	// Not a latency test: the first Put creates the tables, which on a
+	// loaded machine can take longer than the test clients' 500 ms.
+	opts = append([]postgres.Option{postgres.WithTimeout(10 * time.Second)}, opts...)
 	b, other := open(t, s.URL(), opts...), open(t, s.URL(), opts...)
 	if err := b.Put(ctxT(t), "pause", lease.Entry{Name: "job", Version: 1, Data: []byte("paused")}); err != nil {
 		t.Fatal(err)
