@@ -31,8 +31,10 @@ var isolations = map[string]string{"RepeatableRead": "REPEATABLE-READ", "ReadCom
 // TestConformance runs the backend conformance suite against one real
 // MariaDB server, under REPEATABLE READ and READ COMMITTED.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	for name, level := range isolations {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // a server each
 			s := mysqltest.Start(t)
 			dsn := s.DSN() + "?tx_isolation='" + level + "'"
 			runConformance(t, s, dsn)
