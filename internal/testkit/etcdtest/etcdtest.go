@@ -77,6 +77,7 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	if c.tlsOn {
 		c.tls = newTLS(t)
 	}
+	_ = t.TempDir() // its removal runs after killAll (see zktest.StartWith)
 	t.Cleanup(c.killAll)
 	if err := proctest.StartOnFreePorts(2*Members, c.tryStart); err != nil {
 		t.Fatalf("etcdtest: starting the cluster: %v", err)

@@ -90,6 +90,11 @@ func StartWith(t testing.TB, n int, o Options) *Ensemble {
 		t.Fatalf("zktest: ZooKeeper is not installed (need java and %s): apt-get install zookeeper", Jar)
 	}
 	e := &Ensemble{t: t}
+	// The test's temporary directory (the servers' directories are in it)
+	// is removed by a cleanup registered at its first use; cleanups run
+	// last in, first out, so it must be registered before killAll, or a
+	// server still writing makes its removal fail.
+	_ = t.TempDir()
 	t.Cleanup(e.killAll)
 	if err := proctest.StartOnFreePorts(3*n, func(ports []int) error { return e.tryStart(n, ports, o) }); err != nil {
 		t.Fatalf("zktest: %v", err)
