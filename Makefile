@@ -20,14 +20,14 @@ deps:
 # tests inside each (the fleets): most tests wait on timers and real
 # servers, not on the CPU (docs/development.md: where the time goes).
 # go test starts the packages in the order named, so the longest are named
-# first (the fleets and the CLI's end-to-end tests, about 8 minutes each,
-# then the scheduler and the store packages) and the short ones fill the
+# first (the fleets, about 8 minutes, and the CLI's end-to-end tests, about
+# 5, then the scheduler and the store packages) and the short ones fill the
 # gaps; ./... adds the rest, each package once. With ./... alone the
 # fleets started after the others, ~6 minutes in, and ended the run.
 TEST_PARALLEL ?= 3
 TEST_TESTS   ?= 4
-TEST_FIRST    := faultsuite cmd/leasecron lease/zookeeper scheduler lease/redlock \
-	lease/mysql lease/etcd lease/postgres lease
+TEST_FIRST    := faultsuite cmd/leasecron scheduler lease/redlock lease/zookeeper \
+	lease/etcd lease/mysql lease/postgres lease
 TEST_PKGS     ?= $(foreach d,$(TEST_FIRST),$(if $(wildcard $(d)/*_test.go),./$(d))) ./...
 test: deps
 	$(GO) vet ./...
