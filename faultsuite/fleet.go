@@ -74,7 +74,7 @@ type Fleet struct {
 	Redis   *redistest.Cluster // the Redis nodes (nil on another backend)
 	Daemons []*Daemon
 	proxies [][]*netproxy.Proxy // [daemon][server]
-	log     *HistoryLog         // the recorder log, read as it grows
+	log     *HistoryLog         // the recorder log, read as it grows (set by New)
 
 	// VotingAt is when the freshly started nodes have been up for a TTL
 	// (plus a margin), so that the daemons' restart detection lets them vote.

@@ -35,9 +35,11 @@ type runKey struct {
 	tick int64
 }
 
-// Read returns every run in the log so far, in start order. Lines not yet
-// ended by a newline wait for the next Read; a missing file is an empty
-// history.
+// Read returns every run in the log so far, in start order. A line not yet
+// ended by a newline waits for the next Read (the recorder writes a line
+// and its newline in one write); a missing file is an empty history. A
+// file shorter than what was read before (replaced or truncated) is read
+// again from its start.
 func (l *HistoryLog) Read() (*History, error) { return l.read(false) }
 
 // read parses what was appended since the last read. With final set, an
@@ -69,6 +71,11 @@ func (l *HistoryLog) consume(final bool) error {
 		return err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return err
+	} else if st.Size() < l.offset {
+		l.offset, l.partial, l.byKey, l.order = 0, nil, map[runKey]*Run{}, nil
+	}
 	if _, err := f.Seek(l.offset, io.SeekStart); err != nil {
 		return err
 	}
@@ -83,7 +90,7 @@ func (l *HistoryLog) consume(final bool) error {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
 			if !final {
-				l.partial = data
+				l.partial = bytes.Clone(data)
 				return nil
 			}
 			i = len(data)

@@ -1,9 +1,11 @@
 package faultsuite
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +142,52 @@ func TestOracleLiveness(t *testing.T) {
 	}
 	if h, err := ReadHistory(filepath.Join(t.TempDir(), "none")); err != nil || len(h.Runs) != 0 {
 		t.Errorf("missing log: %v, %v", h, err)
+	}
+}
+
+// TestHistoryLogReadsAsItGrows: a log read while it is written, split at
+// every byte and with a killed writer's torn line in it, gives after each
+// chunk what a whole read of its complete lines gives, and at the end what
+// a whole read of the file gives.
+func TestHistoryLogReadsAsItGrows(t *testing.T) {
+	base := time.Unix(1_700_000_000, 0)
+	full, err := os.ReadFile(writeLog(t, base, []synth{
+		{job: "a", tick: 10, host: "h0", token: 1, pid: 100, start: 0, last: 50, ended: true},
+		{job: "a", tick: 12, host: "h1", token: 2, pid: 101, start: 40, last: 70},
+	}, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := `{"ev":"hb","job":"a","tick":12,"ho`
+	full = append(append(full, torn...), `{"ev":"end","job":"b","tick":14,"host":"h2","token":3,"pid":102,"t":1700000004000000000}`+"\n"...)
+	for cut := 1; cut < len(full); cut++ {
+		path := filepath.Join(t.TempDir(), "runs.jsonl")
+		l := &HistoryLog{Path: path}
+		for _, chunk := range [][]byte{full[:cut], full[cut:]} {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(chunk); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			b, _ := os.ReadFile(path)
+			complete := filepath.Join(t.TempDir(), "complete.jsonl")
+			if err := os.WriteFile(complete, b[:bytes.LastIndexByte(b, '\n')+1], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := l.Read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := ReadHistory(complete)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("cut at %d: read as it grows:\n%s\nwhole read:\n%s", cut, got, want)
+			}
+		}
 	}
 }

@@ -60,16 +60,19 @@ func escapeScenario(t *testing.T, watch time.Duration, env ...string) (*procDaem
 		t.Fatal(err)
 	}
 	for end := o.killedAt.Add(watch); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		alive := false // once all are dead, none comes back (see supervisorLossScenario)
+		// Once all are dead they are scanned again only when a later run
+		// starts (see supervisorLossScenario): each leads a session of
+		// its own, which no other process can join.
+		later := len(d.runs()) - 1
+		alive := false
 		for _, pid := range o.escapees {
-			if o.deadAt.IsZero() && len(liveMembers(pid)) > 0 {
+			if (o.deadAt.IsZero() || later > o.laterRuns) && len(liveMembers(pid)) > 0 {
 				alive = true
 			}
 		}
 		if !alive && o.deadAt.IsZero() {
 			o.deadAt = time.Now()
 		}
-		later := len(d.runs()) - 1
 		if later > 0 && o.laterRunAt.IsZero() {
 			o.laterRunAt = time.Now()
 		}
