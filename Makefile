@@ -26,7 +26,7 @@ deps:
 # fleets started after the others, ~6 minutes in, and ended the run.
 TEST_PARALLEL ?= 3
 TEST_TESTS   ?= 4
-TEST_FIRST    := faultsuite cmd/leasecron scheduler lease/redlock lease/zookeeper \
+TEST_FIRST    := faultsuite cmd/leasecron lease/zookeeper scheduler lease/redlock \
 	lease/etcd lease/mysql lease/postgres lease
 TEST_PKGS     ?= $(foreach d,$(TEST_FIRST),$(if $(wildcard $(d)/*_test.go),./$(d))) ./...
 test: deps

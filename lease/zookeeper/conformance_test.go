@@ -20,7 +20,6 @@ const conformanceTTL = 8 * time.Second
 // TestConformance runs the backend conformance suite against a real
 // 3-server ensemble.
 func TestConformance(t *testing.T) {
-	t.Parallel()
 	e := zktest.Start(t, 3)
 	leasetest.Run(t, leasetest.Harness{
 		Name:    "zookeeper (3 servers)",

@@ -23,7 +23,6 @@ const frozenTTL = 6 * time.Second
 // a key at least once per TTL throughout the freeze (a daemon's ticks go
 // on), and no hold is lost.
 func TestFrozenLeaderClientsGoOn(t *testing.T) {
-	t.Parallel()
 	r := frozenLeaderScenario(t, nil)
 	for i, g := range r.gaps {
 		if g > frozenTTL {
@@ -42,7 +41,6 @@ func TestFrozenLeaderClientsGoOn(t *testing.T) {
 // still accepts connections) and wait there for a handshake that never
 // comes: the check above sees a client stalled past the TTL.
 func TestNegativeControlUnboundedHandshake(t *testing.T) {
-	t.Parallel()
 	r := frozenLeaderScenario(t, setUnboundedConnect)
 	worst := time.Duration(0)
 	for _, g := range r.gaps {
