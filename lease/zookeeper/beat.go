@@ -47,21 +47,26 @@ func (b *Backend) beatPath(space string) string {
 
 // Beat writes bt's entry into the beat znode of bt.Space (getData, then
 // setData guarded by the version read: two requests), and reads the
-// spaces of bt.Read after the write as List does (their children, each
+// spaces of bt.Read as List does at the write (their children, each
 // entry znode's data, and their beat znode; the written space's beat
-// znode as just written). The write's reply comes after the server this
-// session uses applied it, and every write acknowledged before it, so the
-// reads that follow see them without a sync. Every beatHealthEvery it
-// adds Health's status of every server.
+// znode as just written): what an earlier Beat read of a space, where
+// the write's multi checked that the space has not changed since
+// (beatkept.go), or else read after the write. The write's reply comes
+// after the server this session uses applied it, and every write
+// acknowledged before it, so the reads that follow see them without a
+// sync. Every beatHealthEvery it adds Health's status of every server.
 func (b *Backend) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
 	var r lease.BeatResult
-	own, err := b.beatWrite(ctx, bt.Space, bt.Entry)
+	kept := b.keptFor(bt.Read, bt.Space)
+	own, err := b.beatWrite(ctx, bt.Space, bt.Entry, kept)
 	if err != nil {
 		r.PutErr = fmt.Errorf("zookeeper: put %s/%s: %w", bt.Space, bt.Entry.Name, err)
 	}
-	if err != nil {
-		// Without the write's reply, nothing says what the server has
-		// applied: sync as List does.
+	if err != nil || !own.written {
+		// Without the write's reply (or with no write: a live entry of
+		// a higher version was there), nothing says what the server has
+		// applied, and nothing checked what was kept: sync as List does.
+		clear(kept)
 		if serr := b.sync(ctx); serr != nil {
 			r.ReadErr = fmt.Errorf("zookeeper: list %v: %w", bt.Read, serr)
 			return r
@@ -69,7 +74,8 @@ func (b *Backend) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
 	}
 	r.Lists = make([][]lease.Entry, len(bt.Read))
 	for i, s := range bt.Read {
-		l, lerr := b.beatList(ctx, s, bt.Space, own, err == nil)
+		k, ok := kept[s]
+		l, lerr := b.beatList(ctx, s, bt.Space, own, err == nil, k, ok)
 		if lerr != nil {
 			r.Lists, r.ReadErr = nil, fmt.Errorf("zookeeper: list %s: %w", s, lerr)
 			break
@@ -89,30 +95,45 @@ func (b *Backend) Beat(ctx context.Context, bt lease.Beat) lease.BeatResult {
 }
 
 // beatList reads space as List does (without a sync: after Beat's
-// write, or its sync), for a Beat that wrote (when written) own into
-// the beat znode of the space written, which it reads as just written.
-func (b *Backend) beatList(ctx context.Context, space, written string, own recsAt, wrote bool) ([]lease.Entry, error) {
-	l, err := b.listZnodes(ctx, space)
+// write, or its sync), for a Beat that wrote (when wrote) own into the
+// beat znode of the space written, which it reads as just written; k is
+// what an earlier Beat read of space, when the write checked it (ok).
+func (b *Backend) beatList(ctx context.Context, space, written string, own recsAt, wrote bool, k keptRead, ok bool) ([]lease.Entry, error) {
+	if !ok {
+		var err error
+		if k, err = b.readToKeep(ctx, space, written); err != nil {
+			return nil, err
+		}
+	}
+	l, err := b.liveKept(ctx, k)
 	if err != nil {
 		return nil, err
 	}
-	var beats []lease.Entry
-	if wrote && space == written {
-		beats, err = b.liveRecs(ctx, own)
-	} else {
-		beats, err = b.beatEntries(ctx, space)
+	beats := k.beats
+	if space == written {
+		if !wrote {
+			// The beat znode as the failed write left it: read it.
+			be, err := b.beatEntries(ctx, space)
+			if err != nil {
+				return nil, err
+			}
+			return mergeBeats(l, be), nil
+		}
+		beats = own
 	}
+	live, err := b.liveRecs(ctx, beats)
 	if err != nil {
 		return nil, err
 	}
-	return mergeBeats(l, beats), nil
+	return mergeBeats(l, live), nil
 }
 
 // beatWrite stores e in the beat znode of space unless it holds a live
 // entry of that name with a version >= e.Version, and returns the
 // znode's entries as written (their At pinned; a live entry of a higher
-// version kept), with the znode's stat.
-func (b *Backend) beatWrite(ctx context.Context, space string, e lease.Entry) (recsAt, error) {
+// version kept), with the znode's stat. The write checks that the spaces
+// of kept are as kept (setKeeping).
+func (b *Backend) beatWrite(ctx context.Context, space string, e lease.Entry, kept map[string]keptRead) (recsAt, error) {
 	path := b.beatPath(space)
 	for try := range putTries {
 		if try > 0 {
@@ -145,7 +166,7 @@ func (b *Backend) beatWrite(ctx context.Context, space string, e lease.Entry) (r
 		if err != nil {
 			return recsAt{}, err
 		}
-		st, err := b.setObserved(ctx, path, data, cur.version)
+		st, err := b.setKeeping(ctx, path, data, cur.version, kept, space)
 		if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
@@ -156,15 +177,18 @@ func (b *Backend) beatWrite(ctx context.Context, space string, e lease.Entry) (r
 		rec.At = st.Mtime
 		cur.recs[e.Name] = rec
 		b.judgeExpired(ctx, space, cur.recs)
+		cur.written = true
 		return cur, nil
 	}
 	return recsAt{}, fmt.Errorf("%d writers in a row came first", putTries)
 }
 
-// recsAt is a beat znode's entries (their At pinned) and its version.
+// recsAt is a beat znode's entries (their At pinned) and its version;
+// written when a Beat's write produced them.
 type recsAt struct {
 	recs    map[string]beatRec
 	version int32
+	written bool
 }
 
 // readBeats reads the beat znode at path (see parseBeats).

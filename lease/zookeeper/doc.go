@@ -58,6 +58,7 @@
 // under znodes whose names hold '@', which job names cannot (and which
 // Acquire refuses as keys):
 //
+//	ROOT/@entries/SPACE            persistent, empty: its version is raised by every write of its entries
 //	ROOT/@entries/SPACE/NAME       persistent: "VERSION TTL_NS\n" then the entry's data
 //	ROOT/@logs/LOG/AT-ID           persistent: the record's data
 //	ROOT/@clock                    persistent, empty: written to read the servers' clock
@@ -73,7 +74,10 @@
 // mtime); keep it when its stored version is >= the new one and it has not
 // expired (confirmed by a Check through the leader, as the read may come
 // from a lagging server); else Set it at the version read. A lost race is
-// retried, up to 10 times. Two round trips when it writes.
+// retried, up to 10 times. Two round trips when it writes. The create or
+// set is a multi that also raises the data version of the space's znode,
+// so that version changes whenever the space's entries do (but for the
+// deletion of an expired entry: readers judge expiry themselves).
 //
 // Expiry does not use the clients' clocks. An entry's TTL counts from its
 // znode's mtime: the leader's wall clock when the Put was applied. A
@@ -126,11 +130,23 @@
 // cost the ensemble requests growing with the square of the fleet; read
 // as one znode, a host's round costs a constant few requests. The reads
 // come after the write's reply, which the server sends once it applied
-// the write and every write before it, so they need no sync. (Keeping
-// what a round reads under ZooKeeper watches instead would save three of
-// an idle round's five requests, but go-zookeeper v1.0.4 races on its
-// last zxid when it sets a session's watches again after a reconnect,
-// which the race detector reports: not done.) List and
+// the write and every write before it, so they need no sync. A round
+// keeps what it read of each space with the versions of the space's
+// znode and beat znode, and the next round's write is a multi that also
+// checks those versions: when they hold, nothing in the spaces changed
+// and the round returns what it kept (expiry judged again), so an idle
+// round is two requests, the beat znode's read and that multi, and a
+// full read once a minute; a failed check drops the space, whose read
+// then follows the write. Kept reads are dropped when the session
+// changes (a store that lost its data or was restored ends every session)
+// and read again after a minute whatever the versions say: a space
+// deleted and made again, or an entry znode edited by hand (zkCli), which
+// does not raise the version, is seen by heartbeats within that minute
+// (a run's start reads the pause flags afresh). Every client of a root
+// raises the space's version as it writes: this layout. (Watches would
+// spare the read too, but go-zookeeper v1.0.4 races on its last zxid when
+// it sets a session's watches again after a reconnect, which the race
+// detector reports: not used.) List and
 // Get read the beat znode beside the entry znodes (per name, the higher
 // version); heartbeats are written by Beat only. The beat znode of
 // "hosts" holds a few hundred bytes per live host, within jute.maxbuffer

@@ -11,3 +11,4 @@ func setHeldByHook(b *Backend, f func())          { b.test.heldBy = f }
 func setClientNow(b *Backend, f func() time.Time) { b.test.clientNow = f }
 func setTrustClientClock(b *Backend)              { b.test.trustClientClock = true }
 func setNoSync(b *Backend)                        { b.test.noSync = true }
+func setNoSpaceVersion(b *Backend)                { b.test.noSpaceVersion = true }

@@ -37,13 +37,20 @@ func reservedKey(key string) bool {
 	return key == entriesNode || key == logsNode || key == clockNode || key == beatsNode
 }
 
+// spacePath is the znode of space, whose children are its entry znodes.
+// Every write of an entry znode also raises the data version of the
+// space's znode, in the same multi: a reader that kept what it read
+// learns from that version alone whether the space changed since
+// (beatkept.go). Only deleting an entry that expired leaves it as it is:
+// readers judge expiry themselves.
 func (b *Backend) spacePath(space string) string {
 	return b.cfg.Root + "/" + entriesNode + "/" + space
 }
 
 // Put stores e in space unless a live entry of the same name has a
 // version >= e.Version: a compare-and-set on the entry znode's version
-// (Create when absent), retried when another writer came first.
+// (Create when absent), retried when another writer came first; the
+// space's znode's version is raised in the same multi.
 func (b *Backend) Put(ctx context.Context, space string, e lease.Entry) error {
 	if err := lease.CheckEntry(space, e); err != nil {
 		return err
@@ -104,7 +111,7 @@ func (b *Backend) put(ctx context.Context, space string, e lease.Entry) error {
 				return nil
 			}
 		}
-		_, err = b.setObserved(ctx, path, data, st.Version)
+		err = b.setEntry(ctx, space, path, data, st.Version)
 		if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
@@ -114,6 +121,24 @@ func (b *Backend) put(ctx context.Context, space string, e lease.Entry) error {
 		return nil
 	}
 	return fmt.Errorf("%d writers in a row came first", putTries)
+}
+
+// setEntry sets the entry znode path of space at version and raises the
+// version of the space's znode, in one multi (one request within the
+// timeout), and notes the server's clock from the write's mtime. A failed
+// write returns the entry znode's error (zk.ErrBadVersion: another
+// writer came first).
+func (b *Backend) setEntry(ctx context.Context, space, path string, data []byte, version int32) error {
+	return b.call(ctx, b.cfg.Timeout, func() error {
+		res, err := b.conn.Multi(b.withSpaceVersion(space, &zk.SetDataRequest{Path: path, Data: data, Version: version})...)
+		if err == nil {
+			b.clock.observe(res[0].Stat.Mtime, b.clientNow())
+		}
+		if len(res) > 0 && res[0].Error != nil {
+			return res[0].Error
+		}
+		return err
+	}, nil)
 }
 
 // setObserved sets path's data at version (one request within the
@@ -134,14 +159,24 @@ func (b *Backend) setObserved(ctx context.Context, path string, data []byte, ver
 	return st, nil
 }
 
-// createEntry creates the entry znode (and its space's znode if missing).
-// The multi's SetData returns the znode's Stat, whose mtime refreshes the
-// estimate of the server's clock.
+// withSpaceVersion returns ops, writes of space's entry znodes, and the
+// write that raises the version of the space's znode.
+func (b *Backend) withSpaceVersion(space string, ops ...any) []any {
+	if b.test.noSpaceVersion {
+		return ops
+	}
+	return append(ops, &zk.SetDataRequest{Path: b.spacePath(space), Version: -1})
+}
+
+// createEntry creates the entry znode (and its space's znode if missing)
+// and raises the version of the space's znode. The multi's SetData
+// returns the znode's Stat, whose mtime refreshes the estimate of the
+// server's clock.
 func (b *Backend) createEntry(ctx context.Context, space, path string, data []byte) error {
 	for range 2 {
 		err := b.call(ctx, b.cfg.Timeout, func() error {
-			res, err := b.conn.Multi(&zk.CreateRequest{Path: path, Data: data, Acl: b.acl()},
-				&zk.SetDataRequest{Path: path, Data: data, Version: 0})
+			res, err := b.conn.Multi(b.withSpaceVersion(space, &zk.CreateRequest{Path: path, Data: data, Acl: b.acl()},
+				&zk.SetDataRequest{Path: path, Data: data, Version: 0})...)
 			if err == nil {
 				b.clock.observe(res[1].Stat.Mtime, b.clientNow())
 			}
@@ -240,116 +275,6 @@ func (b *Backend) getZnode(ctx context.Context, space, name string) (lease.Entry
 		return lease.Entry{}, false, nil
 	}
 	return e, true, nil
-}
-
-// List returns the live entries of space, sorted by name: the space's
-// children, then their data (requests pipelined, at most fanOut in
-// flight). Expired entries found are deleted.
-func (b *Backend) List(ctx context.Context, space string) ([]lease.Entry, error) {
-	if err := lease.CheckName("space", space); err != nil {
-		return nil, err
-	}
-	l, err := b.list(ctx, space)
-	if err != nil {
-		return nil, fmt.Errorf("zookeeper: list %s: %w", space, err)
-	}
-	return l, nil
-}
-
-func (b *Backend) list(ctx context.Context, space string) ([]lease.Entry, error) {
-	if err := b.sync(ctx); err != nil {
-		return nil, err
-	}
-	out, err := b.listZnodes(ctx, space)
-	if err != nil {
-		return nil, err
-	}
-	beats, err := b.beatEntries(ctx, space)
-	if err != nil {
-		return nil, err
-	}
-	return mergeBeats(out, beats), nil
-}
-
-// listZnodes returns the live entry znodes of space, sorted by name,
-// without a sync first.
-func (b *Backend) listZnodes(ctx context.Context, space string) ([]lease.Entry, error) {
-	dir := b.spacePath(space)
-	names, err := b.children(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
-	raws := make([][]byte, len(names))
-	stats := make([]*zk.Stat, len(names))
-	err = b.call(ctx, b.fanTimeout(len(names)), func() error {
-		return each(len(names), func(i int) error {
-			raw, st, err := b.conn.Get(dir + "/" + names[i])
-			if errors.Is(err, zk.ErrNoNode) {
-				return nil // deleted since: absent
-			}
-			raws[i], stats[i] = raw, st
-			return err
-		})
-	}, nil)
-	if err != nil {
-		return nil, b.nodeErr(err)
-	}
-	var out []lease.Entry
-	var stale []string
-	var staleVer []int32
-	for i, name := range names {
-		if stats[i] == nil {
-			continue
-		}
-		e, ok := decodeEntry(name, raws[i])
-		if !ok {
-			continue
-		}
-		exp, err := b.expired(ctx, e, stats[i])
-		if err != nil {
-			return nil, err
-		}
-		if exp {
-			stale, staleVer = append(stale, dir+"/"+name), append(staleVer, stats[i].Version)
-			continue
-		}
-		out = append(out, e)
-	}
-	b.dropExpired(ctx, stale, staleVer)
-	sortEntries(out)
-	return out, nil
-}
-
-// dropExpired deletes expired entries, each only if still at the version
-// read (a Put since then keeps it). Best effort: an entry left behind is
-// absent for every reader and deleted by the next one.
-func (b *Backend) dropExpired(ctx context.Context, paths []string, versions []int32) {
-	if len(paths) == 0 {
-		return
-	}
-	_ = b.call(ctx, b.fanTimeout(len(paths)), func() error {
-		return each(len(paths), func(i int) error {
-			_ = b.conn.Delete(paths[i], versions[i])
-			return nil
-		})
-	}, nil)
-}
-
-// children lists dir's children; a missing dir has none.
-func (b *Backend) children(ctx context.Context, dir string) ([]string, error) {
-	var names []string
-	err := b.call(ctx, b.cfg.Timeout, func() error {
-		var err error
-		names, _, err = b.conn.Children(dir)
-		return err
-	}, nil)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, b.nodeErr(err)
-	}
-	return names, nil
 }
 
 // sync makes the server this session talks to catch up with the leader,

@@ -28,4 +28,7 @@ type testHooks struct {
 	clientNow        func() time.Time
 	// noSync reads entries and logs without syncing the server first.
 	noSync bool
+	// noSpaceVersion writes entry znodes without raising their space's
+	// version, so that a Beat that kept what it read misses the change.
+	noSpaceVersion bool
 }

@@ -59,12 +59,14 @@ type Backend struct {
 	// test holds the switches only tests set (testhooks.go).
 	test testHooks
 
-	// beatMu guards beatHealth, when a Beat last ran Health, and
+	// beatMu guards beatHealth, when a Beat last ran Health,
 	// beatExpired, the entries of each space's beat znode found expired
-	// after this client's last write of it (beat.go).
+	// after this client's last write of it (beat.go), and beatKept, what
+	// the Beats read of each space (beatkept.go).
 	beatMu      sync.Mutex
 	beatHealth  time.Time
 	beatExpired map[string]map[string]beatRec
+	beatKept    map[string]keptRead
 
 	// clock estimates the servers' clock, for entries' expiry.
 	clock serverClock
@@ -116,7 +118,7 @@ func openWith(ctx context.Context, cfg Config, setup func(*Backend)) (*Backend, 
 	bg, stopBg := context.WithCancel(context.Background())
 	b := &Backend{cfg: cfg, servers: append([]string(nil), cfg.Servers...), bg: bg, stopBg: stopBg,
 		active: map[string]bool{}, doneVer: map[string]doneState{}, ready: map[string]bool{},
-		beatExpired: map[string]map[string]beatRec{}}
+		beatExpired: map[string]map[string]beatRec{}, beatKept: map[string]keptRead{}}
 	if setup != nil {
 		setup(b)
 	}
