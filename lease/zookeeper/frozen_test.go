@@ -19,19 +19,32 @@ const frozenTTL = 6 * time.Second
 
 // TestFrozenLeaderClientsGoOn SIGSTOPs the ensemble's leader for three
 // TTLs while four clients take a fresh key after another and each holds
-// one key. The other two servers keep a quorum, so every client must take
-// a key at least once per TTL throughout the freeze (a daemon's ticks go
-// on), and no hold is lost.
+// one key. The other two servers elect another leader and serve (the
+// followers notice after syncLimit ticks, then vote and synchronise:
+// seconds on a loaded machine, in which no write is taken), so from the
+// moment they serve every client must take a key at least once per TTL
+// (a daemon's ticks go on while a quorum is up), and no hold may be lost
+// but one given up before then or within a client's failover after it,
+// as the conformance suite's FrozenMinority holds every backend to.
 func TestFrozenLeaderClientsGoOn(t *testing.T) {
 	r := frozenLeaderScenario(t, nil)
+	if r.served.IsZero() {
+		t.Fatal("the other two servers never served during the freeze")
+	}
 	for i, g := range r.gaps {
 		if g > frozenTTL {
-			t.Errorf("client %d: no key taken for %s of the freeze (bound: the TTL, %s)", i, g.Round(time.Millisecond), frozenTTL)
+			t.Errorf("client %d: no key taken for %s of the freeze once the others served (bound: the TTL, %s)", i, g.Round(time.Millisecond), frozenTTL)
 		}
 	}
+	failover := 3 * (frozenTTL / 10) // a request timing out, a handshake elsewhere, the renewal
 	for i, err := range r.lost {
-		if err != nil {
-			t.Errorf("client %d: hold lost during the freeze: %v", i, err)
+		switch {
+		case err == nil:
+		case r.lostAt[i].Before(r.served.Add(failover)):
+			t.Logf("client %d: hold given up %s after the others served (within a client's failover, %s): %v",
+				i, r.lostAt[i].Sub(r.served).Round(time.Millisecond), failover, err)
+		default:
+			t.Errorf("client %d: hold lost %s after the others served: %v", i, r.lostAt[i].Sub(r.served).Round(time.Millisecond), err)
 		}
 	}
 }
@@ -39,7 +52,8 @@ func TestFrozenLeaderClientsGoOn(t *testing.T) {
 // TestNegativeControlUnboundedHandshake: clients that dial as
 // go-zookeeper does by default reconnect to the frozen leader (its kernel
 // still accepts connections) and wait there for a handshake that never
-// comes: the check above sees a client stalled past the TTL.
+// comes: the check above sees a client stalled past the TTL while the
+// others serve.
 func TestNegativeControlUnboundedHandshake(t *testing.T) {
 	r := frozenLeaderScenario(t, setUnboundedConnect)
 	worst := time.Duration(0)
@@ -51,11 +65,15 @@ func TestNegativeControlUnboundedHandshake(t *testing.T) {
 	}
 }
 
-// frozenResult is, per client, the longest time of the freeze without a
-// key taken, and the error of its hold if it was lost (nil: held).
+// frozenResult is when the other servers served again during the
+// freeze (zero: never) and, per client, the longest time of the freeze
+// from then without a key taken, and the error of its hold and when it
+// was given up if it was lost (nil: held).
 type frozenResult struct {
-	gaps []time.Duration
-	lost []error
+	served time.Time
+	gaps   []time.Duration
+	lost   []error
+	lostAt []time.Time
 }
 
 // frozenLeaderScenario runs the freeze with clients opened with setup.
@@ -95,25 +113,50 @@ func frozenLeaderScenario(t *testing.T, setup func(*Backend)) frozenResult {
 			wins[i], _ = leasetest.TakeFresh(ctx, b, fmt.Sprint("fresh-", i), frozenTTL)
 		}()
 	}
+	r := frozenResult{gaps: make([]time.Duration, clients), lost: make([]error, clients), lostAt: make([]time.Time, clients)}
+	lostAt := make([]time.Time, clients)
+	var mu sync.Mutex
+	for i, h := range holds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-h.Done():
+				mu.Lock()
+				lostAt[i] = time.Now()
+				mu.Unlock()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	e.Servers[lead].Pause()
 	t.Cleanup(e.Servers[lead].Resume)
 	from := time.Now()
-	time.Sleep(3 * frozenTTL) // the freeze: the clients work meanwhile
+	end := from.Add(3 * frozenTTL) // the freeze: the clients work meanwhile
+	for r.served.IsZero() && time.Now().Before(end) {
+		if e.Serving() {
+			r.served = time.Now()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Until(end))
 	to := time.Now()
-	r := frozenResult{gaps: make([]time.Duration, clients), lost: make([]error, clients)}
+	mu.Lock()
 	for i, h := range holds {
-		select {
-		case <-h.Done():
-			r.lost[i] = h.Err()
-		default:
+		if !lostAt[i].IsZero() {
+			r.lost[i], r.lostAt[i] = h.Err(), lostAt[i]
 		}
 	}
+	mu.Unlock()
 	e.Servers[lead].Resume()
 	stop()
 	wg.Wait()
+	t.Logf("the others served %s after the leader froze", r.served.Sub(from).Round(time.Millisecond))
 	for i, ws := range wins {
-		r.gaps[i] = leasetest.LongestGap(ws, from, to)
-		t.Logf("client %d: %d keys taken, longest gap %s", i, len(ws), r.gaps[i].Round(time.Millisecond))
+		if !r.served.IsZero() {
+			r.gaps[i] = leasetest.LongestGap(ws, r.served, to)
+		}
+		t.Logf("client %d: %d keys taken, longest gap once the others served %s", i, len(ws), r.gaps[i].Round(time.Millisecond))
 	}
 	return r
 }
