@@ -254,9 +254,19 @@ func TestStatusPage(t *testing.T) {
 		if j.Last == nil {
 			t.Fatalf("status --json: billing did not run within 45s:\n%s", out)
 		}
-		time.Sleep(statusCacheFor + 100*time.Millisecond) // past the page's cache
-		_, page := get(t, url)
-		row := regexp.MustCompile(`(?s)<b>billing</b>.*?</tr>`).FindString(page)
+		// A read of the store that failed on the loaded test machine (a
+		// node's 50ms timeout) shows as an error row under the job's:
+		// the page is read again, past its cache, a few times.
+		var row string
+		for try := 0; try < 3; try++ {
+			time.Sleep(statusCacheFor + 100*time.Millisecond) // past the page's cache
+			_, page := get(t, url)
+			row = regexp.MustCompile(`(?s)<b>billing</b>.*?</tr>(\s*<tr><td colspan="11" class="err">.*?</tr>)?`).FindString(page)
+			if !strings.Contains(row, `class="err"`) {
+				break
+			}
+			t.Logf("the page could not read billing's state; reading it again:\n%s", row)
+		}
 		if want := j.Last.Host + " · tick " + shortTime(j.Last.Tick, time.Now()); !strings.Contains(row, want) {
 			t.Errorf("status says billing last ran as %q; the page's row:\n%s", want, row)
 		}
