@@ -98,6 +98,9 @@ func writeStatus(w io.Writer, st *scheduler.Status, now time.Time) {
 			holder, ttl = formatHolder(j.Holder), j.TTL.Round(time.Millisecond).String()
 		}
 		host, tick, result, dur := "-", "-", "never run", "-"
+		if j.Err != "" {
+			result = "unknown (read failed)" // the error is printed below
+		}
 		if r := j.Last; r != nil {
 			host, tick, dur = r.Host, "manual", r.Duration().Round(time.Millisecond).String()
 			if !r.Tick.IsZero() {
