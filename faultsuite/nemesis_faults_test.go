@@ -39,11 +39,12 @@ func runFault(t *testing.T, cfg Config, kind FaultKind, seed uint64, dur time.Du
 // takeover bound after it has elected another leader, which the nemesis
 // must have seen for every freeze), none twice.
 //
-// A frozen node never answers, whatever the timeout, so the Redis nodes
-// get one a loaded machine meets (150ms, as TestPausedRestartEmpty's):
-// with 50ms, at load 17.7 and 21 there were seconds in which no node
-// answered any daemon within it, and the liveness oracle rightly found
-// ticks missed (one, and three).
+// The fault is a frozen node, which answers no request whatever the
+// timeout, so the Redis nodes get one a loaded test machine meets (150ms,
+// as TestPausedRestartEmpty's): with 50ms, at load 17.7 and 21 the nodes
+// that were not frozen missed it for seconds (the machine's load, not the
+// fault), and the liveness oracle rightly found ticks missed (one, and
+// three).
 func TestFrozenServer(t *testing.T) {
 	t.Parallel()
 	for _, b := range []string{"redis", "etcd", "zookeeper"} {
