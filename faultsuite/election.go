@@ -13,7 +13,9 @@ import (
 // measures it: it notes the leader before a fault on the servers and,
 // when the fault takes it, polls the ensemble in the background until a
 // server answers as leader again (Fault.Unserved; the liveness oracle's
-// exemption). etcd is not watched: its leases survive a leader change.
+// exemption). etcd takes writes again as soon as it has a leader, and
+// its leases survive a leader change, but longer than they would have
+// lived: promotions.go.
 
 // electionBound is the longest the nemesis waits for a leader after a
 // fault took it: an ensemble without one for that long is broken, and

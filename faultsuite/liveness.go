@@ -14,7 +14,8 @@ import (
 // do not vote yet and leases of hosts cut off run out; after a daemon
 // lost its leases (killed, frozen, cut off from a quorum, stopped), the
 // ticks whose deadline falls within one TTL and a request timeout of that
-// moment, the longest another host must wait to take a lease over; and,
+// moment, the longest another host must wait to take a lease over (on
+// etcd, past every election that came meanwhile too: heldUntil); and,
 // after a fault took a ZooKeeper ensemble's leader, the ticks whose
 // deadline falls between the fault and that takeover bound past the
 // moment a server answered as leader again (measured: election.go).
@@ -78,7 +79,7 @@ func (n *Nemesis) exempt(from, to, deadline time.Time) *Fault {
 			return &n.Faults[i]
 		}
 		for _, lost := range ft.LeaseLost {
-			if !deadline.Before(lost) && deadline.Before(lost.Add(n.takeover())) {
+			if !deadline.Before(lost) && deadline.Before(n.heldUntil(lost)) {
 				return &n.Faults[i]
 			}
 		}
@@ -132,7 +133,7 @@ func (n *Nemesis) heldAfterLoss(h *History, j Job, tick time.Time) bool {
 	}
 	for _, ft := range n.Faults {
 		for _, lost := range ft.LeaseLost {
-			if tick.Before(lost) || !tick.Before(lost.Add(n.takeover())) {
+			if tick.Before(lost) || !tick.Before(n.heldUntil(lost)) {
 				continue
 			}
 			prevEnded := false

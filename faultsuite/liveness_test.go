@@ -87,6 +87,39 @@ func TestLivenessTakeoverBound(t *testing.T) {
 	}
 }
 
+// TestLivenessElectionStretchesTakeover: on etcd a new leader restarts
+// every lease's countdown, so a daemon killed at 19 s may hold its lease
+// until an election timeout and the takeover bound (2.55 s) past an
+// election that came while the lease was held: with one seen by 21.4 s,
+// tick 22 s (deadline 24 s) is excused. Controls: without the election,
+// or with one after the lease had run out (21.55 s), the tick is owed.
+func TestLivenessElectionStretchesTakeover(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	from, to := t0, t0.Add(40*time.Second)
+	kill := Fault{Kind: KillDaemon, Start: t0.Add(19 * time.Second), End: t0.Add(20 * time.Second)}
+	kill.LeaseLost = []time.Time{kill.Start}
+	h := syntheticHistory(from, to, t0.Add(22*time.Second))
+	for _, tc := range []struct {
+		name    string
+		seen    []promotion
+		excused bool
+	}{
+		{"an election while the lease was held", []promotion{{after: t0.Add(21200 * time.Millisecond), by: t0.Add(21400 * time.Millisecond)}}, true},
+		{"no election", nil, false},
+		{"an election after the lease ran out", []promotion{{after: t0.Add(21600 * time.Millisecond), by: t0.Add(21700 * time.Millisecond)}}, false},
+	} {
+		n := oracleFor(kill)
+		n.promotions = &promotionWatch{seen: tc.seen}
+		vs, _ := n.Liveness(h, from, to)
+		if tc.excused && len(vs) != 0 {
+			t.Errorf("%s: tick 22 s is excused; got:\n%s", tc.name, FormatViolations(vs))
+		}
+		if !tc.excused && (len(vs) != 1 || !strings.Contains(vs[0].Msg, "kill-daemon")) {
+			t.Errorf("%s: tick 22 s is owed; got:\n%s", tc.name, FormatViolations(vs))
+		}
+	}
+}
+
 // TestLivenessUnservedWindow: a ZooKeeper leader frozen at 19 s whose
 // ensemble answered again (another leader) at 23 s took no write in
 // between: a tick whose deadline falls from the freeze to the takeover

@@ -150,6 +150,9 @@ type Nemesis struct {
 	SafeGap time.Duration
 	Faults  []Fault
 	lastEnd time.Time
+	// promotions are the etcd elections seen from the start to the
+	// test's end (nil for other stores).
+	promotions *promotionWatch
 }
 
 // NewNemesis prepares a nemesis for f.
@@ -186,8 +189,9 @@ func NewNemesis(f *Fleet, opts NemesisOptions) *Nemesis {
 	}
 	return &Nemesis{
 		f: f, opts: opts,
-		rng:     rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6c65617365)),
-		SafeGap: deadline + maxSkew + cfg.TTL + time.Second,
+		rng:        rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x6c65617365)),
+		SafeGap:    deadline + maxSkew + cfg.TTL + time.Second,
+		promotions: watchPromotions(f),
 	}
 }
 

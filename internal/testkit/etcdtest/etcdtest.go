@@ -315,3 +315,25 @@ func (c *Cluster) Leader() int {
 	c.t.Fatalf("etcdtest: no leader among the running members within 10s")
 	return -1
 }
+
+// Term returns the highest raft term that the running, unpaused members
+// report through cli (0: none answered within a second). It grows with
+// every election, and a new leader restarts every lease's countdown.
+func (c *Cluster) Term(cli *clientv3.Client) uint64 {
+	var term uint64
+	for i, m := range c.members {
+		m.mu.Lock()
+		up := m.proc != nil && !m.proc.Paused()
+		m.mu.Unlock()
+		if !up {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := cli.Status(ctx, c.Endpoint(i))
+		cancel()
+		if err == nil {
+			term = max(term, st.RaftTerm)
+		}
+	}
+	return term
+}
