@@ -74,7 +74,7 @@ func TestLivenessTakeoverBound(t *testing.T) {
 	from, to := t0, t0.Add(40*time.Second)
 	kill := Fault{Kind: KillDaemon, Start: t0.Add(19 * time.Second), End: t0.Add(20 * time.Second)}
 	kill.LeaseLost = []time.Time{kill.Start}
-	// Tick 18 s (deadline 20 s) is within the bound of 19 s + 2.05 s.
+	// Tick 18 s (deadline 20 s) is within the bound of 19 s + 2.55 s.
 	excused := t0.Add(18 * time.Second)
 	if vs, _ := oracleFor(kill).Liveness(syntheticHistory(from, to, excused), from, to); len(vs) != 0 {
 		t.Fatalf("a tick whose deadline is within the takeover bound is excused; got:\n%s", FormatViolations(vs))
@@ -89,33 +89,48 @@ func TestLivenessTakeoverBound(t *testing.T) {
 
 // TestLivenessElectionStretchesTakeover: on etcd a new leader restarts
 // every lease's countdown, so a daemon killed at 19 s may hold its lease
-// until an election timeout and the takeover bound (2.55 s) past an
-// election that came while the lease was held: with one seen by 21.4 s,
-// tick 22 s (deadline 24 s) is excused. Controls: without the election,
-// or with one after the lease had run out (21.55 s), the tick is owed.
+// until an election timeout and the takeover bound (0.5 + 2.55 s) past
+// each election that came while the lease was held. For a job that
+// waits on overlap (the takeover exemption alone), with an election won
+// by 21.4 s the tick of 22 s (deadline 24 s) is excused and the tick of
+// 24 s (deadline 26 s, past 24.45 s) owed; a second election by 24.3 s,
+// while the stretched lease was held, excuses that one too. Without the
+// election, with one after the lease ran out (21.55 s) or before the
+// kill, the tick of 22 s is owed. For a job that skips on overlap, the
+// tick of 24 s itself falls in the stretched lease and is given up
+// (heldAfterLoss); without the election it is owed.
 func TestLivenessElectionStretchesTakeover(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	from, to := t0, t0.Add(40*time.Second)
-	kill := Fault{Kind: KillDaemon, Start: t0.Add(19 * time.Second), End: t0.Add(20 * time.Second)}
+	kill := Fault{Kind: KillDaemon, Start: at(19000), End: at(20000)}
 	kill.LeaseLost = []time.Time{kill.Start}
-	h := syntheticHistory(from, to, t0.Add(22*time.Second))
+	won := promotion{after: at(21200), by: at(21400)}
 	for _, tc := range []struct {
 		name    string
+		overlap string
 		seen    []promotion
+		missed  int // ms
 		excused bool
 	}{
-		{"an election while the lease was held", []promotion{{after: t0.Add(21200 * time.Millisecond), by: t0.Add(21400 * time.Millisecond)}}, true},
-		{"no election", nil, false},
-		{"an election after the lease ran out", []promotion{{after: t0.Add(21600 * time.Millisecond), by: t0.Add(21700 * time.Millisecond)}}, false},
+		{"an election while the lease was held", "wait", []promotion{won}, 22000, true},
+		{"past the stretched bound", "wait", []promotion{won}, 24000, false},
+		{"a second election while the stretched lease was held", "wait", []promotion{won, {after: at(24000), by: at(24300)}}, 24000, true},
+		{"no election", "wait", nil, 22000, false},
+		{"an election after the lease ran out", "wait", []promotion{{after: at(21600), by: at(21700)}}, 22000, false},
+		{"an election before the kill", "wait", []promotion{{after: at(18500), by: at(18900)}}, 22000, false},
+		{"overlap skip: the tick in the stretched lease", "skip", []promotion{won}, 24000, true},
+		{"overlap skip: no election", "skip", nil, 24000, false},
 	} {
 		n := oracleFor(kill)
+		n.f.cfg.Jobs[0].Overlap = tc.overlap
 		n.promotions = &promotionWatch{seen: tc.seen}
-		vs, _ := n.Liveness(h, from, to)
+		vs, _ := n.Liveness(syntheticHistory(from, to, at(tc.missed)), from, to)
 		if tc.excused && len(vs) != 0 {
-			t.Errorf("%s: tick 22 s is excused; got:\n%s", tc.name, FormatViolations(vs))
+			t.Errorf("%s: the tick of %d ms is excused; got:\n%s", tc.name, tc.missed, FormatViolations(vs))
 		}
 		if !tc.excused && (len(vs) != 1 || !strings.Contains(vs[0].Msg, "kill-daemon")) {
-			t.Errorf("%s: tick 22 s is owed; got:\n%s", tc.name, FormatViolations(vs))
+			t.Errorf("%s: the tick of %d ms is owed; got:\n%s", tc.name, tc.missed, FormatViolations(vs))
 		}
 	}
 }

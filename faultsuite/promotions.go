@@ -11,52 +11,78 @@ import (
 // An etcd leader elected restarts the countdown of every lease
 // (docs/reliability.md, clocks): the lease of a daemon that died is then
 // held for an election timeout and a TTL from that moment, however long
-// ago the daemon died. So on etcd the nemesis watches the raft term from
-// its start to the test's end, and the liveness oracle stretches the
-// takeover bound of a lost lease past every election seen while the lease
-// was still held (heldUntil).
+// ago the daemon died. So on etcd the nemesis watches the members' raft
+// terms from its start to the test's end, and the liveness oracle
+// stretches the takeover bound of a lost lease past every election seen
+// while the lease was held (heldUntil).
 
-// promotionPoll is how often the term is read.
+// promotionPoll is the pause between two reads of the terms.
 const promotionPoll = 100 * time.Millisecond
 
-// promotion is an election seen: the term grew between the start of the
-// read before (after) and the end of the read that saw it (by).
+// promotion is an election won: no earlier than after, no later than by.
 type promotion struct{ after, by time.Time }
 
-// promotionWatch reads the store's term until its test ends.
+// promotionWatch reads the store's terms until its test ends.
 type promotionWatch struct {
 	mu   sync.Mutex
 	seen []promotion
 }
 
-// watchPromotions starts reading f's store's term (etcd only; nil for
-// other stores) until f's test ends.
+// quorumRead is a read of the terms that a quorum of members answered:
+// when it began, and the highest term they reported.
+type quorumRead struct {
+	start   time.Time
+	highest uint64
+}
+
+// watchPromotions starts reading f's store's terms (etcd only; nil for
+// other stores) until f's test ends. A leader at a term above the last
+// one seen is an election won: by the end of the read that showed it,
+// and after the start of the last read a quorum answered with lower
+// terms (a winner needs the votes of a quorum, and any two quorums
+// share a member, which had not voted when it answered). A candidate
+// that never wins raises terms but no leader's.
 func watchPromotions(f *Fleet) *promotionWatch {
-	if f.Store == nil || f.Store.Term == nil {
+	if f.Store == nil || f.Store.ReadTerms == nil {
 		return nil
 	}
 	w := &promotionWatch{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	f.t.Cleanup(func() { cancel(); <-done })
+	quorum := len(f.Store.Servers)/2 + 1
 	go func() {
 		defer close(done)
-		last, lastStart := f.Store.Term(), time.Now()
+		began := time.Now()
+		var led uint64
+		var reads []quorumRead
 		for ctx.Err() == nil {
+			start := time.Now()
+			t := f.Store.ReadTerms()
+			by := time.Now()
+			if t.Answered >= quorum {
+				reads = append(reads, quorumRead{start: start, highest: t.Highest})
+				if len(reads) > 300 { // 30 s and more: longer than any fault
+					reads = reads[len(reads)-300:]
+				}
+			}
+			if t.Led > led {
+				if led > 0 {
+					after := began
+					for _, r := range reads {
+						if r.highest < t.Led && r.start.After(after) {
+							after = r.start
+						}
+					}
+					w.mu.Lock()
+					w.seen = append(w.seen, promotion{after: after, by: by})
+					w.mu.Unlock()
+				}
+				led = t.Led
+			}
 			select {
 			case <-ctx.Done():
-				return
 			case <-time.After(promotionPoll):
-			}
-			start := time.Now()
-			term := f.Store.Term()
-			if term > last && last > 0 {
-				w.mu.Lock()
-				w.seen = append(w.seen, promotion{after: lastStart, by: time.Now()})
-				w.mu.Unlock()
-			}
-			if term > 0 {
-				last, lastStart = term, start
 			}
 		}
 	}()
@@ -66,7 +92,9 @@ func watchPromotions(f *Fleet) *promotionWatch {
 // heldUntil is the latest a lease whose daemon lost it at lost may still
 // be held as far as the other hosts can tell: the takeover bound past
 // the loss and, on etcd, an election timeout and the takeover bound past
-// each election that may have come while the lease was held.
+// each election that may have come while the lease was held (the new
+// leader's sweep of expired leases and their revocation fall in the
+// bound's recheck and request timeout, as after a loss).
 func (n *Nemesis) heldUntil(lost time.Time) time.Time {
 	until := lost.Add(n.takeover())
 	if n.promotions == nil {

@@ -41,10 +41,9 @@ type Store struct {
 	// Leader returns the index of the ensemble's leader (nil for a store
 	// without one: Redis, PostgreSQL).
 	Leader func() int
-	// Term returns etcd's raft term (nil for other stores): it grows with
-	// every election, and etcd's new leader restarts every lease's
-	// countdown (Nemesis.promotions).
-	Term func() uint64
+	// ReadTerms reads etcd's raft terms (nil for other stores): a new
+	// leader restarts every lease's countdown (promotions.go).
+	ReadTerms func() etcdtest.Terms
 	// ClockStep sets the offset of the servers' wall clock (nil where it
 	// cannot be stepped).
 	ClockStep func(offset time.Duration)
@@ -72,9 +71,9 @@ func startStore(t testing.TB, cfg Config) (*Store, *redistest.Cluster) {
 		// from the cluster (no AutoSyncInterval): a daemon reaches the
 		// members only through the proxied URLs of its section.
 		c := etcdtest.Start(t)
-		cli := c.Client("", "")
-		s := &Store{Backend: "etcd", Durable: always, Leader: c.Leader, Term: func() uint64 { return c.Term(cli) },
-			Section: listSection("etcd:\n  endpoints:\n", "http://", "  prefix: /leasecron/\n")}
+		s := &Store{Backend: "etcd", Durable: always, Leader: c.Leader,
+			ReadTerms: func() etcdtest.Terms { return c.ReadTerms(200 * time.Millisecond) },
+			Section:   listSection("etcd:\n  endpoints:\n", "http://", "  prefix: /leasecron/\n")}
 		for i := range c.Endpoints() {
 			s.Servers = append(s.Servers, etcdMember{c: c, i: i})
 		}

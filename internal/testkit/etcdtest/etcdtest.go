@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -41,6 +42,10 @@ type Cluster struct {
 	members []*member
 	tlsOn   bool
 	tls     *TLS
+
+	// termMu guards termConns, one connection per member for ReadTerms.
+	termMu    sync.Mutex
+	termConns []pb.MaintenanceClient
 }
 
 // member is one etcd process and its fixed ports and directory.
@@ -316,11 +321,39 @@ func (c *Cluster) Leader() int {
 	return -1
 }
 
-// Term returns the highest raft term that the running, unpaused members
-// report through cli (0: none answered within a second). It grows with
-// every election, and a new leader restarts every lease's countdown.
-func (c *Cluster) Term(cli *clientv3.Client) uint64 {
-	var term uint64
+// Terms is what the members said of their raft term at one read.
+type Terms struct {
+	// Highest is the highest term a member reported; Led the highest
+	// term at which a member knew a leader (a candidate that never wins
+	// raises the term, not Led).
+	Highest, Led uint64
+	// Answered is how many members answered.
+	Answered int
+}
+
+// ReadTerms asks every running, unpaused member at once for its raft
+// term and leader, within timeout each, through one connection per
+// member kept for these reads (closed by t.Cleanup).
+func (c *Cluster) ReadTerms(timeout time.Duration) Terms {
+	c.termMu.Lock()
+	if c.termConns == nil {
+		for i := range c.members {
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Endpoint(i)}, DialTimeout: 2 * time.Second,
+				TLS: c.clientTLS(), Logger: zap.NewNop()})
+			if err != nil {
+				c.termMu.Unlock()
+				c.t.Errorf("etcdtest: client of member %d: %v", i, err)
+				return Terms{}
+			}
+			c.t.Cleanup(func() { _ = cli.Close() })
+			c.termConns = append(c.termConns, pb.NewMaintenanceClient(cli.ActiveConnection()))
+		}
+	}
+	conns := c.termConns
+	c.termMu.Unlock()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var out Terms
 	for i, m := range c.members {
 		m.mu.Lock()
 		up := m.proc != nil && !m.proc.Paused()
@@ -328,12 +361,24 @@ func (c *Cluster) Term(cli *clientv3.Client) uint64 {
 		if !up {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st, err := cli.Status(ctx, c.Endpoint(i))
-		cancel()
-		if err == nil {
-			term = max(term, st.RaftTerm)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			st, err := conns[i].Status(ctx, &pb.StatusRequest{})
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			out.Answered++
+			out.Highest = max(out.Highest, st.Header.RaftTerm)
+			if st.Leader != 0 {
+				out.Led = max(out.Led, st.Header.RaftTerm)
+			}
+		}()
 	}
-	return term
+	wg.Wait()
+	return out
 }
