@@ -12,11 +12,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/leasecron/leasecron/internal/testkit/netproxy"
 	"github.com/leasecron/leasecron/internal/testkit/proctest"
@@ -174,10 +176,37 @@ func (s *Server) killLocked() error {
 		return nil
 	}
 	s.proc = nil
+	shmid, shm := s.sysvSegment()
 	if err := p.Kill(killTimeout); err != nil {
 		return fmt.Errorf("pgtest: server %s: %w", s.Addr(), err)
 	}
+	if shm {
+		// A postmaster killed by SIGKILL leaves its System V segment
+		// behind (a restart on the same directory removes it, a test's
+		// end does not): over many runs they fill the kernel's table
+		// (kernel.shmmni) and every later postgres fails to start.
+		_, _ = unix.SysvShmCtl(shmid, unix.IPC_RMID, nil)
+	}
 	return nil
+}
+
+// sysvSegment returns the System V shared memory segment the running
+// postmaster names in its postmaster.pid (line 7: key and ID).
+func (s *Server) sysvSegment() (id int, ok bool) {
+	b, err := os.ReadFile(filepath.Join(s.dir, "data", "postmaster.pid"))
+	if err != nil {
+		return 0, false
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 7 {
+		return 0, false
+	}
+	f := strings.Fields(lines[6])
+	if len(f) != 2 {
+		return 0, false
+	}
+	id, err = strconv.Atoi(f[1])
+	return id, err == nil
 }
 
 // Addr returns "127.0.0.1:port"; the port stays the same across Restart.
