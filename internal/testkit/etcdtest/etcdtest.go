@@ -296,10 +296,7 @@ func (c *Cluster) Leader() int {
 		ids := map[uint64]int{}
 		var lead uint64
 		for i, m := range c.members {
-			m.mu.Lock()
-			up := m.proc != nil && !m.proc.Paused()
-			m.mu.Unlock()
-			if !up {
+			if !m.up() {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -355,10 +352,7 @@ func (c *Cluster) ReadTerms(timeout time.Duration) Terms {
 	var wg sync.WaitGroup
 	var out Terms
 	for i, m := range c.members {
-		m.mu.Lock()
-		up := m.proc != nil && !m.proc.Paused()
-		m.mu.Unlock()
-		if !up {
+		if !m.up() {
 			continue
 		}
 		wg.Add(1)
@@ -381,4 +375,11 @@ func (c *Cluster) ReadTerms(timeout time.Duration) Terms {
 	}
 	wg.Wait()
 	return out
+}
+
+// up reports whether the member runs and is not paused.
+func (m *member) up() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.proc != nil && !m.proc.Paused()
 }
