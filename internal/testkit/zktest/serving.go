@@ -6,25 +6,67 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // Serving reports whether the ensemble takes writes: a server answers as
 // leader (or standalone) and, with peers, has synchronised a quorum of
 // them — mntr's zk_synced_followers counts the followers done with their
-// first synchronisation, and a new leader serves once a quorum is. On a
+// first synchronisation, and a new leader serves once a quorum is (on a
 // loaded machine a server answers as leader a second or more before
-// that. Paused servers are not asked.
+// that) — and a client opens a session through the servers not paused
+// within a second. Opening a session is a transaction the leader commits
+// with a quorum, so that holds only while the ensemble takes writes,
+// unlike a server's own word: one the others have left, or that is about
+// to lose its followers, answers as leader for a while. Paused servers
+// are not asked.
 func (e *Ensemble) Serving() bool {
 	i := e.Leader()
 	if i < 0 {
 		return false
 	}
-	if len(e.Servers) == 1 {
-		return true
+	if len(e.Servers) > 1 {
+		n, ok := e.Servers[i].syncedFollowers()
+		if !ok || n+1 <= len(e.Servers)/2 {
+			return false
+		}
 	}
-	n, ok := e.Servers[i].syncedFollowers()
-	return ok && n+1 > len(e.Servers)/2
+	return e.opensSession(time.Second)
 }
+
+// opensSession reports whether a client opens a session through the
+// servers not paused within d (and closes it).
+func (e *Ensemble) opensSession(d time.Duration) bool {
+	var addrs []string
+	for _, s := range e.Servers {
+		if !s.paused() {
+			addrs = append(addrs, s.Addr())
+		}
+	}
+	conn, events, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	timeout := time.After(d)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return true
+			}
+		case <-timeout:
+			return false
+		}
+	}
+}
+
+// quiet is a go-zookeeper logger that drops what it is given: a probe
+// that fails says so by its result.
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
 
 // syncedFollowers asks the server how many followers it has
 // synchronised as leader; ok is false when it does not say (not a
