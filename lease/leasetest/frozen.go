@@ -18,11 +18,12 @@ import (
 // Hold): every client must take a key at least once per TTL (a daemon's
 // ticks go on while a quorum is up), and no hold may be lost. A store
 // that takes no write until its servers have elected another leader
-// (Harness.Serving) is held to that from the last time it began to serve
-// again: a hold given up before then, or within three request timeouts
-// after it (a client on the frozen server leaving it), is logged, and the
-// clients must take a key within a TTL of it. A backend with fewer than
-// three servers has no minority to freeze; the test then only logs so.
+// (Harness.Serving) is held to that in each stretch in which it served: a
+// hold given up between stretches, or within three request timeouts of a
+// stretch's start (a client on the frozen server leaving it), is logged,
+// and the clients must take a key within a TTL of the start. A backend
+// with fewer than three servers has no minority to freeze; the test then
+// only logs so.
 func testFrozenMinority(t *testing.T, s *suite) {
 	if s.h.Servers < 3 {
 		t.Logf("%s: %d server(s): freezing one leaves no quorum", s.h.Name, s.h.Servers)
@@ -59,46 +60,24 @@ func (s *suite) freezeOne(t *testing.T, i int) {
 	f := s.faults(t)
 	f.pause(i)
 	from := time.Now()
-	servedAt, everServed, to := s.waitFreeze(t, from) // the clients work meanwhile
-	switch {
-	case !everServed:
-		t.Errorf("the store took no write for the whole freeze of server %d (%s) although the others had a quorum", i, to.Sub(from).Round(time.Millisecond))
-		servedAt = to
-	case servedAt.IsZero():
-		t.Logf("the store was electing again at the end of the freeze (%s): no stretch to hold the clients to", to.Sub(from).Round(time.Millisecond))
-		servedAt = to
-	case servedAt.After(from):
-		t.Logf("the store served %s after server %d froze", servedAt.Sub(from).Round(time.Millisecond), i)
-	}
+	served, to := s.waitFreeze(t, from) // the clients work meanwhile
 	// A client whose session is on the frozen server renews only once it
 	// left it: a request there times out, a handshake elsewhere, then the
 	// renewal — three request timeouts after the store serves again.
 	failover := 3 * bs[0].Timeout()
+	checkServed(t, s.h.TTL, served, from, to)
 	for _, w := range holds {
-		select {
-		case <-w.closed:
-			w.mu.Lock()
-			lostAt := w.doneAt
-			w.mu.Unlock()
-			if lostAt.Before(servedAt) {
-				t.Logf("%s given up %s before the store served again: %v", w.name, servedAt.Sub(lostAt).Round(time.Millisecond), w.h.Err())
-				continue
-			}
-			if lostAt.Before(servedAt.Add(failover)) {
-				t.Logf("%s given up %s after the store served again, within a client's failover (%s): %v",
-					w.name, lostAt.Sub(servedAt).Round(time.Millisecond), failover, w.h.Err())
-				continue
-			}
-			t.Errorf("%s lost while server %d was frozen: %v", w.name, i, w.h.Err())
-		default:
-		}
+		checkHold(t, w, served, failover, from)
 	}
 	stop()
 	wg.Wait()
 	f.heal()
 	for c, ws := range wins {
-		gap := LongestGap(ws, servedAt, to)
-		t.Logf("client %d: %d keys taken while server %d was frozen, longest gap %s", c, len(ws), i, gap.Round(time.Millisecond))
+		var gap time.Duration
+		for _, st := range served {
+			gap = max(gap, LongestGap(ws, st.from, st.to))
+		}
+		t.Logf("client %d: %d keys taken while server %d was frozen, longest gap while the store served %s", c, len(ws), i, gap.Round(time.Millisecond))
 		if gap > s.h.TTL {
 			t.Errorf("client %d took no key for %s while server %d was frozen and the others had a quorum serving (bound: the TTL, %s); last refusal: %v",
 				c, gap.Round(time.Millisecond), i, s.h.TTL, errs[c])
@@ -106,34 +85,96 @@ func (s *suite) freezeOne(t *testing.T, i int) {
 	}
 }
 
-// waitFreeze waits out the freeze that began at from: two TTLs, and for
-// a store that takes no write until its servers have elected another
-// leader (Harness.Serving, asked every 50 ms), two TTLs past the last
-// time it began to serve — an election later in the freeze starts the
-// count again — up to five TTLs in all. It returns that time (from for a
-// store without Serving; zero if it was not serving at the end; a time
-// is taken before the store is asked, so a slow answer never shortens
-// the window), whether it served at all, and the freeze's end.
-func (s *suite) waitFreeze(t *testing.T, from time.Time) (served time.Time, ever bool, end time.Time) {
+// stretch is a time the store served without a break, as far as
+// Harness.Serving saw: from the first answer that it serves coming back
+// to the asking of the last one before an answer that it does not (or to
+// the freeze's end).
+type stretch struct{ from, to time.Time }
+
+// checkServed fails the test when the store never served, or never long
+// enough for the clients' bound to be checked (a TTL), in a freeze of a
+// minority, and logs when it did.
+func checkServed(t *testing.T, ttl time.Duration, served []stretch, from, to time.Time) {
+	t.Helper()
+	long := false
+	for _, st := range served {
+		if st.from.After(from) || st.to.Before(to) {
+			t.Logf("the store served from %s to %s into the freeze", st.from.Sub(from).Round(time.Millisecond), st.to.Sub(from).Round(time.Millisecond))
+		}
+		long = long || st.to.Sub(st.from) > ttl
+	}
+	switch {
+	case len(served) == 0:
+		t.Errorf("the store took no write for the whole freeze (%s) although the others had a quorum", to.Sub(from).Round(time.Millisecond))
+	case !long:
+		t.Errorf("the store never served for a TTL (%s) in a row in a freeze of %s although the others had a quorum", ttl, to.Sub(from).Round(time.Millisecond))
+	}
+}
+
+// checkHold fails the test when w's hold was given up while the store
+// served, past a client's failover from the stretch's start, and logs it
+// when it was given up at another time (the store's own outage).
+func checkHold(t *testing.T, w *watchedHold, served []stretch, failover time.Duration, from time.Time) {
+	t.Helper()
+	select {
+	case <-w.closed:
+	default:
+		return
+	}
+	w.mu.Lock()
+	lostAt := w.doneAt
+	w.mu.Unlock()
+	for _, st := range served {
+		if !lostAt.Before(st.from.Add(failover)) && !lostAt.After(st.to) {
+			t.Errorf("%s lost %s into the freeze, while the store served (from %s): %v",
+				w.name, lostAt.Sub(from).Round(time.Millisecond), st.from.Sub(from).Round(time.Millisecond), w.h.Err())
+			return
+		}
+	}
+	t.Logf("%s given up %s into the freeze, while the store did not serve or within a client's failover (%s) of its serving again: %v",
+		w.name, lostAt.Sub(from).Round(time.Millisecond), failover, w.h.Err())
+}
+
+// servingPoll is the pause between two questions to Harness.Serving.
+const servingPoll = 100 * time.Millisecond
+
+// waitFreeze waits out the freeze that began at from and returns the
+// stretches the store served in it and the freeze's end. The freeze lasts
+// two TTLs; for a store that takes no write until its servers have
+// elected another leader (Harness.Serving, asked again servingPoll after
+// each answer), also two TTLs past the start of the last stretch — an
+// election later in the freeze starts the count again — and up to five
+// TTLs in all. A store without Serving serves throughout.
+func (s *suite) waitFreeze(t *testing.T, from time.Time) (served []stretch, end time.Time) {
 	least, most := from.Add(2*s.h.TTL), from.Add(5*s.h.TTL)
 	if s.h.Serving == nil {
 		time.Sleep(time.Until(least))
-		return from, true, time.Now()
+		end = time.Now()
+		return []stretch{{from, end}}, end
 	}
+	var open *stretch // the stretch under way; nil while the store does not serve
 	for {
-		now := time.Now()
-		settled := !served.IsZero() && !now.Before(least) && !now.Before(served.Add(2*s.h.TTL))
-		if settled || !now.Before(most) {
-			return served, ever, now
+		asked := time.Now()
+		settled := open != nil && !asked.Before(least) && !asked.Before(open.from.Add(2*s.h.TTL))
+		if settled || !asked.Before(most) {
+			if open != nil {
+				served = append(served, stretch{open.from, asked})
+			}
+			return served, asked
 		}
-		switch up := s.h.Serving(); {
-		case up && served.IsZero():
-			served, ever = now, true
-		case !up && !served.IsZero():
-			t.Logf("the store stopped serving %s into the freeze (an election)", now.Sub(from).Round(time.Millisecond))
-			served = time.Time{}
+		up := s.h.Serving()
+		switch {
+		case up && open == nil:
+			now := time.Now()
+			open = &stretch{now, now}
+		case up:
+			open.to = asked
+		case open != nil:
+			served = append(served, *open)
+			t.Logf("the store stopped serving %s into the freeze (an election)", asked.Sub(from).Round(time.Millisecond))
+			open = nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(servingPoll)
 	}
 }
 

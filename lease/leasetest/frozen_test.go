@@ -1,46 +1,86 @@
 package leasetest
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
 
-// TestWaitFreezeCountsFromTheLastElection pins waitFreeze on a made-up
-// store: one that serves, elects again, then serves for good is held to
-// two TTLs from the second time it began to serve; one that never settles
-// is given up at five TTLs, its last stretch unreported.
+// scriptedStore answers Harness.Serving by the number of the question
+// (up(n) for the n-th, from 0) and records when each was asked and
+// answered.
+type scriptedStore struct {
+	up func(n int) bool
+
+	mu              sync.Mutex
+	asked, answered []time.Time
+}
+
+func (s *scriptedStore) serving() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.asked)
+	s.asked = append(s.asked, time.Now())
+	up := s.up(n)
+	s.answered = append(s.answered, time.Now())
+	return up
+}
+
+// TestWaitFreezeCountsFromTheLastElection pins waitFreeze on scripted
+// stores: a stretch begins when an answer that the store serves comes
+// back and ends when the last such answer was asked for; a store that
+// elects again is held to two TTLs from its second stretch; one that
+// never serves or never settles is given up at five TTLs. Only lower
+// bounds on times are exact (a loaded machine delays the polls), the
+// upper bounds have seconds of slack.
 func TestWaitFreezeCountsFromTheLastElection(t *testing.T) {
-	const ttl = 200 * time.Millisecond // the polls (50 ms) lag at most a TTL, even loaded
+	const ttl = time.Second // the polls (100 ms apart) lag far less
 	for _, tc := range []struct {
-		name      string
-		up        func(since time.Duration) bool
-		served    time.Duration // from the freeze's start; -1: not serving at the end
-		ever      bool
-		end       time.Duration
-		tolerance time.Duration
+		name string
+		up   func(n int) bool
+		// stretches: which answers begin and end each stretch (-1: the
+		// freeze's end), checked against the recorded times
+		stretches [][2]int
+		least     time.Duration // the freeze's end, at least (from its start)
 	}{
-		{"serves at once", func(time.Duration) bool { return true }, 0, true, 2 * ttl, ttl},
-		{"elects again", func(d time.Duration) bool { return d < ttl || d >= 2*ttl }, 2 * ttl, true, 4 * ttl, ttl},
-		{"never serves", func(time.Duration) bool { return false }, -1, false, 5 * ttl, ttl},
-		{"never settles", func(d time.Duration) bool { return d%(3*ttl) < ttl }, -1, true, 5 * ttl, ttl},
+		{"serves at once", func(int) bool { return true }, [][2]int{{0, -1}}, 2 * ttl},
+		{"elects again", func(n int) bool { return n < 3 || n >= 6 }, [][2]int{{0, 2}, {6, -1}}, 2*ttl + 6*servingPoll},
+		{"never serves", func(int) bool { return false }, nil, 5 * ttl},
+		{"never settles", func(n int) bool { return n%8 < 4 }, nil, 5 * ttl},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			store := &scriptedStore{up: tc.up}
 			from := time.Now()
-			s := &suite{h: Harness{TTL: ttl, Serving: func() bool { return tc.up(time.Since(from)) }}}
-			served, ever, end := s.waitFreeze(t, from)
-			if ever != tc.ever {
-				t.Errorf("served at all: %v, want %v", ever, tc.ever)
+			s := &suite{h: Harness{TTL: ttl, Serving: store.serving}}
+			served, end := s.waitFreeze(t, from)
+			if d := end.Sub(from); d < tc.least || d > 5*ttl+2*time.Second {
+				t.Errorf("the freeze ended %s after its start, want at least %s (at most 5 TTLs and slack)", d, tc.least)
 			}
-			if tc.served < 0 {
-				if !served.IsZero() {
-					t.Errorf("served from %s, want not serving at the end", served.Sub(from))
+			if tc.name == "never settles" {
+				if len(served) < 2 {
+					t.Errorf("%d stretches, want one per 8 answers", len(served))
 				}
-			} else if d := served.Sub(from) - tc.served; d < 0 || d > tc.tolerance {
-				t.Errorf("served from %s, want %s", served.Sub(from), tc.served)
+				return
 			}
-			if d := end.Sub(from) - tc.end; d < 0 || d > tc.tolerance {
-				t.Errorf("freeze ended at %s, want %s", end.Sub(from), tc.end)
+			if len(served) != len(tc.stretches) {
+				t.Fatalf("%d stretches %v, want %d", len(served), served, len(tc.stretches))
+			}
+			for k, want := range tc.stretches {
+				st, first, last := served[k], want[0], want[1]
+				if st.from.Before(store.answered[first]) || (first+1 < len(store.asked) && st.from.After(store.asked[first+1])) {
+					t.Errorf("stretch %d begins %s into the freeze, want when answer %d came back", k, st.from.Sub(from), first)
+				}
+				if last < 0 {
+					if !st.to.Equal(end) {
+						t.Errorf("stretch %d ends %s into the freeze, want the freeze's end", k, st.to.Sub(from))
+					}
+					if end.Sub(st.from) < 2*ttl {
+						t.Errorf("the freeze ended %s after the last stretch began, want two TTLs", end.Sub(st.from))
+					}
+				} else if st.to.Before(store.answered[last-1]) || st.to.After(store.asked[last]) {
+					t.Errorf("stretch %d ends %s into the freeze, want when answer %d was asked for", k, st.to.Sub(from), last)
+				}
 			}
 		})
 	}

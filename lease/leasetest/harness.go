@@ -57,9 +57,9 @@
 // killed and restarted three times) and HoldLossOnKill / HoldLossOnPause
 // (Done closes before the validity of the last renewal ends; a Hold with a
 // negative safety margin is the negative control), FrozenMinority (each
-// server of three or more SIGSTOPped in turn for two TTLs: every client
-// still takes a key at least once per TTL and no hold is lost, counted
-// from when the store serves again, see Serving), StoreServersDown
+// server of three or more SIGSTOPped in turn for two TTLs or more: every
+// client still takes a key at least once per TTL and no hold is lost
+// while the store serves, see Serving), StoreServersDown
 // (entries and logs with one server down, errors naming a dead server
 // without a quorum), StoreReadsAfterDataLoss (a quorum of servers
 // restarted with whatever data they keep: until one TTL after, reads are
@@ -116,14 +116,15 @@ type Harness struct {
 	// (with or without its data, as the backend's store keeps it); Pause
 	// and Resume send SIGSTOP and SIGCONT.
 	Kill, Restart, Pause, Resume func(t testing.TB, i int)
-	// Serving, if set, reports whether the store takes writes now (a
-	// ZooKeeper ensemble has a leader that has synchronised a quorum;
-	// paused servers are not asked).
-	// FrozenMinority measures with it how long freezing a server left the
-	// store without a leader (an election, whose length depends on the
-	// machine's load): a hold that gave up before the store served again
-	// is the store's outage, and the clients must take a key within a TTL
-	// of the moment it did. Nil: the store serves throughout.
+	// Serving, if set, reports whether the store takes writes now, by a
+	// write or what only a serving quorum does (zktest's: a leader that
+	// has synchronised a quorum, and a session opened through the servers
+	// not paused; paused servers are not asked).
+	// FrozenMinority asks it through each freeze for the stretches in
+	// which the store served (elections, whose length depends on the
+	// machine's load, fall between them): a hold given up outside them is
+	// the store's outage, and in each the clients must take a key at
+	// least once per TTL. Nil: the store serves throughout.
 	Serving func() bool
 	// Ready blocks until a client opened now, or one of those already
 	// open, can take leases again after Restart (a Redlock node that

@@ -16,40 +16,53 @@ import (
 // first synchronisation, and a new leader serves once a quorum is (on a
 // loaded machine a server answers as leader a second or more before
 // that) — and a client opens a session through the servers not paused
-// within a second. Opening a session is a transaction the leader commits
-// with a quorum, so that holds only while the ensemble takes writes,
-// unlike a server's own word: one the others have left, or that is about
-// to lose its followers, answers as leader for a while. Paused servers
-// are not asked.
+// within probeTimeout. Opening a session is a transaction the leader
+// commits with a quorum, so that holds only while the ensemble takes
+// writes, unlike a server's own word: one its followers have left answers
+// as leader for up to syncLimit. Paused servers are not asked. A call
+// takes a few milliseconds on a serving ensemble, up to about two
+// probeTimeouts on one that does not (mntr, then the session).
 func (e *Ensemble) Serving() bool {
+	return e.leaderSaysServing() && e.opensSession()
+}
+
+// leaderSaysServing reports whether a server not paused answers as
+// leader (or standalone) and, with peers, as one that has synchronised a
+// quorum of them.
+func (e *Ensemble) leaderSaysServing() bool {
 	i := e.Leader()
 	if i < 0 {
 		return false
 	}
-	if len(e.Servers) > 1 {
-		n, ok := e.Servers[i].syncedFollowers()
-		if !ok || n+1 <= len(e.Servers)/2 {
-			return false
-		}
+	if len(e.Servers) == 1 {
+		return true
 	}
-	return e.opensSession(time.Second)
+	n, ok := e.Servers[i].syncedFollowers()
+	return ok && n+1 > len(e.Servers)/2
 }
 
+// probeTimeout bounds Serving's session: on a loaded 2-core machine a
+// quorum commit of three JVMs takes well under a second, and a client
+// whose requests wait longer than this does not see a serving ensemble.
+const probeTimeout = 2 * time.Second
+
 // opensSession reports whether a client opens a session through the
-// servers not paused within d (and closes it).
-func (e *Ensemble) opensSession(d time.Duration) bool {
+// servers not paused within probeTimeout. The session is closed on a
+// goroutine of its own: closing one that never opened waits a second for
+// an answer that cannot come, and the caller does not wait for that.
+func (e *Ensemble) opensSession() bool {
 	var addrs []string
 	for _, s := range e.Servers {
 		if !s.paused() {
 			addrs = append(addrs, s.Addr())
 		}
 	}
-	conn, events, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+	conn, events, err := zk.Connect(addrs, probeTimeout, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
 	if err != nil {
 		return false
 	}
-	defer conn.Close()
-	timeout := time.After(d)
+	defer func() { go conn.Close() }()
+	timeout := time.After(probeTimeout)
 	for {
 		select {
 		case ev := <-events:
@@ -57,7 +70,8 @@ func (e *Ensemble) opensSession(d time.Duration) bool {
 				return true
 			}
 		case <-timeout:
-			return false
+			// go-zookeeper drops events its channel has no room for.
+			return conn.State() == zk.StateHasSession
 		}
 	}
 }
