@@ -63,6 +63,7 @@
 //	ROOT/@logs/LOG/AT-ID           persistent: the record's data
 //	ROOT/@clock                    persistent, empty: written to read the servers' clock
 //	ROOT/@beats/SPACE              persistent: the entries Beat wrote in SPACE, one JSON object
+//	ROOT/@layout                   persistent: the root's layout, "2" (layout.go)
 //
 // AT is the record's time in ms, offset by 2^63 and zero-padded to 20
 // digits, so that names sort by At, then ID. Parents are created on the
@@ -143,7 +144,8 @@
 // deleted and made again, or an entry znode edited by hand (zkCli), which
 // does not raise the version, is seen by heartbeats within that minute
 // (a run's start reads the pause flags afresh). Every client of a root
-// raises the space's version as it writes: this layout. (Watches would
+// raises the space's version as it writes: this layout, which the root's
+// marker names (Open refuses a root laid out another way: ErrOtherLayout). (Watches would
 // spare the read too, but go-zookeeper v1.0.4 races on its last zxid when
 // it sets a session's watches again after a reconnect, which the race
 // detector reports: not used.) List and

@@ -27,7 +27,7 @@ func checkKey(key string) error {
 		return fmt.Errorf("zookeeper: bad key %q: must be a single znode name", key)
 	}
 	if reservedKey(key) {
-		return fmt.Errorf("zookeeper: bad key %q: the name of the znode of entries, logs or the clock", key)
+		return fmt.Errorf("zookeeper: bad key %q: the name of the znode of entries, logs, the clock or the layout", key)
 	}
 	return nil
 }

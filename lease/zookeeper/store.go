@@ -34,7 +34,7 @@ const fanOut = 32
 // reservedKey reports whether key is the name of a znode the store keeps
 // under the root.
 func reservedKey(key string) bool {
-	return key == entriesNode || key == logsNode || key == clockNode || key == beatsNode
+	return key == entriesNode || key == logsNode || key == clockNode || key == beatsNode || key == layoutNode
 }
 
 // spacePath is the znode of space, whose children are its entry znodes.

@@ -97,7 +97,8 @@ type doneState struct {
 // Open connects to the ensemble and waits (up to ctx, or the session
 // timeout) for a session, so that the negotiated session timeout is known.
 // It refuses (ErrSessionTooShort) when the servers granted less than
-// cfg.SessionTimeout. It creates Root if missing.
+// cfg.SessionTimeout. It creates Root if missing, and refuses a root laid
+// out by a client of another version (ErrOtherLayout).
 func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	return openWith(ctx, cfg, nil)
 }
@@ -153,7 +154,7 @@ func openWith(ctx context.Context, cfg Config, setup func(*Backend)) (*Backend, 
 			return nil, fmt.Errorf("zookeeper %s: authentication: %w", conn.Server(), err)
 		}
 	}
-	if err := b.ensurePath(ctx, cfg.Root); err != nil {
+	if err := b.makeRoot(ctx); err != nil {
 		stopBg()
 		conn.Close()
 		return nil, err
@@ -255,12 +256,13 @@ func (b *Backend) nodeErr(err error) error {
 	return errors.Join(errs...)
 }
 
-// ensurePath creates path and its parents as persistent nodes. It runs
+// ensureParents creates the parents of path as persistent nodes. It runs
 // once, at Open, and may take up to the session timeout (a new ensemble's
 // first write waits for its leader to settle).
-func (b *Backend) ensurePath(ctx context.Context, path string) error {
+func (b *Backend) ensureParents(ctx context.Context, path string) error {
+	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	p := ""
-	for _, part := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
+	for _, part := range parts[:len(parts)-1] {
 		p += "/" + part
 		err := b.call(ctx, b.cfg.SessionTimeout, func() error {
 			_, err := b.conn.Create(p, nil, 0, b.acl())
