@@ -145,10 +145,10 @@
 // does not raise the version, is seen by heartbeats within that minute
 // (a run's start reads the pause flags afresh). Every client of a root
 // raises the space's version as it writes: this layout, which the root's
-// marker names (Open refuses a root laid out another way: ErrOtherLayout). (Watches would
-// spare the read too, but go-zookeeper v1.0.4 races on its last zxid when
-// it sets a session's watches again after a reconnect, which the race
-// detector reports: not used.) List and
+// marker names (Open refuses a root laid out another way:
+// ErrOtherLayout). (Watches would spare the read too, but go-zookeeper
+// v1.0.4 races on its last zxid when it sets a session's watches again
+// after a reconnect, which the race detector reports: not used.) List and
 // Get read the beat znode beside the entry znodes (per name, the higher
 // version); heartbeats are written by Beat only. The beat znode of
 // "hosts" holds a few hundred bytes per live host, within jute.maxbuffer

@@ -18,9 +18,16 @@ import (
 // data the layout's number), created in the same multi as the root, and
 // Open refuses a root whose marker names another layout, or one that
 // holds znodes but no marker (made by a client from before the marker:
-// layout 1), with ErrOtherLayout naming the root. A root made empty by
-// hand (an operator setting its ACL first) takes the layout of the first
-// client that opens it.
+// layout 1), with ErrOtherLayout naming the root. Layout 1 kept the same
+// znodes, but its writes did not raise the space's version: a root of it
+// is taken over by stopping its clients and creating the marker by hand
+// (the refusal says how). A root made empty by hand (an operator setting
+// its ACL first) takes the layout of the first client that opens it, and
+// a client that makes a top-level znode again (a root deleted and made
+// again by hand under running daemons) writes the marker too. An old
+// client's write between a new client's look at an empty root and its
+// marker is not seen: never run clients from before the marker beside
+// newer ones.
 
 // layoutNode is the marker's name under the root.
 const layoutNode = "@layout"
@@ -41,12 +48,12 @@ func (b *Backend) makeRoot(ctx context.Context) error {
 	if err := b.ensureParents(ctx, b.cfg.Root); err != nil {
 		return err
 	}
-	err := b.call(ctx, b.cfg.SessionTimeout, func() error {
+	err := b.createOrFind(ctx, b.cfg.Root, func() error {
 		_, err := b.conn.Multi(
 			&zk.CreateRequest{Path: b.cfg.Root, Acl: b.acl()},
 			&zk.CreateRequest{Path: b.cfg.Root + "/" + layoutNode, Data: []byte(layoutVersion), Acl: b.acl()})
 		return err
-	}, nil)
+	})
 	switch {
 	case err == nil:
 		return nil
@@ -57,10 +64,41 @@ func (b *Backend) makeRoot(ctx context.Context) error {
 	}
 }
 
+// createOrFind runs create, which makes the znode path, and returns
+// zk.ErrNodeExists when path exists: also when create was refused for
+// want of the right to create in its parent (zk.ErrNoAuth), which
+// ZooKeeper checks first, so that a root an operator made under a parent
+// closed to the daemon opens.
+func (b *Backend) createOrFind(ctx context.Context, path string, create func() error) error {
+	err := b.call(ctx, b.cfg.SessionTimeout, create, nil)
+	if !errors.Is(err, zk.ErrNoAuth) {
+		return err
+	}
+	var found bool
+	if ferr := b.call(ctx, b.cfg.SessionTimeout, func() error {
+		var err error
+		found, _, err = b.conn.Exists(path)
+		return err
+	}, nil); ferr == nil && found {
+		return zk.ErrNodeExists
+	}
+	return err
+}
+
+// stampLayout writes the layout marker into a root that lacks it, after
+// this client made a top-level znode of it again: the root was deleted and
+// made again under it.
+func (b *Backend) stampLayout(ctx context.Context) {
+	_ = b.call(ctx, b.cfg.Timeout, func() error {
+		_, err := b.conn.Create(b.cfg.Root+"/"+layoutNode, []byte(layoutVersion), 0, b.acl())
+		return err
+	}, nil)
+}
+
 // checkLayout reads the root's layout marker, writing it into a root that
-// holds nothing yet, and returns an error when the root is laid out
-// another way. Two clients opening an empty root at once both succeed:
-// one writes the marker, the other reads it.
+// holds nothing of leasecron's yet, and returns an error when the root is
+// laid out another way. Two clients opening an empty root at once both
+// succeed: one writes the marker, the other reads it.
 func (b *Backend) checkLayout(ctx context.Context) error {
 	marker := b.cfg.Root + "/" + layoutNode
 	for try := 0; ; try++ {
@@ -73,12 +111,13 @@ func (b *Backend) checkLayout(ctx context.Context) error {
 		if err == nil {
 			return b.layoutErr(strings.TrimSpace(string(data)))
 		}
-		if !errors.Is(err, zk.ErrNoNode) || try == 3 {
-			// (A marker made and deleted again between each read and
-			// create, three times over, is someone's doing: say so.)
+		if !errors.Is(err, zk.ErrNoNode) {
 			return fmt.Errorf("zookeeper: read %s: %w", marker, b.nodeErr(err))
 		}
-		if err := b.rootEmpty(ctx); err != nil {
+		if try == 3 {
+			return fmt.Errorf("zookeeper: read %s: made and deleted again three times while this client opened the root: %w", marker, b.nodeErr(err))
+		}
+		if err := b.rootUnused(ctx); err != nil {
 			return err
 		}
 		err = b.call(ctx, b.cfg.SessionTimeout, func() error {
@@ -95,10 +134,13 @@ func (b *Backend) checkLayout(ctx context.Context) error {
 	}
 }
 
-// rootEmpty returns an error (ErrOtherLayout) when the root, which has no
-// layout marker, holds znodes: a client from before the marker wrote
-// them. ZooKeeper's own /zookeeper under the root "/" does not count.
-func (b *Backend) rootEmpty(ctx context.Context) error {
+// rootUnused returns an error (ErrOtherLayout) when the root, which has
+// no layout marker, holds znodes a leasecron client from before the
+// marker made: one of its top-level znodes (@entries, @logs, @clock,
+// @beats) or a key's (a child with a done znode). Other znodes (another
+// application's under the root "/", a root nested under this one) do not
+// count.
+func (b *Backend) rootUnused(ctx context.Context) error {
 	root := cmpOr(b.cfg.Root, "/")
 	var kids []string
 	err := b.call(ctx, b.cfg.SessionTimeout, func() error {
@@ -109,14 +151,24 @@ func (b *Backend) rootEmpty(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("zookeeper: list %s: %w", root, b.nodeErr(err))
 	}
-	kids = slices.DeleteFunc(kids, func(k string) bool {
-		return k == layoutNode || root == "/" && k == "zookeeper"
-	})
-	if len(kids) == 0 {
-		return nil
-	}
 	slices.Sort(kids)
-	return b.layoutErr(fmt.Sprintf("1 (no %s marker; it holds %s)", layoutNode, strings.Join(kids[:min(len(kids), 3)], ", ")))
+	for _, k := range kids {
+		ours := k != layoutNode && reservedKey(k)
+		if !ours && !strings.Contains(k, "@") {
+			err := b.call(ctx, b.cfg.SessionTimeout, func() error {
+				var err error
+				ours, _, err = b.conn.Exists(b.paths(k).done)
+				return err
+			}, nil)
+			if err != nil {
+				return fmt.Errorf("zookeeper: read %s: %w", b.paths(k).done, b.nodeErr(err))
+			}
+		}
+		if ours {
+			return b.layoutErr(fmt.Sprintf("1 (no %s marker; it holds %s)", layoutNode, k))
+		}
+	}
+	return nil
 }
 
 // layoutErr returns nil for this client's layout, else the refusal of the
@@ -125,8 +177,14 @@ func (b *Backend) layoutErr(layout string) error {
 	if layout == layoutVersion {
 		return nil
 	}
+	root := cmpOr(b.cfg.Root, "/")
+	how := "a new root, or the old one deleted with zkCli's deleteall (this drops pause flags, completed ticks and history), " +
+		"takes the layout of the first client"
+	if strings.HasPrefix(layout, "1 ") {
+		how = fmt.Sprintf("layout 1 keeps the same znodes: stop every client of the root, create the marker "+
+			"(zkCli: create %s/%s %s), then start the new ones", strings.TrimSuffix(root, "/"), layoutNode, layoutVersion)
+	}
 	return fmt.Errorf("zookeeper %s: root %s is laid out as layout %s, this client uses layout %s: "+
-		"clients of different versions must not share a root (stop them all and upgrade them together; "+
-		"a new root, or the old one deleted with zkCli's deleteall, takes the layout of the first client): %w",
-		strings.Join(b.servers, ","), cmpOr(b.cfg.Root, "/"), layout, layoutVersion, ErrOtherLayout)
+		"clients of different versions must not share a root; %s: %w",
+		strings.Join(b.servers, ","), root, layout, layoutVersion, how, ErrOtherLayout)
 }

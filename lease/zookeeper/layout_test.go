@@ -16,112 +16,155 @@ import (
 	"github.com/leasecron/leasecron/lease"
 )
 
-// TestRootLayout: Open writes the layout marker into a root that holds
-// nothing (the root "/" too, beside ZooKeeper's own /zookeeper), eight
-// clients opening an empty root at once all succeed, and Open refuses —
-// naming the root, the server and both layouts, and writing nothing — a
-// root whose marker names another layout or one that holds znodes but no
-// marker (a client from before the marker).
-func TestRootLayout(t *testing.T) {
+// layoutKit opens roots of one server and reads and writes its znodes
+// directly.
+type layoutKit struct {
+	t      *testing.T
+	server string
+	raw    *zk.Conn
+	addrs  []string
+}
+
+func newLayoutKit(t *testing.T) *layoutKit {
 	e := zktest.Start(t, 1)
 	raw, _, err := zk.Connect(e.Addrs(), 10*time.Second, zk.WithLogInfo(false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer raw.Close()
-	openRoot := func(root string) (*Backend, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		b, err := Open(ctx, Config{Servers: e.Addrs(), Root: root, Timeout: time.Second, SessionTimeout: 10 * time.Second})
-		if err == nil {
-			t.Cleanup(func() { _ = b.Close() })
-		}
-		return b, err
-	}
-	marker := func(path string) string {
-		data, _, err := raw.Get(path)
-		if err != nil {
-			return err.Error()
-		}
-		return string(data)
-	}
-	// First, while the server holds nothing else.
-	if _, err := openRoot("/"); err != nil {
-		t.Fatalf("open of the root /: %v", err)
-	}
-	if got := marker("/@layout"); got != layoutVersion {
-		t.Errorf("marker of / after open: %q, want %q", got, layoutVersion)
-	}
+	t.Cleanup(raw.Close)
+	return &layoutKit{t: t, server: e.Addrs()[0], raw: raw, addrs: e.Addrs()}
+}
 
+func (k *layoutKit) open(root string) (*Backend, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := Open(ctx, Config{Servers: k.addrs, Root: root, Timeout: time.Second, SessionTimeout: 10 * time.Second})
+	if err == nil {
+		k.t.Cleanup(func() { _ = b.Close() })
+	}
+	return b, err
+}
+
+// opens opens root with n clients at once; each must succeed.
+func (k *layoutKit) opens(root string, n int) {
+	k.t.Helper()
 	var wg sync.WaitGroup
-	errs := make([]error, 8)
+	errs := make([]error, n)
 	for i := range errs {
 		wg.Add(1)
-		go func() { defer wg.Done(); _, errs[i] = openRoot("/fresh") }()
+		go func() { defer wg.Done(); _, errs[i] = k.open(root) }()
 	}
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			t.Errorf("client %d of 8 opening an empty root at once: %v", i, err)
+			k.t.Errorf("client %d of %d opening %s at once: %v", i, n, root, err)
 		}
 	}
-	if got := marker("/fresh/@layout"); got != layoutVersion {
-		t.Errorf("marker after open: %q, want %q", got, layoutVersion)
-	}
+}
 
-	if _, err := raw.Set("/fresh/@layout", []byte("3"), -1); err != nil {
+// marker fails the test unless the marker of root says want.
+func (k *layoutKit) marker(root, want string) {
+	k.t.Helper()
+	data, _, err := k.raw.Get(strings.TrimSuffix(root, "/") + "/@layout")
+	if got := string(data); err != nil || got != want {
+		k.t.Errorf("marker of %s: %q (%v), want %q", root, got, err, want)
+	}
+}
+
+func (k *layoutKit) create(acl []zk.ACL, paths ...string) {
+	k.t.Helper()
+	for _, p := range paths {
+		if _, err := k.raw.Create(p, nil, 0, acl); err != nil {
+			k.t.Fatal(err)
+		}
+	}
+}
+
+// TestRootLayout: Open writes the layout marker into a root that holds
+// nothing of leasecron's — made by it (in one multi with the root), made
+// empty by hand (eight clients at once: one writes the marker, the
+// others read it), the root "/" beside ZooKeeper's own znode, a root
+// holding another application's znode or a nested root, and a root under
+// a parent closed to the client — and a client that makes a top-level
+// znode of a root deleted and made again by hand writes it too.
+func TestRootLayout(t *testing.T) {
+	k := newLayoutKit(t)
+	all := zk.WorldACL(zk.PermAll)
+	if _, err := k.open("/"); err != nil { // first, while the server holds nothing else
+		t.Fatalf("open of the root /: %v", err)
+	}
+	k.marker("/", layoutVersion)
+	k.opens("/fresh", 8)
+	k.marker("/fresh", layoutVersion)
+	k.create(all, "/byhand")
+	k.opens("/byhand", 8)
+	k.marker("/byhand", layoutVersion)
+
+	k.create(all, "/shared", "/shared/other-app")
+	k.opens("/shared", 1)
+	k.marker("/shared", layoutVersion)
+	k.opens("/a/b", 1)
+	k.opens("/a", 1)
+	k.marker("/a", layoutVersion)
+
+	k.create(all, "/closed", "/closed/root")
+	if _, err := k.raw.SetACL("/closed", zk.WorldACL(zk.PermRead), -1); err != nil {
 		t.Fatal(err)
 	}
-	_, err = openRoot("/fresh")
-	checkRefusal(t, err, "/fresh", e.Addrs()[0], "layout 3")
+	k.opens("/closed/root", 1)
+	k.marker("/closed/root", layoutVersion)
 
-	if _, err := raw.Create("/byhand", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := openRoot("/byhand"); err != nil {
-		t.Errorf("open of a root made empty by hand: %v", err)
-	}
-
-	// A root deleted under a live client (data loss, zkCli's deleteall)
-	// is made again, marker and all, by the next Open, whatever the live
-	// client writes meanwhile.
-	live, err := openRoot("/gone")
+	live, err := k.open("/gone")
 	if err != nil {
 		t.Fatal(err)
 	}
-	deleteAll(t, raw, "/gone")
-	_ = live.Put(ctxT(t, 10*time.Second), "flags", lease.Entry{Name: "x", Version: 1, Data: []byte("1")})
-	if _, err := openRoot("/gone"); err != nil {
-		t.Errorf("open of a root deleted under a live client: %v", err)
+	deleteAll(t, k.raw, "/gone")
+	k.create(all, "/gone") // by hand, under the live client
+	if err := live.Put(ctxT(t, 10*time.Second), "flags", lease.Entry{Name: "x", Version: 1, Data: []byte("1")}); err != nil {
+		t.Fatalf("the live client's write into the root made again: %v", err)
 	}
-	if err := live.Put(ctxT(t, 10*time.Second), "flags", lease.Entry{Name: "x", Version: 2, Data: []byte("2")}); err != nil {
-		t.Errorf("the live client's write once the root is back: %v", err)
-	}
-	if _, err := openRoot("/gone"); err != nil {
-		t.Errorf("open of the root the live client wrote in again: %v", err)
-	}
+	k.marker("/gone", layoutVersion)
+	k.opens("/gone", 1)
+}
 
-	for _, p := range []string{"/old", "/old/@entries"} {
-		if _, err := raw.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Fatal(err)
-		}
+// TestRootOfAnotherLayoutRefused: Open refuses — naming the root, the
+// server and both layouts, saying how to move on, and writing nothing — a
+// root whose marker names another layout, and one without a marker that
+// holds a top-level znode or a key of a client from before the marker.
+func TestRootOfAnotherLayoutRefused(t *testing.T) {
+	k := newLayoutKit(t)
+	all := zk.WorldACL(zk.PermAll)
+	k.opens("/next", 1)
+	if _, err := k.raw.Set("/next/@layout", []byte("3"), -1); err != nil {
+		t.Fatal(err)
 	}
-	_, err = openRoot("/old")
-	checkRefusal(t, err, "/old", e.Addrs()[0], "layout 1 (no @layout marker; it holds @entries)")
-	if kids, _, err := raw.Children("/old"); err != nil || !slices.Equal(kids, []string{"@entries"}) {
-		t.Errorf("the refused client wrote into the root: children %v (%v)", kids, err)
+	_, err := k.open("/next")
+	checkRefusal(t, err, "/next", k.server, "layout 3", "deleteall")
+	k.marker("/next", "3")
+
+	for root, made := range map[string][]string{
+		"/old":    {"/old", "/old/@entries"},
+		"/oldjob": {"/oldjob", "/oldjob/billing", "/oldjob/billing/done"},
+	} {
+		k.create(all, made...)
+		_, err := k.open(root)
+		held := strings.TrimPrefix(made[1], root+"/")
+		checkRefusal(t, err, root, k.server, "layout 1 (no @layout marker; it holds "+held+")", "create "+root+"/@layout 2")
+		if kids, _, err := k.raw.Children(root); err != nil || !slices.Equal(kids, []string{held}) {
+			t.Errorf("the refused client wrote into %s: children %v (%v)", root, kids, err)
+		}
 	}
 }
 
 // checkRefusal fails t unless err is an ErrOtherLayout naming root,
-// server and what the root is laid out as.
-func checkRefusal(t *testing.T, err error, root, server, layout string) {
+// server and what the root is laid out as, and saying how to move on.
+func checkRefusal(t *testing.T, err error, root, server, layout, how string) {
 	t.Helper()
 	if !errors.Is(err, ErrOtherLayout) {
 		t.Errorf("open of %s: %v, want ErrOtherLayout", root, err)
 		return
 	}
-	for _, want := range []string{"root " + root + " ", server, layout, fmt.Sprintf("uses layout %s", layoutVersion)} {
+	for _, want := range []string{"root " + root + " ", server, layout, fmt.Sprintf("uses layout %s", layoutVersion), how} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal %q does not say %q", err, want)
 		}

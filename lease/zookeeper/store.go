@@ -198,13 +198,16 @@ func (b *Backend) createEntry(ctx context.Context, space, path string, data []by
 // makeDirs creates ROOT/top and ROOT/top/sub as persistent znodes, where
 // missing (another daemon may create them at the same time).
 func (b *Backend) makeDirs(ctx context.Context, top, sub string) error {
-	for _, p := range []string{b.cfg.Root + "/" + top, b.cfg.Root + "/" + top + "/" + sub} {
+	for i, p := range []string{b.cfg.Root + "/" + top, b.cfg.Root + "/" + top + "/" + sub} {
 		err := b.call(ctx, b.cfg.Timeout, func() error {
 			_, err := b.conn.Create(p, nil, 0, b.acl())
 			return err
 		}, nil)
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", p, b.nodeErr(err))
+		}
+		if i == 0 && err == nil {
+			b.stampLayout(ctx) // a top-level znode made again: the root too?
 		}
 	}
 	return nil

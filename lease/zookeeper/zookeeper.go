@@ -264,10 +264,10 @@ func (b *Backend) ensureParents(ctx context.Context, path string) error {
 	p := ""
 	for _, part := range parts[:len(parts)-1] {
 		p += "/" + part
-		err := b.call(ctx, b.cfg.SessionTimeout, func() error {
+		err := b.createOrFind(ctx, p, func() error {
 			_, err := b.conn.Create(p, nil, 0, b.acl())
 			return err
-		}, nil)
+		})
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("zookeeper: create %s: %w", p, b.nodeErr(err))
 		}
