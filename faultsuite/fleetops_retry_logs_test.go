@@ -44,10 +44,12 @@ func droppedRetry(f *Fleet, job string, tk time.Time) string {
 
 // tickLogLine is a line of a daemon's JSON log.
 type tickLogLine struct {
-	Time time.Time `json:"time"`
-	Msg  string    `json:"msg"`
-	Job  string    `json:"job"`
-	Tick string    `json:"tick"`
+	Time    time.Time `json:"time"`
+	Msg     string    `json:"msg"`
+	Job     string    `json:"job"`
+	Tick    string    `json:"tick"`
+	Attempt int       `json:"attempt"`
+	RetryAt time.Time `json:"retry_at"` // of "the job failed; retrying the tick"
 }
 
 // tickLines returns the lines daemon d logged about job's tick tk.
@@ -104,12 +106,14 @@ func previousRanInto(h *History, job string, tk time.Time, every time.Duration) 
 	return false
 }
 
-// othersRefused reports whether the failing host took the retry only
-// after leaving it to the others (it waits the backoff, then a TTL and a
-// second; half a second of slack) and every other daemon either tried to
-// take job's tick tk over in between and was refused for lack of an
-// answer from the store (logged "no quorum for the job's lease"), or had
-// given the tick up before the retry because the previous tick's run
+// othersRefused reports whether the failing host rightly took the retry
+// itself: at once, because leaving it to the others (a TTL and a second
+// past the retry's backoff) would have ended past the tick's deadline
+// (the next tick: an attempt 1 that started late), or only after leaving
+// it to them (half a second of slack) while every other daemon either
+// tried to take job's tick tk over in between and was refused or could
+// not read the tick's lease, for lack of an answer from the store, or
+// had given the tick up before the retry because the previous tick's run
 // (every before tk; one did run into tk) still held the lease at its
 // first attempt (overlap: skip) and had not seen the tick started since
 // (then it follows the tick again; see docs/operations.md, Retries): a
@@ -119,6 +123,11 @@ func previousRanInto(h *History, job string, tk time.Time, every time.Duration) 
 func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time, failed, retry Run, backoff time.Duration) bool {
 	t, f := c.t, c.f
 	t.Helper()
+	if at, ok := retryAt(f, job, tk, failed); ok && !at.Add(f.Config().TTL+time.Second).Before(tk.Add(every-lastTryMargin)) {
+		t.Logf("tick %s of %s: the retry ran on %s, the host whose attempt failed, at once: leaving it to the others from %s would have ended past the deadline",
+			fmtT(tk), job, retry.Host, at.Format("15:04:05.000"))
+		return true
+	}
 	if retry.Start.Before(failed.Until().Add(backoff + f.Config().TTL + time.Second - 500*time.Millisecond)) {
 		return false
 	}
@@ -132,7 +141,7 @@ func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time,
 				continue
 			}
 			switch {
-			case l.Msg == "no quorum for the job's lease; retrying" && !l.Time.Before(failed.Until()):
+			case (l.Msg == "no quorum for the job's lease; retrying" || l.Msg == skippedUnread) && !l.Time.Before(failed.Until()):
 				refused = true
 			case l.Msg == overlapSkipped && previousRanInto(c.h, job, tk, every):
 				skipped = true
@@ -147,6 +156,30 @@ func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time,
 	t.Logf("tick %s of %s: the retry ran on %s, the host whose attempt failed, after the store refused every other host in between or it skipped the tick",
 		fmtT(tk), job, retry.Host)
 	return true
+}
+
+// lastTryMargin is the scheduler's: a retry left to the others must end
+// that long before the tick's deadline.
+const lastTryMargin = 50 * time.Millisecond
+
+// skippedUnread is what a daemon logs when it cannot read the lease of a
+// tick it skipped (the store did not answer).
+const skippedUnread = "could not read the lease of the skipped tick; looking again"
+
+// retryAt returns when the host whose attempt failed scheduled the retry
+// (its log's retry_at).
+func retryAt(f *Fleet, job string, tk time.Time, failed Run) (time.Time, bool) {
+	for _, d := range f.Daemons {
+		if d.Name != failed.Host {
+			continue
+		}
+		for _, l := range tickLines(d, job, tk) {
+			if l.Msg == "the job failed; retrying the tick" && l.Attempt == failed.Attempt {
+				return l.RetryAt, true
+			}
+		}
+	}
+	return time.Time{}, false
 }
 
 // TestOverlapSkipExemptionNeedsOverlap: a host's overlap skip excuses it

@@ -153,10 +153,12 @@ func (s *Scheduler) missRecorded(ctx context.Context, j *Job, tick time.Time) (b
 }
 
 // tickRan reports whether tick of j ran (or runs) somewhere: its lease is
-// completed for it or a later tick, or held for it or a later tick, or
-// the job's runs have a record of it (a run cut short, a failure to
-// start). Only the newest records that can hold the tick's runs are read
-// (see runsSince).
+// completed for it or held for it, or the job's runs have a record of it
+// (a run cut short, a failure to start; a run of it whose completion a
+// later tick's overwrote). A later tick's completion or run says nothing
+// of this one: a store that answers again only after the next tick ran
+// still gets the miss on record. Only the newest records that can hold
+// the tick's runs are read (see runsSince).
 func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
 	defer cancel()
@@ -164,10 +166,10 @@ func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time) (bool, 
 	if err != nil {
 		return false, err
 	}
-	if info.DoneEpoch >= tick.Unix() {
+	if info.DoneEpoch == tick.Unix() {
 		return true, nil
 	}
-	if ht, _, ok := parseOwner(info.Holder); ok && ht >= tick.Unix() {
+	if ht, _, ok := parseOwner(info.Holder); ok && ht == tick.Unix() {
 		return true, nil
 	}
 	recs, err := s.be.Log(rctx, s.logName(j.Name), s.runsSince(j, tick))
