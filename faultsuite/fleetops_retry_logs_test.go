@@ -95,6 +95,31 @@ func allSkippedForOverlap(h *History, job string, ticks []time.Time, every time.
 	return true
 }
 
+// previousLeftHeld reports whether a run of job's tick before tk (every
+// apart) left its lease held past its end, up to at: its host could not
+// complete or release the lease (the store did not answer), so the lease
+// stayed until its validity ran out, within a TTL of the run's end, and
+// a host that found it held then skipped tk (overlap: skip) rightly.
+func previousLeftHeld(f *Fleet, h *History, job string, tk time.Time, every time.Duration, at time.Time) bool {
+	prev := tk.Add(-every)
+	for _, r := range h.Tick(job, prev.Unix()) {
+		if !at.Before(r.Until().Add(f.Config().TTL)) {
+			continue
+		}
+		for _, d := range f.Daemons {
+			if d.Name != r.Host {
+				continue
+			}
+			for _, l := range tickLines(d, job, prev) {
+				if l.Msg == "could not complete/release the lease" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // previousRanInto reports whether a run of job's tick before tk (every
 // apart) was still running at tk.
 func previousRanInto(h *History, job string, tk time.Time, every time.Duration) bool {
@@ -111,11 +136,11 @@ func previousRanInto(h *History, job string, tk time.Time, every time.Duration) 
 // past the retry's backoff) would have ended past the tick's deadline
 // (the next tick: an attempt 1 that started late), or only after leaving
 // it to them (half a second of slack) while every other daemon either
-// tried to take job's tick tk over in between and was refused or could
-// not read the tick's lease, for lack of an answer from the store, or
-// had given the tick up before the retry because the previous tick's run
-// (every before tk; one did run into tk) still held the lease at its
-// first attempt (overlap: skip) and had not seen the tick started since
+// tried to take job's tick tk over in between and was refused for lack of
+// an answer from the store, or had given the tick up before the retry
+// because the previous tick's run (every before tk; one did run into tk,
+// or left its lease held: see previousLeftHeld) still held the lease at
+// its first attempt (overlap: skip) and had not seen the tick started since
 // (then it follows the tick again; see docs/operations.md, Retries): a
 // store that answers none of them meanwhile (a loaded machine), or a
 // previous tick that ran late into this one, rightly leaves the retry to
@@ -141,9 +166,9 @@ func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time,
 				continue
 			}
 			switch {
-			case (l.Msg == "no quorum for the job's lease; retrying" || l.Msg == skippedUnread) && !l.Time.Before(failed.Until()):
+			case l.Msg == "no quorum for the job's lease; retrying" && !l.Time.Before(failed.Until()):
 				refused = true
-			case l.Msg == overlapSkipped && previousRanInto(c.h, job, tk, every):
+			case l.Msg == overlapSkipped && (previousRanInto(c.h, job, tk, every) || previousLeftHeld(f, c.h, job, tk, every, l.Time)):
 				skipped = true
 			case l.Msg == skippedFollowed:
 				skipped = false
@@ -161,10 +186,6 @@ func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time,
 // lastTryMargin is the scheduler's: a retry left to the others must end
 // that long before the tick's deadline.
 const lastTryMargin = 50 * time.Millisecond
-
-// skippedUnread is what a daemon logs when it cannot read the lease of a
-// tick it skipped (the store did not answer).
-const skippedUnread = "could not read the lease of the skipped tick; looking again"
 
 // retryAt returns when the host whose attempt failed scheduled the retry
 // (its log's retry_at).

@@ -93,7 +93,7 @@ func (s *Scheduler) tryRecordMiss(ctx context.Context, j *Job, tick time.Time, r
 			return recorded, err
 		}
 	}
-	ran, err := s.tickRan(ctx, j, tick)
+	ran, err := s.tickRan(ctx, j, tick, log)
 	if err != nil {
 		return false, err
 	}
@@ -157,22 +157,26 @@ func (s *Scheduler) missRecorded(ctx context.Context, j *Job, tick time.Time) (b
 // (a run cut short, a failure to start; a run of it whose completion a
 // later tick's overwrote). A later tick's completion or run says nothing
 // of this one: a store that answers again only after the next tick ran
-// still gets the miss on record. Only the newest records that can hold
-// the tick's runs are read (see runsSince).
-func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time) (bool, error) {
+// still gets the miss on record — when the records read reach back past
+// the tick. Only the newest records that can hold the tick's runs are
+// read (see runsSince); when a later tick ran and they do not reach back
+// that far (a host that comes back after more runs than history_limit),
+// the tick's record may have left the log, and it counts as ran rather
+// than be recorded missed on no evidence.
+func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time, log *slog.Logger) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
 	defer cancel()
 	info, err := s.be.Inspect(rctx, s.key(j.Name))
 	if err != nil {
 		return false, err
 	}
-	if info.DoneEpoch == tick.Unix() {
+	ht, _, held := parseOwner(info.Holder)
+	if info.DoneEpoch == tick.Unix() || held && ht == tick.Unix() {
 		return true, nil
 	}
-	if ht, _, ok := parseOwner(info.Holder); ok && ht == tick.Unix() {
-		return true, nil
-	}
-	recs, err := s.be.Log(rctx, s.logName(j.Name), s.runsSince(j, tick))
+	laterRan := info.DoneEpoch > tick.Unix() || held && ht > tick.Unix()
+	n := s.runsSince(j, tick)
+	recs, err := s.be.Log(rctx, s.logName(j.Name), n)
 	if err != nil {
 		return false, err
 	}
@@ -181,6 +185,11 @@ func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time) (bool, 
 		if json.Unmarshal(r.Data, &rec) == nil && rec.Tick.Unix() == tick.Unix() && !rec.Tick.IsZero() {
 			return true, nil
 		}
+	}
+	if laterRan && len(recs) == n && !recs[len(recs)-1].At.Before(tick) {
+		log.Info("a later tick ran and the run records read do not reach back to this one; not recording it missed",
+			"records_read", n)
+		return true, nil
 	}
 	return false, nil
 }

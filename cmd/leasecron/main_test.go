@@ -64,17 +64,22 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-// cli runs the CLI through Main.Run, as main does.
+// cli runs the CLI through Main.Run, as main does, for up to a minute.
 func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return cliWithin(t, time.Minute, args...)
+}
+
+// cliWithin is cli bounded by within instead: a bound, so that a daemon
+// which should have refused to start does not hang the test.
+func cliWithin(t *testing.T, within time.Duration, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errw syncBuffer
-	// A bound, so that a daemon which should have refused to start does not
-	// hang the test.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	code = NewMain(&out, &errw).Run(ctx, args)
 	if ctx.Err() != nil {
-		t.Errorf("%q still running after a minute", args)
+		t.Errorf("%q still running after %s", args, within)
 	}
 	return code, out.String(), errw.String()
 }

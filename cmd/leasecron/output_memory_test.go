@@ -59,7 +59,7 @@ func heapPeak(run func()) uint64 {
 // is TestOutputTailMemoryBound's negative control (scheduler). The job
 // takes 14 s on a quiet 2-core machine (a million lines through the race
 // detector) and more than 50 s at load 30: its timeout is far beyond
-// either, as the test is of memory, not speed.
+// either (and so is the command's), as the test is of memory, not speed.
 func TestOutputGigabyteCostsTheLimit(t *testing.T) {
 	cl := redistest.Start(t, 1)
 	path := writeConfig(t, fleetConfig(cl.URLs(), `  - name: flood
@@ -71,7 +71,7 @@ func TestOutputGigabyteCostsTheLimit(t *testing.T) {
 	var code int
 	var errOut string
 	growth := heapPeak(func() {
-		code, _, errOut = cli(t, "trigger", "flood", "-c", path, "--log-level", "warn")
+		code, _, errOut = cliWithin(t, 6*time.Minute, "trigger", "flood", "-c", path, "--log-level", "warn")
 	})
 	if code != 0 {
 		t.Fatalf("trigger: exit %d:\n%s", code, errOut)
