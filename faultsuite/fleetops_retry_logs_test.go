@@ -50,6 +50,7 @@ type tickLogLine struct {
 	Tick    string    `json:"tick"`
 	Attempt int       `json:"attempt"`
 	RetryAt time.Time `json:"retry_at"` // of "the job failed; retrying the tick"
+	Why     string    `json:"why"`      // of "retry of the tick due; taking it"
 }
 
 // tickLines returns the lines daemon d logged about job's tick tk.
@@ -153,6 +154,11 @@ func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time,
 			fmtT(tk), job, retry.Host, at.Format("15:04:05.000"))
 		return true
 	}
+	if sawNoOther(f, job, tk, failed) {
+		t.Logf("tick %s of %s: the retry ran on %s, the host whose attempt failed, at once: its view of the heartbeats, read again, showed no other live host",
+			fmtT(tk), job, retry.Host)
+		return true
+	}
 	if retry.Start.Before(failed.Until().Add(backoff + f.Config().TTL + time.Second - 500*time.Millisecond)) {
 		return false
 	}
@@ -186,6 +192,25 @@ func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time,
 // lastTryMargin is the scheduler's: a retry left to the others must end
 // that long before the tick's deadline.
 const lastTryMargin = 50 * time.Millisecond
+
+// sawNoOther reports whether the host whose attempt failed took the
+// retry because its view of the heartbeats, read again, showed no other
+// live host that may run the job (a store too slow for the heartbeats
+// to be read within their TTL, on a loaded machine).
+func sawNoOther(f *Fleet, job string, tk time.Time, failed Run) bool {
+	for _, d := range f.Daemons {
+		if d.Name != failed.Host {
+			continue
+		}
+		for _, l := range tickLines(d, job, tk) {
+			if l.Msg == "retry of the tick due; taking it" && l.Attempt == failed.Attempt+1 &&
+				l.Why == "backoff; no other live host may run the job" {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // retryAt returns when the host whose attempt failed scheduled the retry
 // (its log's retry_at).

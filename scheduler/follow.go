@@ -358,6 +358,8 @@ func (f *follower) won(l lease.Lease, deadline time.Time, first bool, lateBy tim
 				s.release(l, f.log)
 				f.log.Debug("retry of the tick not due yet; released the lease", "attempt", attempt, "at", at.UTC().Format(time.RFC3339Nano), "why", why)
 				return s.until(at), false, nil
+			default:
+				f.log.Debug("retry of the tick due; taking it", "attempt", attempt, "why", why)
 			}
 		}
 	}

@@ -6,8 +6,12 @@
 // A server is Debian's mariadb-server (mariadbd, or mysqld on PATH or in
 // /usr/sbin). Each server gets a fresh data directory made by
 // mariadb-install-db (or mysql_install_db) in a temporary directory of its
-// own, removed at cleanup, with small InnoDB files; durability stays on
-// (innodb_flush_log_at_trx_commit=1, the default). Clients log in over TCP
+// own, removed at cleanup, with small InnoDB files. Each commit's log is
+// written to the operating system before it is acknowledged but not
+// flushed to disk (innodb_flush_log_at_trx_commit=2): a killed server
+// keeps every acknowledged commit — the tests kill processes, never the
+// machine — and the disk's stalls under a loaded test run do not stall
+// every store at once. Clients log in over TCP
 // as User with a random password into the database Database; root
 // connects without a password over the Unix socket in the server's
 // directory only (Exec, QueryRow, KillConnections).

@@ -9,9 +9,12 @@
 // with its config, data and log in its own t.TempDir(). tickTime is short
 // (100 ms) so that elections and session timeouts are quick; the
 // negotiable session timeout ranges from 2 ticks to 60 s (StartWith: to
-// Options.MaxSessionTimeout). Servers can be
-// killed, restarted on the same ports with their data (ZooKeeper fsyncs its
-// transaction log), and paused with SIGSTOP.
+// Options.MaxSessionTimeout). Servers can be killed, restarted on the
+// same ports with their data, and paused with SIGSTOP. ZooKeeper writes
+// its transaction log to the operating system before it acknowledges a
+// write; forceSync=no spares the flush to disk, which only a crash of the
+// machine would need (the tests kill processes, never the machine) and
+// whose stalls on a loaded machine stalled every store at once.
 //
 // Every process is started by this package and killed by its PID (SIGCONT
 // first if paused, then SIGKILL), and also started with Pdeathsig=SIGKILL,
@@ -211,6 +214,7 @@ minSessionTimeout=%d
 maxSessionTimeout=%d
 4lw.commands.whitelist=srvr,ruok,mntr
 admin.enableServer=false
+forceSync=no
 %s`, TickTime.Milliseconds(), data, s.clientPort, 2*TickTime.Milliseconds(), cmp.Or(s.opts.MaxSessionTimeout, time.Minute).Milliseconds(), peers)
 	if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
 		return err
