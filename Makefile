@@ -19,10 +19,10 @@ deps:
 # Test binaries run TEST_PARALLEL at a time, and up to TEST_TESTS parallel
 # tests inside each (the fleets): most tests wait on timers and real
 # servers, not on the CPU (docs/development.md: where the time goes).
-# Two packages at a time: with three (the fleets, the CLI's end-to-end
-# tests and the ZooKeeper ensembles together) a slower machine's load
-# passed 20-30 and the fleets' liveness checks missed ticks
-# (docs/development.md).
+# Two packages at a time, three tests in each: with three and four (the
+# fleets, the CLI's end-to-end tests and the ZooKeeper ensembles
+# together) a slower machine's load passed 20-30 and the fleets' liveness
+# checks missed ticks (docs/development.md).
 # go test starts the packages in the order named, so the longest are named
 # first (the fleets, about 9 minutes, beside the ZooKeeper tests, one
 # ensemble at a time, then the CLI's end-to-end tests, then the scheduler
@@ -30,7 +30,7 @@ deps:
 # rest, each package once. With ./... alone the fleets started after the
 # others, ~6 minutes in, and ended the run.
 TEST_PARALLEL ?= 2
-TEST_TESTS   ?= 4
+TEST_TESTS   ?= 3
 TEST_FIRST    := faultsuite lease/zookeeper cmd/leasecron scheduler lease/redlock \
 	lease/etcd lease/mysql lease/postgres lease
 TEST_PKGS     ?= $(foreach d,$(TEST_FIRST),$(if $(wildcard $(d)/*_test.go),./$(d))) ./...
