@@ -8,12 +8,10 @@
 // directory is a copy of a template cluster (initdb, then a role and a
 // database "leasecron"), made once and kept in the system's temporary
 // directory across runs like a build cache; the copy lives in a fresh
-// temporary directory of its own, removed at cleanup. fsync is off:
-// commits are still written to the operating system before they are
-// acknowledged (synchronous_commit stays on), so a killed server keeps
-// every acknowledged commit — the tests kill processes, never the
-// machine — while the disk's stalls under a loaded test run no longer
-// stall every store at once. Clients log in over TCP with scram-sha-256 (pg_hba.conf), and the
+// temporary directory of its own, removed at cleanup. fsync stays on
+// (unlike the other kits' servers): with it off, in a fresh-clone run,
+// TestPutCleanupNoDeadlockNegative's crossing transactions did not meet
+// and its deadlock did not show. Clients log in over TCP with scram-sha-256 (pg_hba.conf), and the
 // superuser "postgres" connects without a password over the Unix socket
 // in the server's directory only (Exec, Terminate).
 //

@@ -123,7 +123,7 @@ func (s *Server) spawnLocked() error {
 	off, _ := logf.Seek(0, 2)
 	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", filepath.Join(s.dir, "data"),
 		"-k", s.dir, "-p", strconv.Itoa(s.port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections="+strconv.Itoa(s.maxConns),
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c", "max_connections="+strconv.Itoa(s.maxConns),
 		"-c", "shared_buffers=16MB", "-c", "logging_collector=off", "-c", "unix_socket_permissions=0777")
 	cmd.Dir = s.dir
 	cmd.Env = append(serverEnv(), s.clockEnv()...)
