@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -89,7 +90,13 @@ func (b *Backend) createOrFind(ctx context.Context, path string, create func() e
 // this client made a top-level znode of it again: the root was deleted and
 // made again under it.
 func (b *Backend) stampLayout(ctx context.Context) {
-	_ = b.call(ctx, b.cfg.Timeout, func() error {
+	_ = b.createMarker(ctx, b.cfg.Timeout)
+}
+
+// createMarker creates the root's layout marker, naming this client's
+// layout, waiting up to timeout for the answer.
+func (b *Backend) createMarker(ctx context.Context, timeout time.Duration) error {
+	return b.call(ctx, timeout, func() error {
 		_, err := b.conn.Create(b.cfg.Root+"/"+layoutNode, []byte(layoutVersion), 0, b.acl())
 		return err
 	}, nil)
@@ -120,10 +127,7 @@ func (b *Backend) checkLayout(ctx context.Context) error {
 		if err := b.rootUnused(ctx); err != nil {
 			return err
 		}
-		err = b.call(ctx, b.cfg.SessionTimeout, func() error {
-			_, err := b.conn.Create(marker, []byte(layoutVersion), 0, b.acl())
-			return err
-		}, nil)
+		err = b.createMarker(ctx, b.cfg.SessionTimeout)
 		if err == nil {
 			return nil
 		}
