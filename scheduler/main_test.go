@@ -2,10 +2,10 @@ package scheduler
 
 import (
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/leasecron/leasecron/internal/supervisor"
+	"github.com/leasecron/leasecron/internal/testkit/proctest"
 )
 
 // TestMain makes the test binary its own supervisor (os.Args[1] ==
@@ -15,12 +15,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == supervisor.Arg {
 		os.Exit(supervisor.Main(os.Args[2:]))
 	}
-	// Under -race, a Go program exiting with 0 sleeps 1s first (the race
-	// runtime's atexit_sleep_ms); spare the supervisors, which are this
-	// binary, that second.
-	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
-		os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
-	}
+	proctest.SpareRaceExitSleep() // the supervisors are this binary
 	os.Exit(m.Run())
 }
 

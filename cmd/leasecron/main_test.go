@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasecron/leasecron/internal/supervisor"
+	"github.com/leasecron/leasecron/internal/testkit/proctest"
 )
 
 // cliEnv, set to 1 in its environment, makes the test binary act as the
@@ -43,6 +44,7 @@ func TestMain(m *testing.M) {
 		os.Exit(cli.Run(context.Background(), os.Args[1:]))
 	}
 	redis.SetLogger(&redisLogger{})
+	proctest.SpareRaceExitSleep() // the supervisors and CLI processes are this binary
 	os.Exit(m.Run())
 }
 

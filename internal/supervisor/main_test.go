@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/leasecron/leasecron/internal/testkit/proctest"
 )
 
 // TestMain makes the test binary its own supervisor (os.Args[1] == Arg) and
@@ -27,12 +29,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(helperDaemon())
 	}
-	// Under -race, a Go program exiting with 0 sleeps 1s first (the race
-	// runtime's atexit_sleep_ms); spare the supervisors and helper daemons,
-	// which are this binary, that second.
-	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
-		os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
-	}
+	proctest.SpareRaceExitSleep() // the supervisors and helper daemons are this binary
 	// Orphans of the tests (a killed helper daemon's supervisor, a killed
 	// supervisor's job) become this process's children, so waitDead can
 	// reap them instead of leaving zombies to an init that may not reap.
