@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -105,6 +106,9 @@ func (z *ZooKeeperConfig) Open(ctx context.Context, o OpenOptions) (lease.Backen
 	octx, cancel := context.WithTimeout(ctx, max(zc.SessionTimeout, 5*time.Second))
 	defer cancel()
 	be, err := zookeeper.Open(octx, zc)
+	if errors.Is(err, zookeeper.ErrOtherLayout) {
+		return nil, err // it names the servers and the root already
+	}
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper %s: %w", strings.Join(z.Servers, ","), err)
 	}

@@ -123,10 +123,15 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 		return time.Now().After(last.Add(time.Second))
 	})
 	h := f.CheckAudit()
-	rc := retryCheck{t: t, f: f, h: h}
+	rc := retryCheck{t: t, f: f, h: h, moves: &retryMoves{}}
 	rc.flaky(flakyTicks, retry.RetryBackoff)
 	rc.doomed(doomedTicks, retry.RetryBackoff)
 	rc.slowpoke(doomedTicks, cfg.Jobs[3].RetryBackoff)
+	// The exemptions of othersRefused read the daemons' own word: a check
+	// that excused every retry would pass a scheduler that never moves one.
+	if rc.moves.moved == 0 {
+		t.Errorf("no retry ran on another host than the failed attempt's (%d left to that host were excused): the check saw no retry move", rc.moves.excused)
+	}
 
 	// Control: the oracle finds the retries when told a job has fewer.
 	fewer := map[string]int{"flaky": 0, "doomed": 1, "slowpoke": 0}
@@ -144,9 +149,29 @@ func retryOnAnotherHost(t *testing.T, backend string) {
 
 // retryCheck holds what TestRetryOnAnotherHost checks its jobs against.
 type retryCheck struct {
-	t *testing.T
-	f *Fleet
-	h *History
+	t     *testing.T
+	f     *Fleet
+	h     *History
+	moves *retryMoves
+}
+
+// retryMoves counts the retries placed checks: on another host than the
+// failed attempt's, or on that host and excused (othersRefused).
+type retryMoves struct{ moved, excused int }
+
+// placed reports whether retry, the attempt after failed, ran where the
+// scheduler's rule puts it: on another host, or on failed's host when
+// othersRefused excuses it. It counts both.
+func (c retryCheck) placed(job string, every time.Duration, tk time.Time, failed, retry Run, backoff time.Duration) bool {
+	if retry.Host != failed.Host {
+		c.moves.moved++
+		return true
+	}
+	if c.othersRefused(job, every, tk, failed, retry, backoff) {
+		c.moves.excused++
+		return true
+	}
+	return false
 }
 
 // flaky: attempt 1 failed, attempt 2 succeeded on another host, nothing
@@ -177,7 +202,7 @@ func (c retryCheck) flaky(ticks []time.Time, backoff time.Duration) {
 			}
 			continue
 		}
-		if retry.Host == rs[0].Host && !c.othersRefused("flaky", 8*time.Second, tk, rs[0], *retry, backoff) {
+		if !c.placed("flaky", 8*time.Second, tk, rs[0], *retry, backoff) {
 			t.Errorf("tick %s of flaky: the retry ran on %s, the host whose attempt failed", fmtT(tk), retry.Host)
 		}
 		t.Logf("flaky %s: attempt 1 on %s failed, attempt 2 on %s %s later", fmtT(tk), rs[0].Host, retry.Host,
@@ -225,7 +250,7 @@ func (c retryCheck) doomed(ticks []time.Time, backoff time.Duration) {
 		// Attempt 2 goes to another host as flaky's does. Attempt 3 may
 		// come back to the host of attempt 2 when the third host is too
 		// slow to take it in its turn (a loaded machine): not checked.
-		if rs[1].Host == rs[0].Host && !c.othersRefused("doomed", 12*time.Second, tk, rs[0], rs[1], backoff) {
+		if !c.placed("doomed", 12*time.Second, tk, rs[0], rs[1], backoff) {
 			t.Errorf("tick %s of doomed: attempt 2 ran on %s, the host whose attempt 1 failed", fmtT(tk), rs[1].Host)
 		}
 		t.Logf("doomed %s: attempts on %s, %s, %s", fmtT(tk), rs[0].Host, rs[1].Host, rs[2].Host)
@@ -261,7 +286,7 @@ func (c retryCheck) slowpoke(ticks []time.Time, backoff time.Duration) {
 		if a2 == nil && c.retryDropped("slowpoke", tk) {
 			continue
 		}
-		if a2 == nil || (a1 != nil && a1.Host == a2.Host && !c.othersRefused("slowpoke", 12*time.Second, tk, *a1, *a2, backoff)) {
+		if a2 == nil || (a1 != nil && !c.placed("slowpoke", 12*time.Second, tk, *a1, *a2, backoff)) {
 			t.Errorf("tick %s of slowpoke (timeout, retries 1, retry_on_timeout): want attempts 1 and 2 on two hosts; got:\n%s",
 				fmtT(tk), (&History{Runs: rs}).String())
 			continue

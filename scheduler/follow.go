@@ -339,7 +339,7 @@ func (f *follower) won(l lease.Lease, deadline time.Time, first bool, lateBy tim
 		f.missReason = MissPaused
 		return 0, true, nil
 	}
-	attempt := 1
+	attempt, retryWhy := 1, ""
 	if j.Retries > 0 {
 		st, err := s.readRetry(f.ctx, j, f.tick, f.log)
 		if err != nil {
@@ -359,13 +359,16 @@ func (f *follower) won(l lease.Lease, deadline time.Time, first bool, lateBy tim
 				f.log.Debug("retry of the tick not due yet; released the lease", "attempt", attempt, "at", at.UTC().Format(time.RFC3339Nano), "why", why)
 				return s.until(at), false, nil
 			default:
-				f.log.Debug("retry of the tick due; taking it", "attempt", attempt, "why", why)
+				retryWhy = why
 			}
 		}
 	}
 	// The reads above may have taken a while: check once more.
 	if stop, err := mayStart(); stop || err != nil {
 		return 0, stop, err
+	}
+	if retryWhy != "" {
+		f.log.Debug("retry of the tick due; taking it", "attempt", attempt, "why", retryWhy)
 	}
 	if first {
 		s.opts.Metrics.TickDelay(j.Name, lateBy)

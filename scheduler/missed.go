@@ -159,10 +159,11 @@ func (s *Scheduler) missRecorded(ctx context.Context, j *Job, tick time.Time) (b
 // of this one: a store that answers again only after the next tick ran
 // still gets the miss on record — when the records read reach back past
 // the tick. Only the newest records that can hold the tick's runs are
-// read (see runsSince); when a later tick ran and they do not reach back
-// that far (a host that comes back after more runs than history_limit),
-// the tick's record may have left the log, and it counts as ran rather
-// than be recorded missed on no evidence.
+// read (see runsSince); when as many were read as asked for and none
+// started before the tick (a host that comes back after more runs than
+// history_limit, or after many retries and manual runs), the tick's
+// record may have left the log, and it counts as ran rather than be
+// recorded missed on no evidence.
 func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time, log *slog.Logger) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, s.requestWait())
 	defer cancel()
@@ -174,7 +175,6 @@ func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time, log *sl
 	if info.DoneEpoch == tick.Unix() || held && ht == tick.Unix() {
 		return true, nil
 	}
-	laterRan := info.DoneEpoch > tick.Unix() || held && ht > tick.Unix()
 	n := s.runsSince(j, tick)
 	recs, err := s.be.Log(rctx, s.logName(j.Name), n)
 	if err != nil {
@@ -186,8 +186,8 @@ func (s *Scheduler) tickRan(ctx context.Context, j *Job, tick time.Time, log *sl
 			return true, nil
 		}
 	}
-	if laterRan && len(recs) == n && !recs[len(recs)-1].At.Before(tick) {
-		log.Info("a later tick ran and the run records read do not reach back to this one; not recording it missed",
+	if len(recs) == n && !recs[len(recs)-1].At.Before(tick) {
+		log.Info("the run records read do not reach back to this tick; not recording it missed",
 			"records_read", n)
 		return true, nil
 	}

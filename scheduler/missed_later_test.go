@@ -18,8 +18,8 @@ import (
 // store answered again after the next tick started), still records the
 // miss; a tick whose own lease completed or is held, or that has a run
 // record, is not recorded missed (the controls: it ran, or runs), nor is
-// one whose records may have left the log (a later tick ran, and the
-// history_limit newest records all started after the tick).
+// one whose records may have left the log (the history_limit newest
+// records all started after the tick).
 func TestMissRecordedAfterALaterTickRan(t *testing.T) {
 	t.Parallel()
 	node := redistest.Start(t, 1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,7 +26,8 @@ import (
 // (the refusal says how). A root made empty by hand (an operator setting
 // its ACL first) takes the layout of the first client that opens it, and
 // a client that makes a top-level znode again (a root deleted and made
-// again by hand under running daemons) writes the marker too. An old
+// again by hand under running daemons) writes the marker with it
+// (createTop). An old
 // client's write between a new client's look at an empty root and its
 // marker is not seen: never run clients from before the marker beside
 // newer ones.
@@ -34,7 +36,10 @@ import (
 const layoutNode = "@layout"
 
 // layoutVersion is the layout this client writes and accepts.
-const layoutVersion = "2"
+const (
+	layoutVersion = "2"
+	layoutNumber  = 2 // layoutVersion as a number
+)
 
 // ErrOtherLayout is wrapped by Open's refusal of a root written by a
 // client that lays it out another way.
@@ -86,11 +91,19 @@ func (b *Backend) createOrFind(ctx context.Context, path string, create func() e
 	return err
 }
 
-// stampLayout writes the layout marker into a root that lacks it, after
-// this client made a top-level znode of it again: the root was deleted and
-// made again under it.
-func (b *Backend) stampLayout(ctx context.Context) {
-	_ = b.createMarker(ctx, b.cfg.Timeout)
+// createTop creates the top-level znode path with the layout marker in
+// one multi, or alone when that fails because one of them exists: the
+// marker (the usual case: then path is made), or path (then the plain
+// create says so too, with zk.ErrNodeExists).
+func (b *Backend) createTop(path string) error {
+	_, err := b.conn.Multi(
+		&zk.CreateRequest{Path: path, Acl: b.acl()},
+		&zk.CreateRequest{Path: b.cfg.Root + "/" + layoutNode, Data: []byte(layoutVersion), Acl: b.acl()})
+	if !errors.Is(err, zk.ErrNodeExists) {
+		return err
+	}
+	_, err = b.conn.Create(path, nil, 0, b.acl())
+	return err
 }
 
 // createMarker creates the root's layout marker, naming this client's
@@ -155,6 +168,9 @@ func (b *Backend) rootUnused(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("zookeeper: list %s: %w", root, b.nodeErr(err))
 	}
+	if slices.Contains(kids, layoutNode) {
+		return nil // made since the marker was read: checkLayout reads it
+	}
 	slices.Sort(kids)
 	for _, k := range kids {
 		ours := k != layoutNode && reservedKey(k)
@@ -184,6 +200,9 @@ func (b *Backend) layoutErr(layout string) error {
 	root := cmpOr(b.cfg.Root, "/")
 	how := "a new root, or the old one deleted with zkCli's deleteall (this drops pause flags, completed ticks and history), " +
 		"takes the layout of the first client"
+	if n, err := strconv.Atoi(layout); err == nil && n > layoutNumber {
+		how = "upgrade this client to the version of the root's clients"
+	}
 	if strings.HasPrefix(layout, "1 ") {
 		how = fmt.Sprintf("layout 1 keeps the same znodes: stop every client of the root, create the marker "+
 			"(zkCli: create %s/%s %s), then start the new ones", strings.TrimSuffix(root, "/"), layoutNode, layoutVersion)

@@ -128,8 +128,8 @@ func TestRootLayout(t *testing.T) {
 }
 
 // TestRootOfAnotherLayoutRefused: Open refuses — naming the root, the
-// server and both layouts, saying how to move on, and writing nothing — a
-// root whose marker names another layout, and one without a marker that
+// server and both layouts, saying how to move on (upgrade, for a newer
+// layout), and writing nothing — a root whose marker names another layout, and one without a marker that
 // holds a top-level znode or a key of a client from before the marker.
 func TestRootOfAnotherLayoutRefused(t *testing.T) {
 	k := newLayoutKit(t)
@@ -139,8 +139,14 @@ func TestRootOfAnotherLayoutRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := k.open("/next")
-	checkRefusal(t, err, "/next", k.server, "layout 3", "deleteall")
+	checkRefusal(t, err, "/next", k.server, "layout 3", "upgrade this client")
 	k.marker("/next", "3")
+	k.opens("/garbled", 1)
+	if _, err := k.raw.Set("/garbled/@layout", []byte("x"), -1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = k.open("/garbled")
+	checkRefusal(t, err, "/garbled", k.server, "layout x", "deleteall")
 
 	for root, made := range map[string][]string{
 		"/old":    {"/old", "/old/@entries"},

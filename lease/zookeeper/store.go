@@ -196,18 +196,21 @@ func (b *Backend) createEntry(ctx context.Context, space, path string, data []by
 }
 
 // makeDirs creates ROOT/top and ROOT/top/sub as persistent znodes, where
-// missing (another daemon may create them at the same time).
+// missing (another daemon may create them at the same time). A top-level
+// znode made again (the root deleted and made again by hand under running
+// daemons) comes with the layout marker when the root lacks it, in the
+// same multi: a root never holds a top-level znode without a marker.
 func (b *Backend) makeDirs(ctx context.Context, top, sub string) error {
 	for i, p := range []string{b.cfg.Root + "/" + top, b.cfg.Root + "/" + top + "/" + sub} {
 		err := b.call(ctx, b.cfg.Timeout, func() error {
+			if i == 0 {
+				return b.createTop(p)
+			}
 			_, err := b.conn.Create(p, nil, 0, b.acl())
 			return err
 		}, nil)
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", p, b.nodeErr(err))
-		}
-		if i == 0 && err == nil {
-			b.stampLayout(ctx) // a top-level znode made again: the root too?
 		}
 	}
 	return nil
