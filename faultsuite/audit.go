@@ -41,6 +41,19 @@ type LeaseLog struct {
 	// failed. Zero if the tick was not (known to be) completed by this run.
 	Completed   time.Time
 	CompleteErr bool // "could not complete/release the lease" was logged
+	// RetryUnstored: the run failed and the daemon could not store the
+	// retry state ("could not store the retry state; ..."), so a host
+	// that takes the tick over knows nothing of the failed attempt.
+	RetryUnstored bool
+}
+
+// ResultLost reports whether the failed run r left no trace of its
+// outcome on the store: the retry state could not be stored and the
+// completion was not confirmed. A host that takes its tick over then
+// runs the same attempt again, as after a run stopped before its end.
+func ResultLost(leases map[LeaseKey]*LeaseLog, r Run) bool {
+	ll := leases[LeaseKey{r.Host, r.Job, r.Token}]
+	return ll != nil && ll.RetryUnstored && ll.Completed.IsZero()
 }
 
 // Validity is one validity end a daemon logged for a lease, and when.
@@ -61,6 +74,10 @@ func (ll *LeaseLog) ValidAt(t time.Time) time.Time {
 	}
 	return v
 }
+
+// retryUnstored is what a daemon logs when it cannot store a failed
+// run's retry state.
+const retryUnstored = "could not store the retry state; completing the tick without a retry"
 
 // daemonLine is the part of a daemon's JSON log line the audit reads.
 type daemonLine struct {
@@ -113,6 +130,8 @@ func ReadDaemonLog(host, path string, into map[LeaseKey]*LeaseLog) error {
 			ll.Started = l.Time
 		case "could not complete/release the lease":
 			ll.CompleteErr = true
+		case retryUnstored:
+			ll.RetryUnstored = true
 		case "job finished":
 			ll.Finished, ll.Result = l.Time, l.Result
 			if l.Completed != nil && *l.Completed && !ll.CompleteErr {

@@ -39,6 +39,7 @@ func TestReadDaemonLog(t *testing.T) {
 		logLine(ms(1000), "lease renewed", 7, validAttr(ms(2900))),
 		logLine(ms(1200), "job finished", 7, `,"result":"ok","completed":true`),
 		logLine(ms(3000), "job started", 8, validAttr(ms(4900))),
+		logLine(ms(3400), retryUnstored, 8, ``),
 		logLine(ms(3500), "could not complete/release the lease", 8, `,"complete":true`),
 		logLine(ms(3600), "job finished", 8, `,"result":"ok","completed":true`),
 	)
@@ -58,6 +59,9 @@ func TestReadDaemonLog(t *testing.T) {
 	}
 	if !b.Completed.IsZero() || !b.CompleteErr || !b.Finished.Equal(ms(3600)) {
 		t.Errorf("lease 8 (completion failed) counted as completed: %+v", b)
+	}
+	if a.RetryUnstored || !b.RetryUnstored {
+		t.Errorf("retry state unstored: lease 7 %v, lease 8 %v; want false, true", a.RetryUnstored, b.RetryUnstored)
 	}
 }
 

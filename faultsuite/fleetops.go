@@ -204,7 +204,9 @@ func (f *Fleet) MustCLI(args ...string) CLIResult {
 // oracle's Audit (overlap, token, validity, and rerun only after a
 // completion the daemon confirmed: a run whose completion failed, the
 // store too slow, is rightly taken over) plus the attempt rules of
-// SafetyRetries for the jobs' retries.
+// SafetyRetries for the jobs' retries, where a failed run whose outcome
+// never reached the store (ResultLost) may be followed by the same
+// attempt.
 func (f *Fleet) CheckAudit() *History {
 	f.t.Helper()
 	h := f.History()
@@ -219,7 +221,8 @@ func (f *Fleet) CheckAudit() *History {
 			vs = append(vs, v)
 		}
 	}
-	for _, v := range h.SafetyRetries(f.retries) {
+	lost := func(r Run) bool { return ResultLost(leases, r) }
+	for _, v := range h.SafetyRetriesLost(f.retries, lost) {
 		if v.Rule == "attempt" {
 			vs = append(vs, v)
 		}

@@ -34,7 +34,7 @@ func (c retryCheck) retryDropped(job string, tk time.Time) bool {
 func droppedRetry(f *Fleet, job string, tk time.Time) string {
 	for _, d := range f.Daemons {
 		for _, l := range tickLines(d, job, tk) {
-			if l.Msg == "could not store the retry state; completing the tick without a retry" {
+			if l.Msg == retryUnstored {
 				return d.Name
 			}
 		}

@@ -179,6 +179,14 @@ func (h *History) Safety() []Violation { return h.SafetyRetries(nil) }
 // A run whose attempt is unknown (0: a daemon that does not set
 // LEASECRON_ATTEMPT) is taken as attempt 1.
 func (h *History) SafetyRetries(retries func(job string) int) []Violation {
+	return h.SafetyRetriesLost(retries, nil)
+}
+
+// SafetyRetriesLost is SafetyRetries where a failed run for which lost
+// reports true (its outcome never reached the store: see ResultLost) is
+// followed rightly by the same attempt, as a run stopped before its end
+// is: the host that takes the tick over cannot know it failed.
+func (h *History) SafetyRetriesLost(retries func(job string) int, lost func(Run) bool) []Violation {
 	var vs []Violation
 	for _, job := range h.Jobs() {
 		runs := h.Job(job)
@@ -204,7 +212,7 @@ func (h *History) SafetyRetries(retries func(job string) int) []Violation {
 			ticks[r.Tick] = append(ticks[r.Tick], r)
 		}
 		for _, tick := range order {
-			vs = append(vs, tickAttempts(job, tick, ticks[tick], maxAttempt)...)
+			vs = append(vs, tickAttempts(job, tick, ticks[tick], maxAttempt, lost)...)
 		}
 		for i := 1; i < len(runs); i++ {
 			if runs[i].Token <= runs[i-1].Token {
@@ -217,8 +225,9 @@ func (h *History) SafetyRetries(retries func(job string) int) []Violation {
 }
 
 // tickAttempts checks the runs of one tick, in start order, against the
-// rerun and attempt rules of SafetyRetries.
-func tickAttempts(job string, tick int64, rs []Run, maxAttempt int) []Violation {
+// rerun and attempt rules of SafetyRetries (lost: see SafetyRetriesLost;
+// nil: none).
+func tickAttempts(job string, tick int64, rs []Run, maxAttempt int, lost func(Run) bool) []Violation {
 	at := time.Unix(tick, 0).UTC().Format(time.RFC3339)
 	attempt := func(r Run) int { return max(r.Attempt, 1) }
 	var vs []Violation
@@ -230,6 +239,8 @@ func tickAttempts(job string, tick int64, rs []Run, maxAttempt int) []Violation 
 		switch {
 		case prev.Succeeded():
 			return append(vs, Violation{Rule: "rerun", Msg: fmt.Sprintf("tick %s of %s ran again after a successful run", at, job), Runs: rs})
+		case prev.Failed() && lost != nil && lost(prev) && attempt(r) == attempt(prev):
+			// Taken over after a failure that never reached the store.
 		case prev.Failed() && attempt(prev) >= maxAttempt:
 			return append(vs, Violation{Rule: "rerun", Msg: fmt.Sprintf("tick %s of %s ran again after attempt %d failed (at most %d attempts)",
 				at, job, attempt(prev), maxAttempt), Runs: rs})

@@ -103,3 +103,32 @@ func TestOracleAttempts(t *testing.T) {
 		})
 	}
 }
+
+// TestOracleAttemptsResultLost: a failed attempt whose outcome never
+// reached the store (SafetyRetriesLost's lost) may be followed by the
+// same attempt, from the host that took the tick over; the control
+// without it, or with it for another run, is the attempt violation.
+func TestOracleAttemptsResultLost(t *testing.T) {
+	base := time.Unix(1700000000, 0)
+	h, err := ReadHistory(writeAttempts(t, base, []attemptRun{
+		{"a", 1, 0, 3, false}, {"b", 1, 1000, 3, false}, {"c", 2, 2000, 0, false},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	retries := func(string) int { return 2 }
+	for _, tc := range []struct {
+		name     string
+		lostHost string
+		want     string
+	}{
+		{"first attempt's outcome lost", "a", ""},
+		{"control: nothing lost", "", "attempt"},
+		{"control: a later run's outcome lost", "b", "attempt"},
+	} {
+		lost := func(r Run) bool { return r.Host == tc.lostHost }
+		if got := rules(h.SafetyRetriesLost(retries, lost)); got != tc.want {
+			t.Errorf("%s: violations %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -305,6 +305,7 @@ func (s *Scheduler) finish(j *Job, l lease.Lease, hold *lease.Hold, rec RunRecor
 	if err != nil {
 		log.Error("could not complete/release the lease", "complete", complete, "err", err)
 	}
+	completed := complete && !lapse && err == nil // confirmed on the store
 	s.opts.Metrics.RunFinished(rec.Job, rec.Result, rec.Duration())
 	note := rec
 	note.Output = nil // in the history only: a note stays small
@@ -314,7 +315,7 @@ func (s *Scheduler) finish(j *Job, l lease.Lease, hold *lease.Hold, rec RunRecor
 		}
 	}
 	log.Info("job finished", "result", rec.Result, "exit", rec.Exit, "signal", rec.Signal,
-		"duration", rec.Duration().Round(time.Millisecond), "completed", complete, "attempt", rec.Attempt)
+		"duration", rec.Duration().Round(time.Millisecond), "completed", completed, "attempt", rec.Attempt)
 }
 
 // startJob starts the job's supervisor with the LEASECRON_* environment.
