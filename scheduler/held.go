@@ -85,7 +85,9 @@ func (f *follower) skipLookWait(holderTTL time.Duration) time.Duration {
 // lookSkipped reads the lease of a tick skipped on this host: errSkipWatch
 // while no other host has started the tick; the refusal a held lease would
 // give once one has (the follower then follows it as a loser); and
-// ErrEpochDone once the tick (or a newer one) completed.
+// ErrEpochDone once the tick (or a newer one) completed. A free lease
+// whose tick awaits a retry another host left (retryPending) also ends the
+// watch: the next attempt tries for the lease.
 func (f *follower) lookSkipped(st *followState) lease.Result {
 	s := f.s
 	info, err := s.be.Inspect(f.ctx, s.key(f.j.Name))
@@ -109,6 +111,33 @@ func (f *follower) lookSkipped(st *followState) lease.Result {
 		return lease.Result{Err: &lease.RefusedError{Key: s.key(f.j.Name), Reason: lease.ErrHeld,
 			Holder: info.Holder, HolderTTL: info.TTL, HolderNodes: info.HolderNodes}}
 	}
+	if !ok || ht < f.tick.Unix() {
+		if f.retryPending(st) {
+			return lease.Result{Err: errSkipWatch}
+		}
+	}
 	st.skipWait = f.skipLookWait(info.TTL)
 	return lease.Result{Err: errSkipWatch}
+}
+
+// retryPending reports whether another host started the skipped tick,
+// saw its attempt fail and left a retry for the fleet (the lease is free
+// between attempts, so a look at the lease alone misses it). Then this
+// host follows the tick as any loser does and may take the retry at once:
+// the failed host waits otherHostsFirst for that. A retry state that
+// cannot be read is looked for again at the next look.
+func (f *follower) retryPending(st *followState) bool {
+	rs, err := f.s.readRetry(f.ctx, f.j, f.tick, f.log)
+	if err != nil {
+		f.log.Debug("could not read the retry state of the skipped tick; looking again", "err", err)
+		return false
+	}
+	if rs == nil {
+		return false
+	}
+	f.log.Info("the skipped tick was started by another host and awaits a retry; following it, to take the retry",
+		"failed_on", rs.Host, "attempt", rs.Attempt)
+	st.skipped, st.skipWait = false, 0
+	f.missReason = ""
+	return true
 }

@@ -59,6 +59,60 @@ func TestSkippedTickNobodyStartsNotRun(t *testing.T) {
 	}
 }
 
+// TestSkippedTickTakesAnotherHostsRetry: as above, but h2's attempt at
+// the tick fails and h2 leaves a retry for the fleet (the lease free
+// between attempts, the retry state stored). The skipping host takes the
+// retry — h2 waits for the other hosts first, so that a fault of its own
+// does not eat every attempt. Control: the same free lease with no retry
+// state is not taken.
+func TestSkippedTickTakesAnotherHostsRetry(t *testing.T) {
+	t.Parallel()
+	t.Run("retry", func(t *testing.T) {
+		t.Parallel()
+		if rec := skippedRetryRun(t, true); rec.Host != "h1" || rec.Attempt != 2 {
+			t.Errorf("the retry h2 left of the skipped tick was not taken by the skipping host; last run %+v", rec)
+		}
+	})
+	t.Run("NegativeControl", func(t *testing.T) {
+		t.Parallel()
+		if rec := skippedRetryRun(t, false); rec.Host == "h1" {
+			t.Errorf("no retry state: the host that skipped the tick ran it: %+v", rec)
+		}
+	})
+}
+
+// skippedRetryRun plays the scene above (h2's retry state stored when
+// withRetry) and returns the last run record of the job.
+func skippedRetryRun(t *testing.T, withRetry bool) RunRecord {
+	s, be, j, cfg := skipScene(t, false, 6*time.Second)
+	j.Retries = 1
+	tick := time.Now().Truncate(time.Second)
+	prev, first := skipFirstAttempt(t, s, be, j, cfg, tick)
+	ctx, cancel := context.WithCancel(context.Background())
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		s.followTick(ctx, ctx, cfg, j, tick, first, 0)
+	}()
+	t.Cleanup(func() { cancel(); <-followed })
+	if err := prev.Complete(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if withRetry {
+		st := retryState{Tick: tick.Unix(), Attempt: 1, Host: "h2", Result: "failed", NextAt: time.Now().UTC()}
+		if err := s.writeRetry(ctxFor(t, 10*time.Second), j, tick, nil, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-followed:
+	case <-time.After(time.Until(j.DeadlineFor(tick)) + 10*time.Second):
+		t.Fatal("the follower of the skipped tick did not stop at its deadline")
+	}
+	_, rec := lastRun(t, s, j.Name)
+	return rec
+}
+
 // skippedTickRun plays the scene above and reports the last run record of
 // the job and whether it is the tick's run on the skipping host.
 func skippedTickRun(t *testing.T, skipStops bool) (RunRecord, bool) {
