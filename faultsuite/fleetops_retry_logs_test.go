@@ -74,9 +74,14 @@ func tickLines(d *Daemon, job string, tk time.Time) []tickLogLine {
 // previous tick's run still holds the job's lease (overlap: skip).
 const overlapSkipped = "previous run still holds the lease; skipping this tick (overlap: skip)"
 
-// skippedFollowed is what a daemon logs when another host started a tick
-// it had skipped (overlap: skip): it follows the tick again from then.
-const skippedFollowed = "the skipped tick was started by another host; following it, to take it over if that host dies"
+// skippedFollowed starts what a daemon logs when it finds that another
+// host started a tick it had skipped (overlap: skip), holding the lease
+// or having left a retry: it follows the tick again from then.
+const skippedFollowed = "the skipped tick was started by another host"
+
+// skippedUnread ends what a daemon logs when it could not read the lease
+// or the retry state of a tick it skipped (overlap: skip).
+const skippedUnread = " of the skipped tick; looking again"
 
 // skippedForOverlap reports whether job's tick tk has no run and a run of
 // the tick before it (every earlier) ran into tk: the hosts skipped tk
@@ -136,16 +141,16 @@ func previousRanInto(h *History, job string, tk time.Time, every time.Duration) 
 // itself: at once, because leaving it to the others (a TTL and a second
 // past the retry's backoff) would have ended past the tick's deadline
 // (the next tick: an attempt 1 that started late), or only after leaving
-// it to them (half a second of slack) while every other daemon either
-// tried to take job's tick tk over in between and was refused for lack of
-// an answer from the store, or had given the tick up before the retry
-// because the previous tick's run (every before tk; one did run into tk,
-// or left its lease held: see previousLeftHeld) still held the lease at
-// its first attempt (overlap: skip) and had not seen the tick started since
-// (then it follows the tick again; see docs/operations.md, Retries): a
-// store that answers none of them meanwhile (a loaded machine), or a
-// previous tick that ran late into this one, rightly leaves the retry to
-// the failing host. Such a tick is logged, not failed.
+// it to them (half a second of slack) while every other daemon was
+// refused by the store in between: it tried to take job's tick tk over
+// and got no answer, or it had given the tick up before the retry because
+// the previous tick's run (every before tk; one did run into tk, or left
+// its lease held: see previousLeftHeld) still held the lease at its first
+// attempt (overlap: skip), and could not read the tick's lease or retry
+// state since the failure, which would have had it follow the tick again
+// (docs/operations.md, Retries). A store that answers none of them
+// meanwhile (a loaded machine) rightly leaves the retry to the failing
+// host. Such a tick is logged, not failed.
 func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time, failed, retry Run, backoff time.Duration) bool {
 	t, f := c.t, c.f
 	t.Helper()
@@ -166,7 +171,7 @@ func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time,
 		if d.Name == failed.Host {
 			continue
 		}
-		refused, skipped := false, false
+		refused, skipped, unread := false, false, false
 		for _, l := range tickLines(d, job, tk) {
 			if !l.Time.Before(retry.Start) {
 				continue
@@ -176,15 +181,17 @@ func (c retryCheck) othersRefused(job string, every time.Duration, tk time.Time,
 				refused = true
 			case l.Msg == overlapSkipped && (previousRanInto(c.h, job, tk, every) || previousLeftHeld(f, c.h, job, tk, every, l.Time)):
 				skipped = true
-			case l.Msg == skippedFollowed:
-				skipped = false
+			case strings.HasPrefix(l.Msg, skippedFollowed):
+				skipped, unread = false, false
+			case strings.HasSuffix(l.Msg, skippedUnread) && !l.Time.Before(failed.Until()):
+				unread = true
 			}
 		}
-		if !refused && !skipped {
+		if !refused && !(skipped && unread) {
 			return false
 		}
 	}
-	t.Logf("tick %s of %s: the retry ran on %s, the host whose attempt failed, after the store refused every other host in between or it skipped the tick",
+	t.Logf("tick %s of %s: the retry ran on %s, the host whose attempt failed, after the store refused every other host in between",
 		fmtT(tk), job, retry.Host)
 	return true
 }

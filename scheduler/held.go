@@ -87,7 +87,7 @@ func (f *follower) skipLookWait(holderTTL time.Duration) time.Duration {
 // give once one has (the follower then follows it as a loser); and
 // ErrEpochDone once the tick (or a newer one) completed. A free lease
 // whose tick awaits a retry another host left (retryPending) also ends the
-// watch: the next attempt tries for the lease.
+// watch: this host follows the tick from its next attempt.
 func (f *follower) lookSkipped(st *followState) lease.Result {
 	s := f.s
 	info, err := s.be.Inspect(f.ctx, s.key(f.j.Name))
@@ -111,22 +111,26 @@ func (f *follower) lookSkipped(st *followState) lease.Result {
 		return lease.Result{Err: &lease.RefusedError{Key: s.key(f.j.Name), Reason: lease.ErrHeld,
 			Holder: info.Holder, HolderTTL: info.TTL, HolderNodes: info.HolderNodes}}
 	}
-	if !ok || ht < f.tick.Unix() {
-		if f.retryPending(st) {
-			return lease.Result{Err: errSkipWatch}
-		}
+	if info.Holder == "" && f.retryPending(st) {
+		return lease.Result{Err: errSkipWatch}
 	}
 	st.skipWait = f.skipLookWait(info.TTL)
 	return lease.Result{Err: errSkipWatch}
 }
 
-// retryPending reports whether another host started the skipped tick,
-// saw its attempt fail and left a retry for the fleet (the lease is free
-// between attempts, so a look at the lease alone misses it). Then this
-// host follows the tick as any loser does and may take the retry at once:
-// the failed host waits otherHostsFirst for that. A retry state that
-// cannot be read is looked for again at the next look.
+// retryPending reports, for a skipped tick whose lease is free, whether
+// another host started the tick, saw its attempt fail and left a retry to
+// the fleet (the lease is free between attempts, so a look at the lease
+// alone misses it). Then this host follows the tick as any loser does and
+// may take the retry when its backoff ends: the failed host waits
+// otherHostsFirst longer for that. A job without retries has no retry
+// state, and the last look before the deadline leaves no time for a run,
+// so neither reads it. A retry state that cannot be read is looked for
+// again at the next look.
 func (f *follower) retryPending(st *followState) bool {
+	if f.j.Retries == 0 || st.lastTry {
+		return false
+	}
 	rs, err := f.s.readRetry(f.ctx, f.j, f.tick, f.log)
 	if err != nil {
 		f.log.Debug("could not read the retry state of the skipped tick; looking again", "err", err)
@@ -135,7 +139,7 @@ func (f *follower) retryPending(st *followState) bool {
 	if rs == nil {
 		return false
 	}
-	f.log.Info("the skipped tick was started by another host and awaits a retry; following it, to take the retry",
+	f.log.Info("the skipped tick was started by another host, whose attempt failed; following it, to take the retry",
 		"failed_on", rs.Host, "attempt", rs.Attempt)
 	st.skipped, st.skipWait = false, 0
 	f.missReason = ""

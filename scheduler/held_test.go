@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +40,7 @@ func TestSkippedTickTakenOverWhenItsRunnerDies(t *testing.T) {
 // and stops watching at the deadline.
 func TestSkippedTickNobodyStartsNotRun(t *testing.T) {
 	t.Parallel()
-	s, be, j, cfg := skipScene(t, false, 8*time.Second)
+	s, be, j, cfg := skipScene(t, false, 8*time.Second, 0, nil)
 	tick := time.Now().Truncate(time.Second)
 	prev, first := skipFirstAttempt(t, s, be, j, cfg, tick)
 	done := make(chan struct{})
@@ -62,31 +64,63 @@ func TestSkippedTickNobodyStartsNotRun(t *testing.T) {
 // TestSkippedTickTakesAnotherHostsRetry: as above, but h2's attempt at
 // the tick fails and h2 leaves a retry for the fleet (the lease free
 // between attempts, the retry state stored). The skipping host takes the
-// retry — h2 waits for the other hosts first, so that a fault of its own
-// does not eat every attempt. Control: the same free lease with no retry
-// state is not taken.
+// retry when its backoff ends, before h2's turn (h2 waits for the other
+// hosts first, so that a fault of its own does not eat every attempt).
+// Control: a retry state of another tick is not taken, though the host
+// looked for this tick's.
 func TestSkippedTickTakesAnotherHostsRetry(t *testing.T) {
 	t.Parallel()
 	t.Run("retry", func(t *testing.T) {
 		t.Parallel()
-		if rec := skippedRetryRun(t, true); rec.Host != "h1" || rec.Attempt != 2 {
-			t.Errorf("the retry h2 left of the skipped tick was not taken by the skipping host; last run %+v", rec)
+		s, rec, nextAt, _ := skippedRetryRun(t, true)
+		if rec.Host != "h1" || rec.Attempt != 2 {
+			t.Fatalf("the retry h2 left of the skipped tick was not taken by the skipping host; last run %+v", rec)
+		}
+		if rec.Start.Before(nextAt) || !rec.Start.Before(nextAt.Add(s.otherHostsFirst())) {
+			t.Errorf("the retry started at %s; want from its backoff's end %s until h2's turn, %s later",
+				rec.Start.Format(time.StampMilli), nextAt.Format(time.StampMilli), s.otherHostsFirst())
 		}
 	})
 	t.Run("NegativeControl", func(t *testing.T) {
 		t.Parallel()
-		if rec := skippedRetryRun(t, false); rec.Host == "h1" {
-			t.Errorf("no retry state: the host that skipped the tick ran it: %+v", rec)
+		_, rec, _, looks := skippedRetryRun(t, false)
+		if looks == 0 {
+			t.Fatal("the skipping host never looked for the tick's retry state")
+		}
+		if rec.Host == "h1" {
+			t.Errorf("only another tick's retry state stored: the host that skipped the tick ran it: %+v", rec)
 		}
 	})
 }
 
-// skippedRetryRun plays the scene above (h2's retry state stored when
-// withRetry) and returns the last run record of the job.
-func skippedRetryRun(t *testing.T, withRetry bool) RunRecord {
-	s, be, j, cfg := skipScene(t, false, 6*time.Second)
-	j.Retries = 1
+// retryReads counts the reads of one retry state.
+type retryReads struct {
+	lease.Backend
+	name string
+	n    atomic.Int64
+}
+
+func (r *retryReads) Get(ctx context.Context, space, name string) (lease.Entry, bool, error) {
+	if space == lease.SpaceRetry && name == r.name {
+		r.n.Add(1)
+	}
+	return r.Backend.Get(ctx, space, name)
+}
+
+// skippedRetryRun plays the scene above, with h2's retry state of the
+// tick stored (ofTick), or one of the tick an hour before, the backoff
+// ending three seconds on. It returns the host, the job's last run
+// record, the end of the backoff, and how often the host read the tick's
+// retry state.
+func skippedRetryRun(t *testing.T, ofTick bool) (*Scheduler, RunRecord, time.Time, int64) {
+	reads := &retryReads{}
+	deadline := 6 * time.Second // the control waits for it
+	if ofTick {
+		deadline = time.Minute // ends with the run
+	}
+	s, be, j, cfg := skipScene(t, false, deadline, 1, func(b lease.Backend) lease.Backend { reads.Backend = b; return reads })
 	tick := time.Now().Truncate(time.Second)
+	reads.name = s.retryName(j.Name, tick)
 	prev, first := skipFirstAttempt(t, s, be, j, cfg, tick)
 	ctx, cancel := context.WithCancel(context.Background())
 	followed := make(chan struct{})
@@ -98,11 +132,18 @@ func skippedRetryRun(t *testing.T, withRetry bool) RunRecord {
 	if err := prev.Complete(ctxFor(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if withRetry {
-		st := retryState{Tick: tick.Unix(), Attempt: 1, Host: "h2", Result: "failed", NextAt: time.Now().UTC()}
-		if err := s.writeRetry(ctxFor(t, 10*time.Second), j, tick, nil, st); err != nil {
-			t.Fatal(err)
-		}
+	stateTick := tick
+	if !ofTick {
+		stateTick = tick.Add(-time.Hour)
+	}
+	nextAt := time.Now().Add(3 * time.Second).UTC()
+	data, err := json.Marshal(retryState{Tick: stateTick.Unix(), Attempt: 1, Host: "h2", Result: "failed", NextAt: nextAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := lease.Entry{Name: s.retryName(j.Name, stateTick), Version: 1, Data: data, TTL: time.Minute}
+	if err := s.be.Put(ctxFor(t, 10*time.Second), lease.SpaceRetry, e); err != nil {
+		t.Fatal(err)
 	}
 	select {
 	case <-followed:
@@ -110,13 +151,13 @@ func skippedRetryRun(t *testing.T, withRetry bool) RunRecord {
 		t.Fatal("the follower of the skipped tick did not stop at its deadline")
 	}
 	_, rec := lastRun(t, s, j.Name)
-	return rec
+	return s, rec, nextAt, reads.n.Load()
 }
 
 // skippedTickRun plays the scene above and reports the last run record of
 // the job and whether it is the tick's run on the skipping host.
 func skippedTickRun(t *testing.T, skipStops bool) (RunRecord, bool) {
-	s, be, j, cfg := skipScene(t, skipStops, time.Minute)
+	s, be, j, cfg := skipScene(t, skipStops, time.Minute, 0, nil)
 	tick := time.Now().Truncate(time.Second) // its deadline a minute away
 	prev, first := skipFirstAttempt(t, s, be, j, cfg, tick)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -142,14 +183,15 @@ func skippedTickRun(t *testing.T, skipStops bool) (RunRecord, bool) {
 }
 
 // skipScene is a host with one job ("ov", overlap: skip, deadline
-// deadline) on a Redis node of its own.
-func skipScene(t *testing.T, skipStops bool, deadline time.Duration) (*Scheduler, *redlock.Client, *Job, *Config) {
+// deadline, retries retries) on a Redis node of its own, its backend
+// wrapped by wrap (nil: not).
+func skipScene(t *testing.T, skipStops bool, deadline time.Duration, retries int, wrap func(lease.Backend) lease.Backend) (*Scheduler, *redlock.Client, *Job, *Config) {
 	cluster := redistest.Start(t, 1)
-	j := &Job{Name: "ov", Schedule: "@hourly", Shell: "true", Deadline: deadline}
+	j := &Job{Name: "ov", Schedule: "@hourly", Shell: "true", Deadline: deadline, Retries: retries}
 	cfg := tickConfig(t, cluster.URLs(), j)
 	// Timeouts a loaded machine meets: what is tested is who runs the
 	// tick, not how the host copes with a slow store.
-	s, be := votingScheduler(t, cfg, 4*time.Second, 300*time.Millisecond, selfSupervisor(t), nil)
+	s, be := votingScheduler(t, cfg, 4*time.Second, 300*time.Millisecond, selfSupervisor(t), wrap)
 	s.setTestHooks(func(h *testHooks) { h.skipStops = skipStops })
 	return s, be, s.cfg.Load().Jobs[0], cfg
 }
