@@ -121,17 +121,7 @@ func skippedRetryRun(t *testing.T, ofTick bool) (*Scheduler, RunRecord, time.Tim
 	s, be, j, cfg := skipScene(t, false, deadline, 1, func(b lease.Backend) lease.Backend { reads.Backend = b; return reads })
 	tick := time.Now().Truncate(time.Second)
 	reads.name = s.retryName(j.Name, tick)
-	prev, first := skipFirstAttempt(t, s, be, j, cfg, tick)
-	ctx, cancel := context.WithCancel(context.Background())
-	followed := make(chan struct{})
-	go func() {
-		defer close(followed)
-		s.followTick(ctx, ctx, cfg, j, tick, first, 0)
-	}()
-	t.Cleanup(func() { cancel(); <-followed })
-	if err := prev.Complete(ctxFor(t, 10*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	followed := followSkipped(t, s, be, j, cfg, tick)
 	stateTick := tick
 	if !ofTick {
 		stateTick = tick.Add(-time.Hour)
@@ -159,6 +149,23 @@ func skippedRetryRun(t *testing.T, ofTick bool) (*Scheduler, RunRecord, time.Tim
 func skippedTickRun(t *testing.T, skipStops bool) (RunRecord, bool) {
 	s, be, j, cfg := skipScene(t, skipStops, time.Minute, 0, nil)
 	tick := time.Now().Truncate(time.Second) // its deadline a minute away
+	followed := followSkipped(t, s, be, j, cfg, tick)
+	// h2 starts the tick and dies (no renewal, no release): its lease
+	// runs out after a TTL.
+	_ = holdFor(t, be, s, j, cfg, tick, "h2")
+	select {
+	case <-followed:
+	case <-time.After(2*cfg.Lease.TTL + 5*time.Second):
+	}
+	_, rec := lastRun(t, s, j.Name)
+	return rec, rec.Host == s.host && rec.Tick.Equal(tick)
+}
+
+// followSkipped has s skip tick (skipFirstAttempt) and follow it until
+// the test ends, then ends the older run that made it skip. The channel
+// is closed when the follower returns.
+func followSkipped(t *testing.T, s *Scheduler, be *redlock.Client, j *Job, cfg *Config, tick time.Time) <-chan struct{} {
+	t.Helper()
 	prev, first := skipFirstAttempt(t, s, be, j, cfg, tick)
 	ctx, cancel := context.WithCancel(context.Background())
 	followed := make(chan struct{})
@@ -167,19 +174,10 @@ func skippedTickRun(t *testing.T, skipStops bool) (RunRecord, bool) {
 		s.followTick(ctx, ctx, cfg, j, tick, first, 0)
 	}()
 	t.Cleanup(func() { cancel(); <-followed })
-
-	// The older run ends; h2 starts the tick and dies (no renewal, no
-	// release): its lease runs out after a TTL.
 	if err := prev.Complete(ctxFor(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	_ = holdFor(t, be, s, j, cfg, tick, "h2")
-	select {
-	case <-followed:
-	case <-time.After(2*cfg.Lease.TTL + 5*time.Second):
-	}
-	_, rec := lastRun(t, s, j.Name)
-	return rec, rec.Host == s.host && rec.Tick.Equal(tick)
+	return followed
 }
 
 // skipScene is a host with one job ("ov", overlap: skip, deadline
