@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,38 @@ func TestLimitResults(t *testing.T) {
 		if FailedResult(r) {
 			t.Errorf("%s counts as a failure", r)
 		}
+	}
+}
+
+// TestStopReached: a run cut short (timeout, shutdown, pause --stop) is
+// recorded as such only when the supervisor signalled the job; a job that
+// ended on its own first keeps its own result. A lost lease is always
+// aborted.
+func TestStopReached(t *testing.T) {
+	signalled, killed, own := supervisor.Exit{TermTime: 1}, supervisor.Exit{KillTime: 1}, supervisor.Exit{Reason: supervisor.ReasonExited}
+	for _, tc := range []struct {
+		cut  string
+		exit supervisor.Exit
+		want bool
+	}{
+		{"stopped", signalled, true},
+		{"stopped", killed, true},
+		{"stopped", own, false},
+		{"shutdown", own, false},
+		{"timeout", own, false},
+		{"timeout", signalled, true},
+		{"aborted", own, true},
+	} {
+		if got := stopReached(tc.cut, tc.exit); got != tc.want {
+			t.Errorf("stopReached(%s, %+v) = %v, want %v", tc.cut, tc.exit, got, tc.want)
+		}
+	}
+	s, j, log := &Scheduler{}, &Job{Name: "j"}, slog.New(slog.DiscardHandler)
+	if got, _ := s.exitResult(j, nil, runExit{exit: own}, "stopped", log); got != "ok" {
+		t.Errorf("a job that exited 0 before pause --stop reached it: result %s, want ok", got)
+	}
+	if got, _ := s.exitResult(j, nil, runExit{exit: signalled}, "stopped", log); got != "stopped" {
+		t.Errorf("a job stopped by pause --stop: result %s, want stopped", got)
 	}
 }
 

@@ -29,6 +29,10 @@ func (s *Scheduler) result(j *Job, r *activeRun, w runExit, cut string, log *slo
 
 // exitResult is result before the limits are counted.
 func (s *Scheduler) exitResult(j *Job, r *activeRun, w runExit, cut string, log *slog.Logger) (result, errText string) {
+	if cut != "" && w.err == nil && !stopReached(cut, w.exit) {
+		log.Info("the job ended on its own before it was stopped; its exit is its result", "stop", cut)
+		cut = ""
+	}
 	switch {
 	case errors.Is(w.err, supervisor.ErrSupervisorLost):
 		// Never completed: the job did not run to its end under watch.
@@ -53,6 +57,17 @@ func (s *Scheduler) exitResult(j *Job, r *activeRun, w runExit, cut string, log 
 		return "ok", ""
 	}
 	return "failed", ""
+}
+
+// stopReached reports whether a run cut short for cut (aborted, timeout,
+// shutdown, stopped) is recorded as such: the supervisor signalled the
+// job (SIGTERM or SIGKILL), or its lease was lost (the tick is no longer
+// this host's to complete). A job that ended on its own before the stop
+// reached it ran to its end, and its exit says how: a run that finished
+// as its job was paused with --stop is ok and completes its tick, rather
+// than stopped and its tick released.
+func stopReached(cut string, e supervisor.Exit) bool {
+	return cut == "aborted" || e.TermTime != 0 || e.KillTime != 0
 }
 
 // settle decides how a finished run's tick ends: complete (the job ran
