@@ -45,34 +45,42 @@ func TestLimitResults(t *testing.T) {
 	}
 }
 
-// TestStopReached: a run cut short (timeout, shutdown, pause --stop) is
-// recorded as such only when the supervisor signalled the job; a job that
-// ended on its own first keeps its own result. A lost lease is always
-// aborted.
-func TestStopReached(t *testing.T) {
-	signalled, killed, own := supervisor.Exit{TermTime: 1}, supervisor.Exit{KillTime: 1}, supervisor.Exit{Reason: supervisor.ReasonExited}
+// TestEndedBeforeItsStop: a run cut short for its timeout or a pause
+// --stop is recorded as such unless its job had ended on its own before
+// the stop was decided (reaped earlier, exited with a status, sent no
+// signal); a lost lease and a shutdown always stand.
+func TestEndedBeforeItsStop(t *testing.T) {
+	at := time.Now()
+	own := supervisor.Exit{Reason: supervisor.ReasonExited, Ended: at.Add(-70 * time.Millisecond)}
+	late := own
+	late.Ended = at.Add(time.Millisecond)
+	termed, killed, signal := own, own, own
+	termed.TermTime, killed.KillTime, signal.Signal = 1, 1, "SIGTERM"
 	for _, tc := range []struct {
-		cut  string
+		why  string
 		exit supervisor.Exit
 		want bool
 	}{
-		{"stopped", signalled, true},
-		{"stopped", killed, true},
-		{"stopped", own, false},
+		{"stopped", own, true},
+		{"timeout", own, true},
+		{"stopped", late, false},
+		{"stopped", termed, false},
+		{"stopped", killed, false},
+		{"stopped", signal, false},
+		{"stopped", supervisor.Exit{}, false}, // not reaped: unknown
 		{"shutdown", own, false},
-		{"timeout", own, false},
-		{"timeout", signalled, true},
-		{"aborted", own, true},
+		{"aborted", own, false},
+		{"", own, false},
 	} {
-		if got := stopReached(tc.cut, tc.exit); got != tc.want {
-			t.Errorf("stopReached(%s, %+v) = %v, want %v", tc.cut, tc.exit, got, tc.want)
+		if got := endedFirst(runCut{why: tc.why, at: at}, tc.exit); got != tc.want {
+			t.Errorf("endedFirst(%q, %+v) = %v, want %v", tc.why, tc.exit, got, tc.want)
 		}
 	}
 	s, j, log := &Scheduler{}, &Job{Name: "j"}, slog.New(slog.DiscardHandler)
-	if got, _ := s.exitResult(j, nil, runExit{exit: own}, "stopped", log); got != "ok" {
-		t.Errorf("a job that exited 0 before pause --stop reached it: result %s, want ok", got)
+	if got, _ := s.exitResult(j, nil, runExit{exit: own}, runCut{why: "stopped", at: at}, log); got != "ok" {
+		t.Errorf("a job that exited 0 before pause --stop was decided: result %s, want ok", got)
 	}
-	if got, _ := s.exitResult(j, nil, runExit{exit: signalled}, "stopped", log); got != "stopped" {
+	if got, _ := s.exitResult(j, nil, runExit{exit: termed}, runCut{why: "stopped", at: at}, log); got != "stopped" {
 		t.Errorf("a job stopped by pause --stop: result %s, want stopped", got)
 	}
 }

@@ -200,10 +200,19 @@ func (s *Scheduler) holdRun(cfg *Config, j *Job, l lease.Lease, proc *supervisor
 	return lease.NewHold(l, s.be.Timeout(), holdOpts...)
 }
 
+// runCut says why watchRun stopped a run (aborted, timeout, shutdown,
+// stopped; "" when nothing did) and when it decided to.
+type runCut struct {
+	why string
+	at  time.Time
+}
+
 // watchRun waits for the job's end; a lost lease, the job's timeout, the
 // daemon's shutdown (hard) or a pause --stop stop it first. cut says
-// which of those did ("" when none).
-func (s *Scheduler) watchRun(hard context.Context, j *Job, r *activeRun, hold *lease.Hold, log *slog.Logger) (w runExit, cut string) {
+// which of those did. A lease lost while the job was being stopped for
+// another reason makes the cut aborted: the tick is no longer this
+// host's, whatever stopped the job.
+func (s *Scheduler) watchRun(hard context.Context, j *Job, r *activeRun, hold *lease.Hold, log *slog.Logger) (w runExit, cut runCut) {
 	var timeout <-chan time.Time
 	if j.Timeout > 0 {
 		t := time.NewTimer(j.Timeout)
@@ -212,10 +221,10 @@ func (s *Scheduler) watchRun(hard context.Context, j *Job, r *activeRun, hold *l
 	}
 	// stopFor stops the run for why (the first reason only).
 	stopFor := func(why, metric string, logf func(string, ...any), msg string, args ...any) {
-		if cut != "" {
+		if cut.why != "" {
 			return
 		}
-		cut = why
+		cut = runCut{why: why, at: time.Now()}
 		logf(msg, args...)
 		s.opts.Metrics.Abort(j.Name, metric)
 		switch err := r.proc.Terminate(j.KillGrace); {
@@ -237,6 +246,11 @@ func (s *Scheduler) watchRun(hard context.Context, j *Job, r *activeRun, hold *l
 			return w, cut
 		case <-holdDone:
 			holdDone = nil
+			if cut.why != "" {
+				log.Error("lease lost while the job was being stopped", "stop", cut.why, "err", hold.Err())
+				cut.why = "aborted"
+				continue
+			}
 			stopFor("aborted", "lease_lost", log.Error, "lease lost; stopping the job before its validity ends", "err", hold.Err())
 		case <-timeout:
 			timeout = nil
@@ -246,7 +260,7 @@ func (s *Scheduler) watchRun(hard context.Context, j *Job, r *activeRun, hold *l
 			stopFor("shutdown", "shutdown", log.Warn, "shutting down; stopping the job", "kill_grace", j.KillGrace)
 		case pi := <-stopC:
 			stopC = nil
-			stopFor("stopped", "paused", log.Warn, "job paused with --stop; stopping the run (the tick is released, not completed)",
+			stopFor("stopped", "paused", log.Warn, "job paused with --stop; stopping the run",
 				"paused_by", pi.By, "reason", pi.Reason, "kill_grace", j.KillGrace)
 		}
 	}

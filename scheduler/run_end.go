@@ -14,10 +14,10 @@ import (
 // fires.
 
 // result names the result of a run that ended as w (cut: why it was
-// stopped early) and the error to record, its job's limits counted: a
+// stopped early, if it was) and the error to record, its job's limits counted: a
 // failed run the OOM killer or tasks_max hit is oom or limit (see
 // limitResult).
-func (s *Scheduler) result(j *Job, r *activeRun, w runExit, cut string, log *slog.Logger) (result, errText string) {
+func (s *Scheduler) result(j *Job, r *activeRun, w runExit, cut runCut, log *slog.Logger) (result, errText string) {
 	result, errText = s.exitResult(j, r, w, cut, log)
 	if lr := limitResult(result, w.exit); lr != result {
 		log.Warn("the job ran into its limit", "limit", w.exit.Limit, "memory_max", j.MemoryMax, "tasks_max", j.TasksMax, "cpu_max", j.CPUMax)
@@ -28,10 +28,10 @@ func (s *Scheduler) result(j *Job, r *activeRun, w runExit, cut string, log *slo
 }
 
 // exitResult is result before the limits are counted.
-func (s *Scheduler) exitResult(j *Job, r *activeRun, w runExit, cut string, log *slog.Logger) (result, errText string) {
-	if cut != "" && w.err == nil && !stopReached(cut, w.exit) {
-		log.Info("the job ended on its own before it was stopped; its exit is its result", "stop", cut)
-		cut = ""
+func (s *Scheduler) exitResult(j *Job, r *activeRun, w runExit, cut runCut, log *slog.Logger) (result, errText string) {
+	if w.err == nil && endedFirst(cut, w.exit) {
+		log.Info("the job ended on its own before it was stopped; its exit is its result", "stop", cut.why)
+		cut.why = ""
 	}
 	switch {
 	case errors.Is(w.err, supervisor.ErrSupervisorLost):
@@ -42,8 +42,8 @@ func (s *Scheduler) exitResult(j *Job, r *activeRun, w runExit, cut string, log 
 		return "aborted", w.err.Error()
 	case w.err != nil:
 		return "error", w.err.Error()
-	case cut != "":
-		return cut, ""
+	case cut.why != "":
+		return cut.why, ""
 	case w.exit.Reason == supervisor.ReasonSuspended:
 		// The host was suspended: the lease may have expired on the
 		// servers while no timer ran here. The job is dead; its tick
@@ -59,15 +59,19 @@ func (s *Scheduler) exitResult(j *Job, r *activeRun, w runExit, cut string, log 
 	return "failed", ""
 }
 
-// stopReached reports whether a run cut short for cut (aborted, timeout,
-// shutdown, stopped) is recorded as such: the supervisor signalled the
-// job (SIGTERM or SIGKILL), or its lease was lost (the tick is no longer
-// this host's to complete). A job that ended on its own before the stop
-// reached it ran to its end, and its exit says how: a run that finished
-// as its job was paused with --stop is ok and completes its tick, rather
-// than stopped and its tick released.
-func stopReached(cut string, e supervisor.Exit) bool {
-	return cut == "aborted" || e.TermTime != 0 || e.KillTime != 0
+// endedFirst reports whether a job stopped for its timeout or a pause
+// --stop (cut) had ended on its own before: it exited with a status (no
+// signal), the supervisor sent it none, and it was reaped before the stop
+// was decided. Its exit is then its result — a run that finished as its
+// job was paused with --stop is ok and completes its tick, rather than
+// stopped and released. A lost lease or a shutdown stands whatever the
+// job did: the tick is no longer this host's, or the daemon is going away
+// (a retry could not be stored).
+func endedFirst(cut runCut, e supervisor.Exit) bool {
+	if cut.why != "stopped" && cut.why != "timeout" {
+		return false
+	}
+	return e.Signal == "" && e.TermTime == 0 && e.KillTime == 0 && !e.Ended.IsZero() && e.Ended.Before(cut.at)
 }
 
 // settle decides how a finished run's tick ends: complete (the job ran

@@ -195,7 +195,8 @@ when and why; 'leasecron status' shows it.
 
 Runs in progress go on unless --stop is given: then the hosts stop them
 (SIGTERM, SIGKILL after kill_grace) through the abort path: their ticks are
-released, not completed (the run's record says "stopped").
+released, not completed (the run's record says "stopped"). A job that had
+already ended on its own keeps the result of its exit.
 
 Of a job's own flag and the --all flag, the one written last decides.
 
