@@ -57,6 +57,14 @@ func TestConformance(t *testing.T) {
 		Resume:           func(_ testing.TB, i int) { e.Servers[i].Resume() },
 		Ready: func(t testing.TB) {
 			e.WaitServing()
+			// A session through a plain client first: an ensemble that
+			// stalls after a fault fails here, apart from this client.
+			for end := time.Now().Add(time.Minute); !e.Serving(); {
+				if time.Now().After(end) {
+					t.Fatalf("the ensemble does not serve a minute after every server answered; its figures:\n%s", e.Figures())
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
 			b := open(t, e.Addrs(), conformanceTTL)
 			end := time.Now().Add(30 * time.Second)
 			for {

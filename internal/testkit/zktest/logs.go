@@ -1,6 +1,7 @@
 package zktest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,10 +29,12 @@ func warnLogsLost(t testing.TB) {
 	}
 }
 
-// writeLogConfig writes the server's log4j.properties: warnings, and the
-// servers' state changes (elections), to zookeeper.log in its directory.
+// writeLogConfig writes the server's log4j.properties: warnings, and what
+// the quorum package says at INFO (state changes, elections, how a
+// follower synchronised with its leader), to zookeeper.log in its
+// directory.
 func (s *Server) writeLogConfig() error {
-	log4j := "log4j.rootLogger=WARN, F\nlog4j.logger.org.apache.zookeeper.server.quorum.QuorumPeer=INFO\n" +
+	log4j := "log4j.rootLogger=WARN, F\nlog4j.logger.org.apache.zookeeper.server.quorum=INFO\n" +
 		"log4j.appender.F=org.apache.log4j.FileAppender\n" +
 		"log4j.appender.F.File=" + filepath.Join(s.dir, "zookeeper.log") + "\n" +
 		"log4j.appender.F.layout=org.apache.log4j.PatternLayout\n" +
@@ -39,27 +42,75 @@ func (s *Server) writeLogConfig() error {
 	return os.WriteFile(filepath.Join(s.dir, "log4j.properties"), []byte(log4j), 0o644)
 }
 
-// logIfFailed logs every server's state changes (elections: looking,
-// following, leading) and its last warnings (a slow fsync, say) when the
-// test failed: they explain most failures of an ensemble.
+// logIfFailed logs, when the test failed, each server's state changes
+// (elections: looking, following, leading), its last quorum messages
+// (how followers synchronised, what the leader proposed and committed)
+// and warnings, and — for a server still running and not paused — its
+// figures now (mntr: outstanding requests, synced followers, the last
+// zxid): a store that stalls shows there, apart from a client that
+// fails.
 func (e *Ensemble) logIfFailed() {
 	if !e.t.Failed() {
 		return
 	}
 	for _, s := range e.Servers {
 		data, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
-		var states, warns []string
+		var states, quorum, warns []string
 		for _, l := range strings.Split(string(data), "\n") {
 			switch {
 			case strings.Contains(l, "Peer state changed"):
 				states = append(states, l)
 			case strings.Contains(l, " WARN ") || strings.Contains(l, " ERROR "):
 				warns = append(warns, l)
+			case strings.Contains(l, " INFO ") && !strings.Contains(l, "FastLeaderElection"):
+				quorum = append(quorum, l)
 			}
 		}
-		e.t.Logf("zktest: server %d (%s), its state changes:\n%s\nits last warnings:\n%s", s.ID, s.Addr(),
-			strings.Join(states[max(0, len(states)-30):], "\n"), strings.Join(warns[max(0, len(warns)-10):], "\n"))
+		e.t.Logf("zktest: server %d (%s), its state changes:\n%s\nits last quorum messages:\n%s\nits last warnings:\n%s\nits figures now:\n%s",
+			s.ID, s.Addr(), last(states, 30), last(quorum, 30), last(warns, 10), s.figures())
 	}
+}
+
+// last returns the last n of lines, one per line.
+func last(lines []string, n int) string {
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// Figures returns every server's figures now, as logIfFailed prints
+// them: a test that finds the ensemble stalled says so with them.
+func (e *Ensemble) Figures() string {
+	var b strings.Builder
+	for _, s := range e.Servers {
+		fmt.Fprintf(&b, "server %d (%s):\n%s\n", s.ID, s.Addr(), s.figures())
+	}
+	return b.String()
+}
+
+// figures returns the server's mntr figures that tell a stalled server
+// from a slow client, one per line ("paused" or "no answer" when it does
+// not say).
+func (s *Server) figures() string {
+	if s.paused() {
+		return "paused"
+	}
+	var kept []string
+	for _, line := range s.fourLetter("mntr") {
+		for _, name := range []string{"zk_server_state", "zk_outstanding_requests", "zk_synced_followers",
+			"zk_pending_syncs", "zk_num_alive_connections", "zk_last_proposal_size", "zk_znode_count", "zk_ephemerals_count"} {
+			if strings.HasPrefix(line, name+"\t") {
+				kept = append(kept, line)
+			}
+		}
+	}
+	for _, line := range s.fourLetter("srvr") {
+		if strings.HasPrefix(line, "Zxid:") {
+			kept = append(kept, line)
+		}
+	}
+	if len(kept) == 0 {
+		return "no answer"
+	}
+	return strings.Join(kept, "\n")
 }
 
 func (s *Server) logTail() string {
