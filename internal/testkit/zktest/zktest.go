@@ -10,7 +10,8 @@
 // (100 ms) so that elections and session timeouts are quick; the
 // negotiable session timeout ranges from 2 ticks to 60 s (StartWith: to
 // Options.MaxSessionTimeout). Servers can be killed, restarted on the
-// same ports with their data, and paused with SIGSTOP. ZooKeeper writes
+// same ports with their data, and paused with SIGSTOP (an ensemble frozen
+// whole is resumed leader last: see freeze.go). ZooKeeper writes
 // its transaction log to the operating system before it acknowledges a
 // write; forceSync=no spares the flush to disk, which only a crash of the
 // machine would need (the tests kill processes, never the machine) and
@@ -56,6 +57,8 @@ const killTimeout = 10 * time.Second
 type Ensemble struct {
 	t       testing.TB
 	Servers []*Server
+
+	frozen freezeState // a freeze of the whole ensemble (freeze.go)
 }
 
 // Server is one ZooKeeper server process of an Ensemble.
@@ -65,6 +68,7 @@ type Server struct {
 	dir        string
 	clientPort int
 	opts       Options
+	e          *Ensemble // the ensemble the server belongs to
 
 	mu   sync.Mutex
 	proc *proctest.Proc // nil before the first start
@@ -128,7 +132,7 @@ func (e *Ensemble) tryStart(n int, ports []int, o Options) error {
 	}
 	e.Servers = nil
 	for i := range n {
-		s := &Server{t: e.t, ID: i + 1, dir: e.t.TempDir(), clientPort: ports[3*i], opts: o}
+		s := &Server{t: e.t, e: e, ID: i + 1, dir: e.t.TempDir(), clientPort: ports[3*i], opts: o}
 		if err := s.writeConfig(peers.String()); err != nil {
 			return err
 		}
@@ -310,6 +314,7 @@ func (s *Server) Kill() {
 }
 
 func (s *Server) kill() {
+	s.forget()
 	s.mu.Lock()
 	p := s.proc
 	s.mu.Unlock()
@@ -350,42 +355,6 @@ func (e *Ensemble) WaitServing() {
 		if err := s.waitServing(); err != nil {
 			e.t.Fatalf("zktest: %v", err)
 		}
-	}
-}
-
-// Pause stops the server with SIGSTOP and waits until it is stopped.
-func (s *Server) Pause() {
-	s.t.Helper()
-	s.mu.Lock()
-	p := s.proc
-	s.mu.Unlock()
-	if p == nil || p.Exited() {
-		s.t.Fatalf("zktest: pause of server %d, which is not running", s.ID)
-	}
-	if err := p.Pause(); err != nil {
-		s.t.Fatalf("zktest: server %d: %v", s.ID, err)
-	}
-}
-
-// paused reports whether Pause stopped the server and Resume has not
-// continued it yet.
-func (s *Server) paused() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.proc != nil && s.proc.Paused()
-}
-
-// Resume continues a paused server with SIGCONT.
-func (s *Server) Resume() {
-	s.t.Helper()
-	s.mu.Lock()
-	p := s.proc
-	s.mu.Unlock()
-	if p == nil {
-		return
-	}
-	if err := p.Resume(); err != nil {
-		s.t.Fatalf("zktest: server %d: %v", s.ID, err)
 	}
 }
 
