@@ -3,7 +3,9 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/leasecron/leasecron/config"
 	"github.com/leasecron/leasecron/internal/supervisor"
 	"github.com/leasecron/leasecron/lease/redlock"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestLimitResults: a failed run that hit its memory_max is oom, one that
@@ -77,11 +80,65 @@ func TestEndedBeforeItsStop(t *testing.T) {
 		}
 	}
 	s, j, log := &Scheduler{}, &Job{Name: "j"}, slog.New(slog.DiscardHandler)
-	if got, _ := s.exitResult(j, nil, runExit{exit: own}, runCut{why: "stopped", at: at}, log); got != "ok" {
+	if got, _, _ := s.exitResult(j, nil, runExit{exit: own}, runCut{why: "stopped", at: at}, log); got != "ok" {
 		t.Errorf("a job that exited 0 before pause --stop was decided: result %s, want ok", got)
 	}
-	if got, _ := s.exitResult(j, nil, runExit{exit: termed}, runCut{why: "stopped", at: at}, log); got != "stopped" {
+	if got, _, _ := s.exitResult(j, nil, runExit{exit: termed}, runCut{why: "stopped", at: at}, log); got != "stopped" {
 		t.Errorf("a job stopped by pause --stop: result %s, want stopped", got)
+	}
+}
+
+// TestAbortCountedByResult: leasecron_job_aborts_total counts a run once
+// its result is known, once, by the reason of that result: a run whose
+// job ended before its stop (endedFirst) keeps its exit's result and is
+// not counted; a run its stop ended is, by the stop (the result stopped
+// as paused, aborted as lease_lost); a lost supervisor, a suspend or a
+// limit counts under its own reason only, also when a stop was decided
+// too.
+func TestAbortCountedByResult(t *testing.T) {
+	at := time.Now()
+	own := supervisor.Exit{Reason: supervisor.ReasonExited, Ended: at.Add(-70 * time.Millisecond)}
+	termed := supervisor.Exit{Reason: supervisor.ReasonTerminated, Signal: "SIGTERM", Code: 143, Ended: at.Add(time.Second), TermTime: 1}
+	throttled := termed
+	throttled.Limit = supervisor.LimitCPU
+	lost := runExit{exit: supervisor.Exit{Code: -1, Reason: supervisor.ReasonSupervisorLost}, err: fmt.Errorf("%w: signal: killed", supervisor.ErrSupervisorLost)}
+	reg := prometheus.NewRegistry()
+	s, log := &Scheduler{opts: Options{Metrics: NewMetrics(reg)}}, slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		name, why string
+		w         runExit
+		result    string
+		reason    string // "" for not counted
+	}{
+		{"ended-before-stop", "stopped", runExit{exit: own}, "ok", ""},
+		{"ended-before-timeout", "timeout", runExit{exit: own}, "ok", ""},
+		{"paused-stop", "stopped", runExit{exit: termed}, "stopped", "paused"},
+		{"timed-out", "timeout", runExit{exit: termed}, "timeout", "timeout"},
+		{"shut-down", "shutdown", runExit{exit: own}, "shutdown", "shutdown"},
+		{"lease-lost", "aborted", runExit{exit: own}, "aborted", "lease_lost"},
+		{"not-stopped", "", runExit{exit: own}, "ok", ""},
+		{"throttled", "timeout", runExit{exit: throttled}, ResultLimit, "limit_cpu"},
+		{"supervisor-lost", "timeout", lost, "aborted", "supervisor_lost"},
+		{"suspended", "", runExit{exit: supervisor.Exit{Reason: supervisor.ReasonSuspended, Signal: "SIGKILL"}}, "aborted", "suspended"},
+	} {
+		r := &activeRun{proc: &supervisor.Process{}}
+		got, _ := s.result(&Job{Name: tc.name}, r, tc.w, runCut{why: tc.why, at: at}, log)
+		if got != tc.result {
+			t.Errorf("%s: result %s, want %s", tc.name, got, tc.result)
+		}
+		counted := map[string]float64{}
+		for labels, v := range gather(t, reg)["leasecron_job_aborts_total"] {
+			if rest, ok := strings.CutPrefix(labels, "job="+tc.name+","); ok {
+				counted[rest] = v
+			}
+		}
+		want := map[string]float64{}
+		if tc.reason != "" {
+			want["reason="+tc.reason] = 1
+		}
+		if !maps.Equal(counted, want) {
+			t.Errorf("%s: leasecron_job_aborts_total %v, want %v", tc.name, counted, want)
+		}
 	}
 }
 

@@ -53,7 +53,7 @@ var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25
 //	leasecron_lease_acquire_total{job,outcome}    acquisition attempts: won, held, done, no_quorum, data_younger, error
 //	leasecron_lease_renew_total{job,result}       lease renewals: ok, failed
 //	leasecron_lease_renew_seconds{job}            histogram of renewal round times
-//	leasecron_job_aborts_total{job,reason}        runs stopped early: lease_lost, timeout, shutdown, supervisor_lost, suspended
+//	leasecron_job_aborts_total{job,reason}        runs cut short, by the reason their result gives (see Abort)
 //	leasecron_node_requests_total{node,op,vote}   per-node answers to acquire/extend/release/...
 //	leasecron_node_latency_seconds{node}          histogram of per-node request latency
 //	leasecron_node_up{node}                       1 if the node answered the last health ping
@@ -93,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"job"}),
 		aborts: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "job_aborts_total",
-			Help: "Runs stopped early by reason (lease_lost, timeout, shutdown, supervisor_lost, suspended).",
+			Help: "Runs cut short by the reason their result gives (lease_lost, timeout, shutdown, paused, supervisor_lost, suspended, limit_memory, limit_tasks, limit_cpu).",
 		}, []string{"job", "reason"}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "node_requests_total",
@@ -173,9 +173,14 @@ func (m *Metrics) Renew(job string, ok bool, latency time.Duration) {
 	m.renewTime.WithLabelValues(job).Observe(latency.Seconds())
 }
 
-// Abort counts a run of job stopped early, by reason: lease_lost, timeout,
-// shutdown, supervisor_lost, suspended, paused, or limit_memory,
-// limit_tasks and limit_cpu (a run that ran into its job's limit).
+// Abort counts a run of job cut short, by the reason its result gives:
+// lease_lost, timeout, shutdown or paused for a run stopped for that
+// reason (result aborted, timeout, shutdown, stopped); supervisor_lost
+// or suspended (result aborted); limit_memory, limit_tasks or limit_cpu
+// for a run that ran into its job's limit (result oom or limit). The
+// scheduler counts a run once, when its result is known: not a run whose
+// job ended on its own before its stop reached it (its result is its
+// exit's), and a run with a limit's result under the limit alone.
 func (m *Metrics) Abort(job, reason string) {
 	if m == nil {
 		return

@@ -219,14 +219,15 @@ func (s *Scheduler) watchRun(hard context.Context, j *Job, r *activeRun, hold *l
 		defer t.Stop()
 		timeout = t.C
 	}
-	// stopFor stops the run for why (the first reason only).
-	stopFor := func(why, metric string, logf func(string, ...any), msg string, args ...any) {
+	// stopFor stops the run for why (the first reason only). The abort
+	// is counted once the run's result is known (result), not here: the
+	// job may have ended on its own first.
+	stopFor := func(why string, logf func(string, ...any), msg string, args ...any) {
 		if cut.why != "" {
 			return
 		}
 		cut = runCut{why: why, at: time.Now()}
 		logf(msg, args...)
-		s.opts.Metrics.Abort(j.Name, metric)
 		switch err := r.proc.Terminate(j.KillGrace); {
 		case err == nil:
 		case errors.Is(err, syscall.EPIPE) || errors.Is(err, supervisor.ErrClosed):
@@ -251,16 +252,16 @@ func (s *Scheduler) watchRun(hard context.Context, j *Job, r *activeRun, hold *l
 				cut.why = "aborted"
 				continue
 			}
-			stopFor("aborted", "lease_lost", log.Error, "lease lost; stopping the job before its validity ends", "err", hold.Err())
+			stopFor("aborted", log.Error, "lease lost; stopping the job before its validity ends", "err", hold.Err())
 		case <-timeout:
 			timeout = nil
-			stopFor("timeout", "timeout", log.Warn, "job timed out; stopping it", "timeout", j.Timeout)
+			stopFor("timeout", log.Warn, "job timed out; stopping it", "timeout", j.Timeout)
 		case <-hardDone:
 			hardDone = nil
-			stopFor("shutdown", "shutdown", log.Warn, "shutting down; stopping the job", "kill_grace", j.KillGrace)
+			stopFor("shutdown", log.Warn, "shutting down; stopping the job", "kill_grace", j.KillGrace)
 		case pi := <-stopC:
 			stopC = nil
-			stopFor("stopped", "paused", log.Warn, "job paused with --stop; stopping the run",
+			stopFor("stopped", log.Warn, "job paused with --stop; stopping the run",
 				"paused_by", pi.By, "reason", pi.Reason, "kill_grace", j.KillGrace)
 		}
 	}

@@ -16,19 +16,29 @@ import (
 // result names the result of a run that ended as w (cut: why it was
 // stopped early, if it was) and the error to record, its job's limits counted: a
 // failed run the OOM killer or tasks_max hit is oom or limit (see
-// limitResult).
+// limitResult). A run cut short is counted in leasecron_job_aborts_total
+// here, once, by the reason its result gives (see exitResult).
 func (s *Scheduler) result(j *Job, r *activeRun, w runExit, cut runCut, log *slog.Logger) (result, errText string) {
-	result, errText = s.exitResult(j, r, w, cut, log)
+	result, errText, abort := s.exitResult(j, r, w, cut, log)
 	if lr := limitResult(result, w.exit); lr != result {
 		log.Warn("the job ran into its limit", "limit", w.exit.Limit, "memory_max", j.MemoryMax, "tasks_max", j.TasksMax, "cpu_max", j.CPUMax)
-		s.opts.Metrics.Abort(j.Name, "limit_"+w.exit.Limit)
-		result = lr
+		result, abort = lr, "limit_"+w.exit.Limit
+	}
+	if abort != "" {
+		s.opts.Metrics.Abort(j.Name, abort)
 	}
 	return result, errText
 }
 
-// exitResult is result before the limits are counted.
-func (s *Scheduler) exitResult(j *Job, r *activeRun, w runExit, cut runCut, log *slog.Logger) (result, errText string) {
+// stopAborts maps the result of a run its stop ended (runCut.why) to the
+// reason leasecron_job_aborts_total counts it under.
+var stopAborts = map[string]string{"aborted": "lease_lost", "timeout": "timeout", "shutdown": "shutdown", "stopped": "paused"}
+
+// exitResult is result before the limits are counted; abort is the
+// reason to count the run under in leasecron_job_aborts_total, "" for a
+// run not cut short. A job that ended on its own before its stop
+// (endedFirst) keeps its exit's result and is not counted.
+func (s *Scheduler) exitResult(j *Job, r *activeRun, w runExit, cut runCut, log *slog.Logger) (result, errText, abort string) {
 	if w.err == nil && endedFirst(cut, w.exit) {
 		log.Info("the job ended on its own before it was stopped; its exit is its result", "stop", cut.why)
 		cut.why = ""
@@ -36,27 +46,25 @@ func (s *Scheduler) exitResult(j *Job, r *activeRun, w runExit, cut runCut, log 
 	switch {
 	case errors.Is(w.err, supervisor.ErrSupervisorLost):
 		// Never completed: the job did not run to its end under watch.
-		s.opts.Metrics.Abort(j.Name, "supervisor_lost")
 		log.Error("the job's supervisor died without a report; killed what the job started",
 			"pgid", r.proc.JobPID(), "containment", s.contain.String(), "job_dead", w.exit.DeadTime > 0, "err", w.err)
-		return "aborted", w.err.Error()
+		return "aborted", w.err.Error(), "supervisor_lost"
 	case w.err != nil:
-		return "error", w.err.Error()
+		return "error", w.err.Error(), ""
 	case cut.why != "":
-		return cut.why, ""
+		return cut.why, "", stopAborts[cut.why]
 	case w.exit.Reason == supervisor.ReasonSuspended:
 		// The host was suspended: the lease may have expired on the
 		// servers while no timer ran here. The job is dead; its tick
 		// goes to whoever wins it next.
-		s.opts.Metrics.Abort(j.Name, "suspended")
 		log.Error("the host was suspended while the job ran; its supervisor killed it, as its lease may have expired meanwhile")
-		return "aborted", ""
+		return "aborted", "", "suspended"
 	case w.exit.Reason == "deadline" || w.exit.Reason == "daemon-gone":
-		return "aborted", ""
+		return "aborted", "", ""
 	case w.exit.Code == 0 && w.exit.Signal == "":
-		return "ok", ""
+		return "ok", "", ""
 	}
-	return "failed", ""
+	return "failed", "", ""
 }
 
 // endedFirst reports whether a job stopped for its timeout or a pause
