@@ -146,16 +146,7 @@ func TestRetryLeftToOthersWhenViewPredatesThem(t *testing.T) {
 // under the supervisor binary self; wrap, when set, wraps its backend.
 func votingScheduler(t *testing.T, cfg *Config, ttl, timeout time.Duration, self string, wrap func(lease.Backend) lease.Backend) (*Scheduler, *redlock.Client) {
 	t.Helper()
-	cfg.Lease.TTL, cfg.Lease.Renew = ttl, time.Second
-	redisOf(cfg).Timeout = timeout
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix,
-		Options: []redlock.Option{redlock.WithTimeout(timeout), redlock.WithoutRestartDetection()}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	be := votingBackend(t, cfg, ttl, timeout)
 	var b lease.Backend = be
 	if wrap != nil {
 		b = wrap(be)
@@ -166,4 +157,22 @@ func votingScheduler(t *testing.T, cfg *Config, ttl, timeout time.Duration, self
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s, be
+}
+
+// votingBackend sets cfg's lease TTL to ttl (renewed every second) and
+// its per-node timeout to timeout, and opens its Redis nodes without
+// restart detection, as votingScheduler does.
+func votingBackend(t *testing.T, cfg *Config, ttl, timeout time.Duration) *redlock.Client {
+	t.Helper()
+	cfg.Lease.TTL, cfg.Lease.Renew = ttl, time.Second
+	redisOf(cfg).Timeout = timeout
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix,
+		Options: []redlock.Option{redlock.WithTimeout(timeout), redlock.WithoutRestartDetection()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return be
 }

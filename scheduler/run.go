@@ -211,13 +211,29 @@ type runCut struct {
 // daemon's shutdown (hard) or a pause --stop stop it first. cut says
 // which of those did. A lease lost while the job was being stopped for
 // another reason makes the cut aborted: the tick is no longer this
-// host's, whatever stopped the job.
+// host's, whatever stopped the job. A stop the supervisor did not take
+// (askStop) is asked again every terminateRetry until it does.
 func (s *Scheduler) watchRun(hard context.Context, j *Job, r *activeRun, hold *lease.Hold, log *slog.Logger) (w runExit, cut runCut) {
 	var timeout <-chan time.Time
 	if j.Timeout > 0 {
 		t := time.NewTimer(j.Timeout)
 		defer t.Stop()
 		timeout = t.C
+	}
+	// retry asks for the stop again (through retryC, nil while no ask
+	// is due) terminateRetry after one that did not reach the supervisor.
+	retry := time.NewTimer(terminateRetry)
+	retry.Stop()
+	defer retry.Stop()
+	var retryC <-chan time.Time
+	tries := 0
+	ask := func() {
+		tries++
+		retryC = nil
+		if askStop(r.proc, j.KillGrace, tries, log) {
+			retry.Reset(terminateRetry)
+			retryC = retry.C
+		}
 	}
 	// stopFor stops the run for why (the first reason only). The abort
 	// is counted once the run's result is known (result), not here: the
@@ -228,15 +244,7 @@ func (s *Scheduler) watchRun(hard context.Context, j *Job, r *activeRun, hold *l
 		}
 		cut = runCut{why: why, at: time.Now()}
 		logf(msg, args...)
-		switch err := r.proc.Terminate(j.KillGrace); {
-		case err == nil:
-		case errors.Is(err, syscall.EPIPE) || errors.Is(err, supervisor.ErrClosed):
-			// The supervisor is gone: the job just ended, or the
-			// supervisor died, and then Wait kills the job's group.
-			log.Debug("supervisor already gone; not asked to stop the job", "err", err)
-		default:
-			log.Warn("could not ask the supervisor to stop the job", "err", err)
-		}
+		ask()
 	}
 	// Each case fires once: a closed channel left in the select would make
 	// it spin for as long as the job lingers.
@@ -263,8 +271,43 @@ func (s *Scheduler) watchRun(hard context.Context, j *Job, r *activeRun, hold *l
 			stopC = nil
 			stopFor("stopped", log.Warn, "job paused with --stop; stopping the run",
 				"paused_by", pi.By, "reason", pi.Reason, "kill_grace", j.KillGrace)
+		case <-retryC:
+			ask()
 		}
 	}
+}
+
+// terminateRetry is how long after a Terminate that failed watchRun asks
+// the supervisor again to stop the job. The tries have no limit: each is
+// bounded by the control pipe's write timeout (100ms), and they end with
+// the run — once one succeeds, the supervisor is gone (Wait then kills
+// the job's group) or the job ended. Until then nothing else stops a job
+// for its timeout, shutdown or pause --stop; its lease stays safe all
+// the same, as the supervisor kills the job at its deadline.
+const terminateRetry = time.Second
+
+// askStop asks proc's supervisor to stop the job (SIGTERM, SIGKILL after
+// grace); try counts the asks of this run, from 1. It reports whether to
+// ask again: the request did not reach a supervisor that may still be
+// there (its control pipe timed out: it is stopped, or too slow to read).
+func askStop(proc *supervisor.Process, grace time.Duration, try int, log *slog.Logger) (again bool) {
+	switch err := proc.Terminate(grace); {
+	case err == nil:
+		if try > 1 {
+			log.Warn("the supervisor took the request to stop the job", "tries", try)
+		}
+		return false
+	case errors.Is(err, syscall.EPIPE) || errors.Is(err, supervisor.ErrClosed):
+		// The supervisor is gone: the job just ended, or the
+		// supervisor died, and then Wait kills the job's group.
+		log.Debug("supervisor already gone; not asked to stop the job", "err", err)
+		return false
+	case try == 1:
+		log.Warn("could not ask the supervisor to stop the job; asking again", "every", terminateRetry, "err", err)
+	default:
+		log.Debug("could not ask the supervisor to stop the job", "tries", try, "err", err)
+	}
+	return true
 }
 
 // outputDrain bounds how long a run waits, once its job is dead, for the
