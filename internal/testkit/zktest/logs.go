@@ -30,13 +30,19 @@ func warnLogsLost(t testing.TB) {
 }
 
 // writeLogConfig writes the server's log4j.properties: warnings, and what
-// the quorum package says at INFO (state changes, elections, how a
-// follower synchronised with its leader), to zookeeper.log in its
-// directory.
+// the quorum package says at INFO (state changes, how a follower
+// synchronised with its leader; not the election's notifications or
+// connection lines), to zookeeper.log in its directory, at most 10 MB
+// of it (one older file is kept beside it).
 func (s *Server) writeLogConfig() error {
-	log4j := "log4j.rootLogger=WARN, F\nlog4j.logger.org.apache.zookeeper.server.quorum=INFO\n" +
-		"log4j.appender.F=org.apache.log4j.FileAppender\n" +
+	log4j := "log4j.rootLogger=WARN, F\n" +
+		"log4j.logger.org.apache.zookeeper.server.quorum=INFO\n" +
+		"log4j.logger.org.apache.zookeeper.server.quorum.FastLeaderElection=WARN\n" +
+		"log4j.logger.org.apache.zookeeper.server.quorum.QuorumCnxManager=WARN\n" +
+		"log4j.appender.F=org.apache.log4j.RollingFileAppender\n" +
 		"log4j.appender.F.File=" + filepath.Join(s.dir, "zookeeper.log") + "\n" +
+		"log4j.appender.F.MaxFileSize=10MB\n" +
+		"log4j.appender.F.MaxBackupIndex=1\n" +
 		"log4j.appender.F.layout=org.apache.log4j.PatternLayout\n" +
 		"log4j.appender.F.layout.ConversionPattern=%d %p [%t] %c{1}: %m%n\n"
 	return os.WriteFile(filepath.Join(s.dir, "log4j.properties"), []byte(log4j), 0o644)
@@ -62,7 +68,7 @@ func (e *Ensemble) logIfFailed() {
 				states = append(states, l)
 			case strings.Contains(l, " WARN ") || strings.Contains(l, " ERROR "):
 				warns = append(warns, l)
-			case strings.Contains(l, " INFO ") && !strings.Contains(l, "FastLeaderElection"):
+			case strings.Contains(l, " INFO "):
 				quorum = append(quorum, l)
 			}
 		}

@@ -160,6 +160,7 @@ func (e *Ensemble) tryStart(n int, ports []int, o Options) error {
 }
 
 func (e *Ensemble) killAll() {
+	e.frozen.forget() // a leader left deferred is killed with the rest
 	for _, s := range e.Servers {
 		s.kill()
 	}
@@ -314,7 +315,6 @@ func (s *Server) Kill() {
 }
 
 func (s *Server) kill() {
-	s.forget()
 	s.mu.Lock()
 	p := s.proc
 	s.mu.Unlock()
@@ -324,6 +324,7 @@ func (s *Server) kill() {
 	if err := p.Kill(killTimeout); err != nil {
 		s.t.Errorf("zktest: server %d: %v", s.ID, err)
 	}
+	s.killed()
 }
 
 // Restart starts a killed server again on the same ports with its data,
