@@ -178,9 +178,10 @@ func (m *Metrics) Renew(job string, ok bool, latency time.Duration) {
 // reason (result aborted, timeout, shutdown, stopped); supervisor_lost
 // or suspended (result aborted); limit_memory, limit_tasks or limit_cpu
 // for a run that ran into its job's limit (result oom or limit). The
-// scheduler counts a run once, when its result is known: not a run whose
-// job ended on its own before its stop reached it (its result is its
-// exit's), and a run with a limit's result under the limit alone.
+// scheduler counts a run once, when its result is known, so not a run
+// stopped for its timeout or a pause --stop whose job had ended on its
+// own before the stop was decided (its result is its exit's), and a run
+// with a limit's result under the limit alone.
 func (m *Metrics) Abort(job, reason string) {
 	if m == nil {
 		return

@@ -1,12 +1,10 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,35 +14,6 @@ import (
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 	"github.com/leasecron/leasecron/lease/redlock"
 )
-
-// logBuffer is an io.Writer for a slog handler, safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// lines returns the logged lines that contain every one of subs.
-func (l *logBuffer) lines(subs ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		ok := line != ""
-		for _, s := range subs {
-			ok = ok && strings.Contains(line, s)
-		}
-		if ok {
-			out = append(out, line)
-		}
-	}
-	return out
-}
 
 // freshServerJobs is how many daily jobs the fresh-servers tests run.
 const freshServerJobs = 40
@@ -67,11 +36,20 @@ func startOnFreshServers(t *testing.T, keepUnvotable bool) (*logBuffer, func() i
 		jobs = append(jobs, &Job{Name: fmt.Sprintf("daily-%02d", i), Schedule: spec, Shell: "true"})
 	}
 	cfg := tickConfig(t, cluster.URLs(), jobs...)
-	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(200 * time.Millisecond), redlock.WithRestartGuard(cfg.Lease.TTL)}})
+	// A request timeout long enough for a loaded machine: two nodes
+	// timing out would turn the first refusal into a plain lack of
+	// quorum, retried, and these tests are about the refusal of servers
+	// whose data is younger than the tick.
+	be, err := redlock.Open(context.Background(), redlock.Config{Nodes: redisOf(cfg).Nodes, Prefix: redisOf(cfg).Prefix, Options: []redlock.Option{redlock.WithTimeout(time.Second), redlock.WithRestartGuard(cfg.Lease.TTL)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &logBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the scheduler's log:\n%s", strings.Join(logs.lines("level="), "\n"))
+		}
+	})
 	m := NewMetrics(prometheus.NewRegistry())
 	s, err := New(cfg, Options{Self: "/nonexistent/leasecron-supervisor", Backend: be, DryRun: true, Metrics: m,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
