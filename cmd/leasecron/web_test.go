@@ -197,14 +197,23 @@ func TestStatusPage(t *testing.T) {
 	// billing ("@every 30s") runs at its first tick after the fresh nodes
 	// vote (one TTL after they started: they do not vote for ticks older
 	// than their data), and then not again for 30 s.
+	// A status that found no quorum in its time (a fresh race-built
+	// process on a loaded machine: its first round to each node carries
+	// the connection's set-up) is said with what it saw and asked again;
+	// one that never succeeds fails the test.
 	statusPath := writeConfig(t, demoConfig(nodes))
 	var out string
 	for end := time.Now().Add(45 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		code, o, errOut := cli(t, "status", "-c", statusPath, "--json")
-		if code != 0 {
-			t.Fatalf("status --json: exit %d: %s", code, errOut)
+		switch {
+		case code == 0:
+			out = o
+		case time.Now().After(end):
+			t.Fatalf("status --json: exit %d: %s\n%s", code, errOut, o)
+		default:
+			t.Logf("status --json: exit %d: %s\n%s", code, errOut, o)
+			continue
 		}
-		out = o
 		if strings.Contains(out, `"job": "billing"`) || time.Now().After(end) {
 			break
 		}
