@@ -22,9 +22,9 @@ import (
 // (The ticks of a job the nemesis paused, from one period before the
 // pause to a second after the resume, are not expected to run either:
 // Paused checks they did not. Nor is a tick of an overlap-skip job whose
-// time falls inside a run of an older tick of the same job, a takeover's
-// included: that run holds the job's lease, and overlap: skip gives the
-// tick up; heldByOlder.) Every other tick, faults or not, must have run;
+// time falls while a run of an older tick of the same job held its lease,
+// a takeover's included (a run that started late holds it from its
+// deadline at the latest): overlap: skip gives the tick up; heldByOlder.) Every other tick, faults or not, must have run;
 // a tick no fault touched at all (nor the settle time after one) must
 // have run exactly once, to its end. docs/reliability.md states the rule.
 
@@ -101,16 +101,31 @@ func (n *Nemesis) pausedAt(j Job, tick time.Time) bool {
 
 // heldByOlder reports whether job j gives tick up by its overlap policy:
 // j skips on overlap (the default) and at the tick's time a run of an
-// older tick of j was running — from its start to its end or, for a run
-// that did not end, its last sign of life plus one heartbeat — so the
-// older tick held j's lease when the tick was tried. A run that ended
-// before the tick, or one of the tick itself, exempts nothing.
+// older tick of j held j's lease — from when it was won to the run's end
+// or, for a run that did not end, its last sign of life plus one
+// heartbeat — so the tick was tried while the older tick held it. A run
+// holds its lease from before its start, and a lease is won no later
+// than its tick's deadline (a lease won after it starts no run): a run
+// that started after the tick's time, late, still held the lease at that
+// time when its own deadline had passed by then. A run that ended before
+// the tick, or one of the tick itself, exempts nothing.
 func heldByOlder(h *History, j Job, tick time.Time) bool {
 	if j.Overlap != "" && j.Overlap != "skip" {
 		return false
 	}
+	deadline := j.Deadline
+	if deadline == 0 {
+		deadline = j.Every
+	}
 	for _, r := range h.Job(j.Name) {
-		if r.Tick < tick.Unix() && !tick.Before(r.Start) && tick.Before(r.Until()) {
+		if r.Tick >= tick.Unix() || !tick.Before(r.Until()) {
+			continue
+		}
+		won := r.Start
+		if d := time.Unix(r.Tick, 0).Add(deadline); d.Before(won) {
+			won = d
+		}
+		if !tick.Before(won) {
 			return true
 		}
 	}

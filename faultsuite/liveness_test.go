@@ -192,8 +192,10 @@ func TestPausedRuleAndExemption(t *testing.T) {
 // takeover of the previous tick, as after a frozen server cut its first
 // holder off) is given up by the job's policy and not missing. The same
 // tick is missing when the older run ended, or was last seen, before the
-// tick's time, when the job waits on overlap, or when the run covering
-// the tick belongs to another job.
+// tick's time, when the job waits on overlap, when the run covering the
+// tick belongs to another job, or when it started after the tick and its
+// own deadline leaves room for a lease won after the tick too. A run that
+// started just after the tick, won by its deadline before it, holds it.
 func TestLivenessOverlapSkipExemptsOnlyWhileOlderRunHolds(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	from, to := t0, t0.Add(40*time.Second)
@@ -215,6 +217,13 @@ func TestLivenessOverlapSkipExemptsOnlyWhileOlderRunHolds(t *testing.T) {
 	}
 	if vs, _ := frozen().Liveness(withRun(takeover), from, to); len(vs) != 0 {
 		t.Fatalf("a tick given up while an older tick's run held the lease is exempt; got:\n%s", FormatViolations(vs))
+	}
+	// Tick 18 s won late, by its deadline (the next tick, 20 s), and its
+	// run started just after 20 s: its lease was held at 20 s.
+	late := takeover
+	late.Start, late.Last, late.End = skipped.Add(15*time.Millisecond), skipped.Add(322*time.Millisecond), skipped.Add(322*time.Millisecond)
+	if vs, _ := frozen().Liveness(withRun(late), from, to); len(vs) != 0 {
+		t.Fatalf("a tick given up while an older tick won by its deadline held the lease is exempt; got:\n%s", FormatViolations(vs))
 	}
 	killed := takeover
 	killed.End, killed.Last = time.Time{}, skipped.Add(-HeartbeatInterval/2)
@@ -243,6 +252,12 @@ func TestLivenessOverlapSkipExemptsOnlyWhileOlderRunHolds(t *testing.T) {
 	wait := frozen()
 	wait.f.cfg.Jobs[0].Overlap = "wait"
 	missing("overlap: wait", wait, withRun(takeover))
+	// With a deadline past the next tick, a run of tick 18 s that started
+	// after 20 s may have won its lease after 20 s, when tick 20 s found
+	// it free.
+	longer := frozen()
+	longer.f.cfg.Jobs[0].Deadline = 3 * time.Second
+	missing("older run won after the tick", longer, withRun(late))
 }
 
 // TestLivenessHeldAfterLoss: a daemon killed while it ran an older tick
