@@ -1,26 +1,19 @@
 package redlock_test
 
 import (
-	"flag"
 	"os"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/leasecron/leasecron/internal/testkit/leakcheck"
+	"github.com/leasecron/leasecron/internal/testkit/waitbound"
 )
 
 func TestMain(m *testing.M) {
 	// The tests spend most of their time waiting for real time to pass
-	// (TTLs, restart guards, renewals), not on the CPU: unless -parallel
-	// is given, run more of them at once than GOMAXPROCS.
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(max(runtime.GOMAXPROCS(0), 8)))
-	}
+	// (TTLs, restart guards, renewals), not on the CPU.
+	waitbound.Widen(3)
 	os.Exit(runTests(m))
 }
 
