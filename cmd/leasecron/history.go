@@ -58,7 +58,7 @@ func (c *HistoryCommand) Run(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	be, err := openBackend(ctx, cfg, backendOptions{minTimeout: cliRequestTimeout})
+	be, err := openBackend(ctx, cfg, backendOptions{minTimeout: cliRequestTimeout, warm: true})
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func (c *PauseCommand) Run(ctx context.Context, args []string) error {
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	be, err := openBackend(ctx, cfg, backendOptions{minTimeout: cliRequestTimeout})
+	be, err := openBackend(ctx, cfg, backendOptions{minTimeout: cliRequestTimeout, warm: true})
 	if err != nil {
 		return err
 	}

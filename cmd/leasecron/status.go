@@ -51,7 +51,7 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	now := time.Now()
-	be, err := openBackend(ctx, cfg, backendOptions{minTimeout: 500 * time.Millisecond})
+	be, err := openBackend(ctx, cfg, backendOptions{minTimeout: 500 * time.Millisecond, warm: true})
 	if err != nil {
 		return err
 	}

@@ -106,20 +106,21 @@ loop:
 	return info, nil
 }
 
-// Warm opens every node's connection before the first round: the dial, a
-// TLS handshake, AUTH, the restart check and the script loading that a
+// Warm opens every node's connections before the first round: the dial,
+// a TLS handshake, AUTH, the restart check and the script loading that a
 // new connection costs would otherwise count against the first round's
 // per-node timeout (a fresh process's first Acquire over TLS can miss it
-// on every node). Each node is warmed through the same ordered lane its
-// rounds use. Warm returns when every node answered or failed, or when ctx
-// ends, with the nodes' errors joined; they need no handling, since the next
-// round reports them again.
+// on every node). Each node is warmed through the ordered lanes its rounds
+// and its store calls (entries, logs, heartbeats) use. Warm returns when
+// every lane answered or failed, or when ctx ends, with the nodes' errors
+// joined; they need no handling, since the next round reports them again.
 func (c *Client) Warm(ctx context.Context) error {
 	if c.closed.Load() {
 		return lease.ErrClosed
 	}
-	errs := make(chan error, len(c.nodes))
-	for _, n := range c.nodes {
+	lanes := append(slices.Clip(c.nodes), c.stores...)
+	errs := make(chan error, len(lanes))
+	for _, n := range lanes {
 		o := &op{reply: func(_ []*redis.Cmd, err error) {
 			if err != nil {
 				err = &lease.NodeError{Node: n.name, Err: err}
@@ -131,7 +132,7 @@ func (c *Client) Warm(ctx context.Context) error {
 		}
 	}
 	var all []error
-	for range c.nodes {
+	for range lanes {
 		select {
 		case err := <-errs:
 			all = append(all, err)
