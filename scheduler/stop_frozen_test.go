@@ -30,27 +30,7 @@ import (
 // aborted (the lease ran out while the job was being stopped).
 func TestStopReachesFrozenSupervisor(t *testing.T) {
 	t.Parallel()
-	cluster := redistest.Start(t, 1)
-	j := &Job{Name: "frozen", Schedule: "@hourly", Command: []string{"sleep", "60"}, Timeout: 3 * time.Second, Deadline: time.Minute}
-	cfg := tickConfig(t, cluster.URLs(), j)
-	// A grace the timing rule allows with a 15s TTL and long enough that
-	// the lease's max lifetime (12s) outlasts the freeze (till about 5s)
-	// and a retry by seconds on a loaded machine.
-	j.KillGrace = 8 * time.Second
-	be := votingBackend(t, cfg, 15*time.Second, 300*time.Millisecond)
-	logs := &logBuffer{}
-	reg := prometheus.NewRegistry()
-	s, err := New(cfg, Options{Self: selfSupervisor(t), Backend: be, Metrics: NewMetrics(reg),
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-
-	type triggered struct {
-		rec RunRecord
-		err error
-	}
+	s, j, logs, reg := frozenStopScheduler(t)
 	done := make(chan triggered, 1)
 	go func() {
 		rec, err := s.Trigger(context.Background(), j.Name)
@@ -67,29 +47,11 @@ func TestStopReachesFrozenSupervisor(t *testing.T) {
 			_ = syscall.Kill(sup, syscall.SIGCONT)
 		}
 		if !ended {
-			_ = rs.proc.Close()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				t.Errorf("the run has not ended 30s after its supervisor's pipe was closed")
-			}
+			endRun(t, rs, done)
 		}
 	}()
 
-	// Just after a renewal has extended the supervisor, so that the next
-	// one does not write between the lines below.
-	renewals := logs.count(`msg="lease renewed"`)
-	if !logs.waitFor(`msg="lease renewed"`, renewals+1, 5*time.Second) {
-		t.Fatalf("no renewal within 5s of the run's start")
-	}
-	time.Sleep(20 * time.Millisecond)
-	if err := syscall.Kill(sup, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	if err := proctest.WaitStopped(sup, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	fillControlPipe(t, rs, len(fmt.Sprintf("term %d\n", int64(j.KillGrace))))
+	freezeWithFullPipe(t, logs, rs, j)
 	if !logs.waitFor("could not ask the supervisor to stop the job", 1, j.Timeout+10*time.Second) {
 		t.Fatalf("no failed request to stop the job %s after its start: the freeze did not hold the stop up; log:\n%s", time.Since(rs.started), logs.String())
 	}
@@ -127,6 +89,68 @@ func TestStopReachesFrozenSupervisor(t *testing.T) {
 	aborts := gather(t, reg)["leasecron_job_aborts_total"]
 	if len(aborts) != 1 || aborts["job=frozen,reason=timeout"] != 1 {
 		t.Errorf("leasecron_job_aborts_total %v; want the one timeout", aborts)
+	}
+}
+
+// triggered is what Scheduler.Trigger returned.
+type triggered struct {
+	rec RunRecord
+	err error
+}
+
+// frozenStopScheduler returns a scheduler on one Redis node with the job
+// of TestStopReachesFrozenSupervisor (sleep 60 with a 3s timeout), the
+// buffer of its debug log and the registry of its metrics.
+func frozenStopScheduler(t *testing.T) (*Scheduler, *Job, *logBuffer, *prometheus.Registry) {
+	t.Helper()
+	cluster := redistest.Start(t, 1)
+	j := &Job{Name: "frozen", Schedule: "@hourly", Command: []string{"sleep", "60"}, Timeout: 3 * time.Second, Deadline: time.Minute}
+	cfg := tickConfig(t, cluster.URLs(), j)
+	// A grace the timing rule allows with a 15s TTL and long enough that
+	// the lease's max lifetime (12s) outlasts the freeze (till about 5s)
+	// and a retry by seconds on a loaded machine.
+	j.KillGrace = 8 * time.Second
+	be := votingBackend(t, cfg, 15*time.Second, 300*time.Millisecond)
+	logs := &logBuffer{}
+	reg := prometheus.NewRegistry()
+	s, err := New(cfg, Options{Self: selfSupervisor(t), Backend: be, Metrics: NewMetrics(reg),
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, j, logs, reg
+}
+
+// freezeWithFullPipe stops (SIGSTOP) the supervisor of rs just after a
+// renewal has extended it, so that the next one does not write between
+// the freeze and the filling, and fills its control pipe (fillControlPipe).
+func freezeWithFullPipe(t *testing.T, logs *logBuffer, rs *runState, j *Job) {
+	t.Helper()
+	renewals := logs.count(`msg="lease renewed"`)
+	if !logs.waitFor(`msg="lease renewed"`, renewals+1, 5*time.Second) {
+		t.Fatalf("no renewal within 5s of the run's start")
+	}
+	time.Sleep(20 * time.Millisecond)
+	sup := rs.proc.SupervisorPID()
+	if err := syscall.Kill(sup, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := proctest.WaitStopped(sup, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fillControlPipe(t, rs, len(fmt.Sprintf("term %d\n", int64(j.KillGrace))))
+}
+
+// endRun closes the control pipe of rs's supervisor, which then kills
+// the job, and waits (up to 30s) for the run to be reported on done.
+func endRun(t *testing.T, rs *runState, done <-chan triggered) {
+	t.Helper()
+	_ = rs.proc.Close()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Errorf("the run has not ended 30s after its supervisor's pipe was closed")
 	}
 }
 
