@@ -105,7 +105,7 @@ func (c *LogsCommand) Run(ctx context.Context, args []string) error {
 	}
 	octx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	be, err := openBackend(octx, cfg, backendOptions{minTimeout: cliRequestTimeout, warm: true})
+	be, err := openBackend(octx, cfg, backendOptions{minTimeout: cliRequestTimeout})
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func (c *PauseCommand) Run(ctx context.Context, args []string) error {
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	be, err := openBackend(ctx, cfg, backendOptions{minTimeout: cliRequestTimeout, warm: true})
+	be, err := openBackend(ctx, cfg, backendOptions{minTimeout: cliRequestTimeout})
 	if err != nil {
 		return err
 	}

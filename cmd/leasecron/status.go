@@ -50,12 +50,12 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	now := time.Now()
 	be, err := openBackend(ctx, cfg, backendOptions{minTimeout: 500 * time.Millisecond, warm: true})
 	if err != nil {
 		return err
 	}
 	defer be.Close()
+	now := time.Now() // after the first contact, which may take seconds
 	st, err := scheduler.ReadStatus(ctx, cfg, be, now, *runs)
 	if err != nil {
 		return err

@@ -7,29 +7,52 @@ import (
 	"github.com/leasecron/leasecron/internal/testkit/redistest"
 )
 
+// statusConfig writes a config whose nodes are cl's, through their
+// proxies, with one job.
+func statusConfig(t *testing.T, cl *redistest.Cluster) string {
+	t.Helper()
+	return writeConfig(t, fleetConfig(cl.ProxiedURLs(), `  - name: nightly
+    schedule: "@daily"
+    shell: "true"
+`))
+}
+
 // TestStatusSlowFirstContact: status reports every node of a healthy
-// cluster reachable when the first contact with each — the dial and the
-// connection's set-up, three round trips on Redis (INFO, the script
-// loads, the data marker) — takes longer than the health check's 1 s
-// bound: the command connects first, within --timeout. Each node is
-// behind a proxy that delays everything 150 ms each way: a round trip
-// takes 300 ms, under status's 500 ms request timeout, and the first
-// contact with the check after it 1.2 s. Without the first connection
-// the same test sees the nodes unreachable.
+// cluster reachable when the first contact with each takes longer than
+// the health check's and the store reads' 1 s bound: the command opens
+// its connections first, within --timeout. Each node is behind a proxy
+// that delays everything 150 ms each way, so a round trip takes 300 ms
+// (under status's 500 ms request timeout) and a cold connection's first
+// request 1.5 s or more (HELLO, INFO, the script loads, the data marker,
+// then the request). Without the first contact, every read of the same
+// test fails on every node.
 func TestStatusSlowFirstContact(t *testing.T) {
 	t.Parallel()
 	cl := redistest.Start(t, 3)
 	for _, n := range cl.Nodes {
 		n.Proxy().SetDelay(150 * time.Millisecond)
 	}
-	path := writeConfig(t, fleetConfig(cl.ProxiedURLs(), `  - name: nightly
-    schedule: "@daily"
-    shell: "true"
-`))
-	st := readStatus(t, path)
+	st := readStatus(t, statusConfig(t, cl))
 	for _, n := range st.Nodes {
 		if !n.OK {
 			t.Errorf("node %s reported unreachable: %s", n.Node, n.Err)
+		}
+	}
+}
+
+// TestStatusFirstContactLeavesTimeToRead: a node that accepts connections
+// but never answers (its proxy swallows everything) holds the first
+// contact up for as long as it may, which is a third of --timeout: with
+// --timeout 3s, status still reads the fleet's state from the other two
+// and reports them reachable, the silent one not.
+func TestStatusFirstContactLeavesTimeToRead(t *testing.T) {
+	t.Parallel()
+	cl := redistest.Start(t, 3)
+	cl.Nodes[2].Proxy().Blackhole(true)
+	st := readStatus(t, statusConfig(t, cl), "--timeout", "3s")
+	for i, n := range st.Nodes {
+		if n.OK != (i < 2) {
+			t.Errorf("node %d (%s): reachable %v; want only the silent node 2 unreachable", i, n.Node, n.OK)
 		}
 	}
 }

@@ -16,12 +16,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 )
 
 // Widen multiplies the package's -test.parallel (GOMAXPROCS unless given)
-// by k. Call it from TestMain before m.Run; it parses the command line if
-// nothing did yet.
+// by k, up to 4 × GOMAXPROCS. An explicit -parallel 1 (tests one at a
+// time, to debug one) is kept. Call it from TestMain before m.Run; it
+// parses the command line if nothing did yet.
 func Widen(k int) {
 	if !flag.Parsed() {
 		flag.Parse()
@@ -31,10 +33,15 @@ func Widen(k int) {
 		return
 	}
 	n, err := strconv.Atoi(f.Value.String())
-	if err != nil || n < 1 {
+	if err != nil || n <= 1 {
 		return
 	}
-	if err := flag.Set("test.parallel", strconv.Itoa(n*k)); err != nil {
+	if err := flag.Set("test.parallel", strconv.Itoa(widened(n, k, runtime.GOMAXPROCS(0)))); err != nil {
 		fmt.Fprintf(os.Stderr, "waitbound: %v\n", err)
 	}
+}
+
+// widened is n × k, at most 4 × procs, and never less than n.
+func widened(n, k, procs int) int {
+	return max(n, min(n*k, 4*procs))
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 )
 
@@ -16,8 +17,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestWiden: the parallelism the tests run with is three times the one
-// given (or GOMAXPROCS's).
+// TestWiden: the parallelism the tests run with is the one given (or
+// GOMAXPROCS's) widened by 3.
 func TestWiden(t *testing.T) {
 	var n, was int
 	if _, err := fmt.Sscan(flag.Lookup("test.parallel").Value.String(), &n); err != nil {
@@ -26,7 +27,22 @@ func TestWiden(t *testing.T) {
 	if _, err := fmt.Sscan(startParallel, &was); err != nil {
 		t.Fatal(err)
 	}
-	if n != 3*was {
-		t.Fatalf("test.parallel = %d after Widen(3) of %d", n, was)
+	want := was
+	if was > 1 {
+		want = widened(was, 3, runtime.GOMAXPROCS(0))
+	}
+	if n != want {
+		t.Fatalf("test.parallel = %d after Widen(3) of %d, want %d", n, was, want)
+	}
+}
+
+// TestWidened: k times, up to four per CPU, never below what was given.
+func TestWidened(t *testing.T) {
+	for _, c := range []struct{ n, k, procs, want int }{
+		{3, 3, 2, 8}, {2, 3, 2, 6}, {2, 3, 32, 6}, {32, 3, 32, 96}, {50, 3, 4, 50}, {1, 3, 2, 3},
+	} {
+		if got := widened(c.n, c.k, c.procs); got != c.want {
+			t.Errorf("widened(%d, %d, %d) = %d, want %d", c.n, c.k, c.procs, got, c.want)
+		}
 	}
 }
