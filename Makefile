@@ -17,8 +17,8 @@ deps:
 # and ZooKeeper processes, race detector). -count=1: the fleet tests build
 # the daemon themselves, which the test cache cannot see.
 # Test binaries run TEST_PARALLEL at a time, and up to TEST_TESTS parallel
-# tests inside each (the fleets; the scheduler's and Redis client's tests,
-# which wait on timers with little CPU, widen it, see waitbound): most
+# tests inside each (the fleets; the Redis client's tests, which wait on
+# timers with little CPU, widen it, see waitbound): most
 # tests wait on timers and real servers, not on the CPU
 # (docs/development.md: where the time goes).
 # Two packages at a time, three tests in each: with three and four (the

@@ -6,7 +6,6 @@ import (
 
 	"github.com/leasecron/leasecron/internal/supervisor"
 	"github.com/leasecron/leasecron/internal/testkit/proctest"
-	"github.com/leasecron/leasecron/internal/testkit/waitbound"
 )
 
 // TestMain makes the test binary its own supervisor (os.Args[1] ==
@@ -17,9 +16,6 @@ func TestMain(m *testing.M) {
 		os.Exit(supervisor.Main(os.Args[2:]))
 	}
 	proctest.SpareRaceExitSleep() // the supervisors are this binary
-	// The tests wait on schedules, TTLs and jobs in real time, not on the
-	// CPU.
-	waitbound.Widen(3)
 	os.Exit(m.Run())
 }
 

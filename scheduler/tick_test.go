@@ -190,10 +190,7 @@ func tickScheduler(t *testing.T, jobs ...*Job) (*Scheduler, *Config) {
 // (zero if none).
 func lastRun(t *testing.T, s *Scheduler, job string) (lease.Info, RunRecord) {
 	t.Helper()
-	info, err := s.be.Inspect(context.Background(), s.key(job))
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := inspectRetrying(t, s.be, s.key(job))
 	var rec RunRecord
 	if info.Note != "" {
 		if err := json.Unmarshal([]byte(info.Note), &rec); err != nil {
@@ -201,6 +198,23 @@ func lastRun(t *testing.T, s *Scheduler, job string) (lease.Info, RunRecord) {
 		}
 	}
 	return info, rec
+}
+
+// inspectRetrying reads key's lease state from b, trying again for up to
+// 30 s while no quorum answers (the tests' nodes have a 50 ms timeout,
+// which a loaded machine can miss on a read as on any request).
+func inspectRetrying(t *testing.T, b lease.Backend, key string) lease.Info {
+	t.Helper()
+	ictx := ctxFor(t, 30*time.Second)
+	info, err := b.Inspect(ictx, key)
+	for errors.Is(err, lease.ErrNoQuorum) && ictx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		info, err = b.Inspect(ictx, key)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
 }
 
 // acquireRetrying takes req on b, trying again for up to 30 s while no
