@@ -17,6 +17,7 @@ import (
 // exec exits with 75 and records the run as stopped — and after `resume`
 // exec runs again.
 func TestExecPauseStop(t *testing.T) {
+	t.Parallel()
 	for name, section := range everyBackend() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -72,6 +72,7 @@ func execProc(path string, args ...string) *exec.Cmd {
 // runs never overlap, and none runs after its slot completed — on every
 // backend.
 func TestExecSlotsOnce(t *testing.T) {
+	t.Parallel()
 	for name, section := range execBackends {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
