@@ -144,7 +144,9 @@ const closeWait = 2 * time.Second
 // Close stops the client. Requests already queued (such as releases) are
 // still sent; Close waits for them, up to 2 s, and closes the connections
 // (requests still unanswered then fail; their keys expire by their TTL).
-// Leases still held are not released.
+// It does not wait for a node whose requests were all given up by their
+// callers (reads, health checks, warm-ups past their timeout). Leases
+// still held are not released.
 func (c *Client) Close() error {
 	var errs []error
 	c.closeOnce.Do(func() {
@@ -158,7 +160,7 @@ func (c *Client) Close() error {
 		expired := false
 		for i, n := range c.nodes {
 			for _, l := range []*node{n, c.stores[i]} {
-				if !expired {
+				if !expired && !l.cutOffOK() {
 					select {
 					case <-l.laneDone:
 					case <-timer.C:

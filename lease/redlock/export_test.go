@@ -104,3 +104,6 @@ func DisableLaneGenerations(c *Client) {
 		l.noGenRaise.Store(true)
 	}
 }
+
+// CloseWait is how long Close waits for requests that must still be sent.
+const CloseWait = closeWait

@@ -206,7 +206,12 @@ func TestCloseWithBlackholedNode(t *testing.T) {
 	go func() { done <- c.Close() }()
 	select {
 	case <-done:
-		t.Logf("Close took %s", time.Since(t0))
+		// The release queued to the silent node must be sent if it can:
+		// Close waits for it (the negative control of
+		// TestCloseCutsOffAbandonedReads).
+		if d := time.Since(t0); d < redlock.CloseWait {
+			t.Errorf("Close took %s with a release queued to a silent node; want it to wait %s", d, redlock.CloseWait)
+		}
 	case <-time.After(8 * time.Second):
 		t.Errorf("Close still blocked after 8s")
 		cl.Nodes[2].Proxy().Heal()
@@ -217,6 +222,46 @@ func TestCloseWithBlackholedNode(t *testing.T) {
 		if ks := lockKeys(t, n); len(ks) != 0 {
 			t.Errorf("left behind: %v", ks)
 		}
+	}
+}
+
+// TestCloseCutsOffAbandonedReads: reads, a health check and a warm-up
+// whose callers gave up on a node that swallows traffic leave nothing to
+// deliver, so Close does not wait for their rounds (a command such as
+// `leasecron status` would otherwise run past its --timeout).
+func TestCloseCutsOffAbandonedReads(t *testing.T) {
+	t.Parallel()
+	cl := start(t, 3)
+	c, err := redlock.New(cl.ProxiedURLs(), redlock.WithRestartGuard(testGuard), redlock.WithTimeout(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitVoting(t, c, nil)
+	cl.Nodes[2].Proxy().Blackhole(true)
+	defer cl.Nodes[2].Proxy().Heal()
+	ctx := context.Background()
+	k := key(t)
+	if _, err := c.Inspect(ctx, k); err != nil {
+		t.Fatalf("Inspect with one silent node: %v", err)
+	}
+	if _, err := c.ListEntries(ctx, k); err != nil {
+		t.Fatalf("ListEntries with one silent node: %v", err)
+	}
+	if _, err := c.ReadLog(ctx, k, 10); err != nil {
+		t.Fatalf("ReadLog with one silent node: %v", err)
+	}
+	if st := c.Health(ctx); st[2].Err == nil {
+		t.Errorf("Health: the silent node reported healthy")
+	}
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_ = c.Warm(wctx)
+	cancel()
+	t0 := time.Now()
+	if err := c.Close(); err != nil {
+		t.Logf("Close: %v", err)
+	}
+	if d := time.Since(t0); d >= redlock.CloseWait {
+		t.Errorf("Close took %s, waiting for reads nobody waits for; want less than %s", d, redlock.CloseWait)
 	}
 }
 
@@ -259,5 +304,24 @@ func TestServerClosesIdleConnections(t *testing.T) {
 		var which []string
 		failures.Range(func(k, _ any) bool { which = append(which, k.(string)); return true })
 		t.Errorf("%d node answers failed after the servers closed idle connections: %v", n, which)
+	}
+}
+
+// TestWarmNamesFailedNodeOnce: Warm opens each node's two lanes (leases,
+// store); a node that refuses both is named once in its error.
+func TestWarmNamesFailedNodeOnce(t *testing.T) {
+	t.Parallel()
+	cl := start(t, 2)
+	closed := fmt.Sprintf("redis://127.0.0.1:%d/0", redistest.FreePort(t))
+	c, err := redlock.New(append(cl.URLs(), closed), redlock.WithTimeout(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = c.Warm(ctx)
+	if n := strings.Count(fmt.Sprint(err), closed); n != 1 {
+		t.Errorf("Warm: %v; want the node %s named once, got %d times", err, closed, n)
 	}
 }

@@ -120,8 +120,10 @@ func (c *Client) Warm(ctx context.Context) error {
 	}
 	lanes := append(slices.Clip(c.nodes), c.stores...)
 	errs := make(chan error, len(lanes))
+	abandon := make(chan struct{}) // a PING left unsent changes nothing
+	defer close(abandon)
 	for _, n := range lanes {
-		o := &op{reply: func(_ []*redis.Cmd, err error) {
+		o := &op{abandoned: abandon, reply: func(_ []*redis.Cmd, err error) {
 			if err != nil {
 				err = &lease.NodeError{Node: n.name, Err: err}
 			}
@@ -132,9 +134,17 @@ func (c *Client) Warm(ctx context.Context) error {
 		}
 	}
 	var all []error
+	failed := map[string]bool{} // a node's two lanes fail alike: name it once
 	for range lanes {
 		select {
 		case err := <-errs:
+			var ne *lease.NodeError
+			if errors.As(err, &ne) {
+				if failed[ne.Node] {
+					continue
+				}
+				failed[ne.Node] = true
+			}
 			all = append(all, err)
 		case <-ctx.Done():
 			return fmt.Errorf("warm: %w", errors.Join(append(all, ctx.Err())...))

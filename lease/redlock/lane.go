@@ -51,7 +51,7 @@ func (n *node) runLane() {
 		n.queue = nil
 		closed := n.closed
 		if len(batch) > 0 {
-			n.executing = true
+			n.executing, n.sent = true, batch
 		}
 		n.mu.Unlock()
 		if len(batch) == 0 {
@@ -63,7 +63,7 @@ func (n *node) runLane() {
 		}
 		n.exec(ctx, batch, &n.lane)
 		n.mu.Lock()
-		n.executing = false
+		n.executing, n.sent = false, nil
 		n.mu.Unlock()
 	}
 }
@@ -99,19 +99,24 @@ func (n *node) exec(ctx context.Context, batch []*op, sc *stickyConn) {
 }
 
 // liveOps returns the ops of batch whose caller still waits, replying
-// errAbandoned to the others.
+// errAbandoned to the others. batch itself is left as it is (cutOffOK
+// reads it while the round runs).
 func liveOps(batch []*op) []*op {
-	live := batch[:0]
-	for _, o := range batch {
-		if o.abandoned != nil {
-			select {
-			case <-o.abandoned:
-				o.reply(nil, errAbandoned)
-				continue
-			default:
+	var live []*op
+	for i, o := range batch {
+		if !o.gone() {
+			if live != nil {
+				live = append(live, o)
 			}
+			continue
 		}
-		live = append(live, o)
+		if live == nil {
+			live = append(make([]*op, 0, len(batch)-1), batch[:i]...)
+		}
+		o.reply(nil, errAbandoned)
+	}
+	if live == nil {
+		return batch
 	}
 	return live
 }

@@ -79,6 +79,9 @@ type node struct {
 	// path (nil: none; see inline.go).
 	executing bool
 	inline    *inlinePath
+	// sent is the round the lane has in flight (nil: none, or an inline
+	// round); see cutOffOK.
+	sent []*op
 }
 
 // call is one script invocation inside an op.
@@ -101,6 +104,44 @@ type op struct {
 }
 
 var errAbandoned = errors.New("abandoned before send")
+
+// gone reports whether the op's caller abandoned it.
+func (o *op) gone() bool {
+	if o.abandoned == nil {
+		return false
+	}
+	select {
+	case <-o.abandoned:
+		return true
+	default:
+		return false
+	}
+}
+
+// cutOffOK reports whether Close may close the node's connections
+// without waiting for its lane: every request queued or in flight was
+// abandoned by its caller (a read, a health check, a warm-up, an extend
+// whose answer nobody waits for any more). A round in flight holds the
+// lane until the node answers, and a node that swallows traffic would
+// otherwise hold Close for closeWait with nothing to deliver. A request
+// that must arrive (a release, a note, a completion) has no abandon
+// channel and keeps Close waiting, as does an inline round, whose caller
+// waits for it.
+func (n *node) cutOffOK() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.executing && n.sent == nil {
+		return false
+	}
+	for _, q := range [][]*op{n.queue, n.sent} {
+		for _, o := range q {
+			if !o.gone() {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 func newNode(name string, rdb redis.UniversalClient, obs *Observer, guard func() time.Duration) *node {
 	n := &node{
