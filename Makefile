@@ -42,9 +42,10 @@ TEST_PKGS     ?= $(foreach d,$(TEST_FIRST),$(if $(wildcard $(d)/*_test.go),./$(d
 test: export GORACE ?= atexit_sleep_ms=0
 # -trimpath: the build cache's entries for this repository's packages do
 # not depend on where it is checked out, so a fresh clone on a machine
-# that built leasecron before compiles nothing it has not changed (the
-# fleets' `go build` of the daemon inherits it); ~45 s of each run.
-test: export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
+# where `make test` ran before compiles nothing it has not changed (the
+# fleets' `go build` of the daemon inherits it); ~45 s of each run. Its
+# cache entries are not those of a build without it (go build, gopls).
+test: export override GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 test: deps
 	$(GO) vet ./...
 	@files=$$(gofmt -l .); if [ -n "$$files" ]; then echo "gofmt needed (run make fmt):"; echo "$$files"; exit 1; fi

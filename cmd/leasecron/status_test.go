@@ -47,17 +47,24 @@ func TestStatusSlowFirstContact(t *testing.T) {
 // and reports them reachable, the silent one not. It returns within its
 // --timeout and a second (the end of a command on a loaded machine): the
 // client's close does not wait for the silent node's reads, which once
-// kept it 2 s longer (4.5 s in all).
+// kept every run 2 s longer (4.5 s in all). A run slowed by the machine
+// is tried once more; the old wait made each run slow.
 func TestStatusFirstContactLeavesTimeToRead(t *testing.T) {
 	t.Parallel()
 	cl := redistest.Start(t, 3)
 	cl.Nodes[2].Proxy().Blackhole(true)
 	path := statusConfig(t, cl)
 	st := readStatus(t, path, "--timeout", "3s")
-	t0 := time.Now()
-	cli(t, "status", "-c", path, "--timeout", "3s")
-	if d := time.Since(t0); d > 4*time.Second {
-		t.Errorf("status --timeout 3s took %s", d)
+	var took []time.Duration
+	for range 2 {
+		t0 := time.Now()
+		cli(t, "status", "-c", path, "--timeout", "3s")
+		if took = append(took, time.Since(t0)); took[len(took)-1] <= 4*time.Second {
+			break
+		}
+	}
+	if len(took) == 2 && took[1] > 4*time.Second {
+		t.Errorf("status --timeout 3s took %v", took)
 	}
 	for i, n := range st.Nodes {
 		if n.OK != (i < 2) {

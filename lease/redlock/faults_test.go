@@ -191,11 +191,7 @@ func TestBlackholedNode(t *testing.T) {
 func TestCloseWithBlackholedNode(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 3)
-	c, err := redlock.New(cl.ProxiedURLs(), redlock.WithRestartGuard(testGuard), redlock.WithTimeout(testTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitVoting(t, c, nil)
+	c := votingClient(t, cl.ProxiedURLs()) // closed by the test (its cleanup's Close does nothing)
 	cl.Nodes[2].Proxy().Blackhole(true)
 	l := mustAcquire(t, c, lease.Request{Key: key(t), TTL: 5 * time.Second})
 	if err := l.Release(context.Background()); err != nil {
@@ -232,11 +228,7 @@ func TestCloseWithBlackholedNode(t *testing.T) {
 func TestCloseCutsOffAbandonedReads(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 3)
-	c, err := redlock.New(cl.ProxiedURLs(), redlock.WithRestartGuard(testGuard), redlock.WithTimeout(testTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitVoting(t, c, nil)
+	c := votingClient(t, cl.ProxiedURLs()) // closed by the test (its cleanup's Close does nothing)
 	cl.Nodes[2].Proxy().Blackhole(true)
 	defer cl.Nodes[2].Proxy().Heal()
 	ctx := context.Background()
@@ -312,7 +304,7 @@ func TestServerClosesIdleConnections(t *testing.T) {
 func TestWarmNamesFailedNodeOnce(t *testing.T) {
 	t.Parallel()
 	cl := start(t, 2)
-	closed := fmt.Sprintf("redis://127.0.0.1:%d/0", redistest.FreePort(t))
+	const closed = "redis://127.0.0.1:1/0" // nothing listens on port 1
 	c, err := redlock.New(append(cl.URLs(), closed), redlock.WithTimeout(testTimeout))
 	if err != nil {
 		t.Fatal(err)

@@ -134,7 +134,9 @@ func (c *Client) Warm(ctx context.Context) error {
 		}
 	}
 	var all []error
-	failed := map[string]bool{} // a node's two lanes fail alike: name it once
+	// A node's two lanes (leases, store) mostly fail alike: the node is
+	// named once, with the first of its errors.
+	failed := map[string]bool{}
 	for range lanes {
 		select {
 		case err := <-errs:

@@ -97,8 +97,12 @@ type call struct {
 type op struct {
 	calls []call
 	// abandoned, when non-nil and closed before the op is sent, makes the
-	// lane skip it (only for requests whose effect nobody waits for any more
-	// and that leave nothing behind if never sent).
+	// lane skip it; once closed, Close may also cut the op's round off in
+	// flight (cutOffOK). Only for requests whose effect nobody waits for
+	// any more and that are harmless sent, unsent or cut off: reads,
+	// probes, and grants and extensions whose caller decided without
+	// them (a lock they leave expires by its TTL). A release, a note, a
+	// completion or a store write has none.
 	abandoned <-chan struct{}
 	reply     func(res []*redis.Cmd, err error)
 }
