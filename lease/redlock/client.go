@@ -145,8 +145,9 @@ const closeWait = 2 * time.Second
 // still sent; Close waits for them, up to 2 s, and closes the connections
 // (requests still unanswered then fail; their keys expire by their TTL).
 // It does not wait for a node whose requests were all given up by their
-// callers (reads, health checks, warm-ups past their timeout). Leases
-// still held are not released.
+// callers (reads, health checks and warm-ups past their timeout, and
+// grants or extensions their caller decided without). Leases still held
+// are not released.
 func (c *Client) Close() error {
 	var errs []error
 	c.closeOnce.Do(func() {
