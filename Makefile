@@ -26,8 +26,8 @@ deps:
 # together) a slower machine's load passed 20-30 and the fleets' liveness
 # checks missed ticks (docs/development.md).
 # go test starts the packages in the order named, so the longest are named
-# first (the fleets, about 9 minutes, beside the ZooKeeper tests, one
-# ensemble at a time, then the CLI's end-to-end tests, then the scheduler
+# first (the fleets, about 9 minutes, beside the ZooKeeper tests, two
+# ensembles at a time, then the CLI's end-to-end tests, then the scheduler
 # and the store packages) and the short ones fill the gaps; ./... adds the
 # rest, each package once. With ./... alone the fleets started after the
 # others, ~6 minutes in, and ended the run.

@@ -83,8 +83,8 @@ func TestLimitsTasksRecorded(t *testing.T) {
 	requireHostLimits(t, &scheduler.Job{TasksMax: 16})
 	pids := filepath.Join(t.TempDir(), "pids")
 	r, log := runOnce(t, fmt.Sprintf(`  - name: job
-    schedule: "@every 30s"
-    deadline: 25s
+    schedule: "@every 10s"
+    deadline: 8s
     tasks_max: 16
     shell: 'for i in $(seq 64); do sleep 300 & echo $! >> %s; done; wait'
 `, pids))
@@ -105,8 +105,8 @@ func TestLimitsNotAppliedRecorded(t *testing.T) {
 	requireHostLimits(t, &scheduler.Job{MemoryMax: 16 << 20})
 	t.Setenv(supervisor.NoLimitsEnv, "1")
 	r, log := runOnce(t, `  - name: job
-    schedule: "@every 30s"
-    deadline: 25s
+    schedule: "@every 10s"
+    deadline: 8s
     memory_max: 16M
     shell: 'head -c 256M /dev/zero | tail >/dev/null'
 `)

@@ -21,7 +21,7 @@ import (
 // run's record: `logs` on any host shows it with each line's stream.
 func TestExecStoresOutput(t *testing.T) {
 	t.Parallel()
-	for name, section := range outputBackends() {
+	for name, section := range everyBackend() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			path := writeConfig(t, section(t)+`lease:

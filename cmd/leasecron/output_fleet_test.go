@@ -2,28 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/leasecron/leasecron/internal/testkit/mysqltest"
 	"github.com/leasecron/leasecron/scheduler"
 )
-
-// outputBackends are execBackends and MySQL: every backend.
-func outputBackends() map[string]func(t *testing.T) string {
-	m := map[string]func(t *testing.T) string{
-		"mysql": func(t *testing.T) string {
-			return fmt.Sprintf("mysql:\n  dsn: %q\n  timeout: 500ms\n", mysqltest.Start(t).DSN())
-		},
-	}
-	for k, v := range execBackends {
-		m[k] = v
-	}
-	return m
-}
 
 // outputConfig is section with two jobs that run on host-a only: printer
 // prints to both streams, a secret from its env and a token its redact
@@ -58,7 +43,7 @@ jobs:
 // attempt on host-a, each step once, in order, to its result.
 func TestOutputFromAnyHost(t *testing.T) {
 	t.Parallel()
-	for name, section := range outputBackends() {
+	for name, section := range everyBackend() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			path := writeConfig(t, outputConfig(section(t)))

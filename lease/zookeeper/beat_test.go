@@ -14,6 +14,7 @@ import (
 // Control: after the first heartbeat it is still in the znode, so the
 // check does see an entry left behind.
 func TestBeatDropsExpiredEntries(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	a, other := open(t, e.Addrs(), 6*time.Second), open(t, e.Addrs(), 6*time.Second)
 	beat := func(b *Backend, name string, v int64, ttl time.Duration) lease.BeatResult {

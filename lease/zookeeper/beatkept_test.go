@@ -43,6 +43,7 @@ func putFlag(t *testing.T, b *Backend, name string, v int64, ttl time.Duration) 
 // 10 s). Control: the Beat after another client changed a space sends
 // more (it reads the space again), so the count does see reads.
 func TestIdleBeatIsTwoRequests(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	b, other := open(t, e.Addrs(), time.Minute), open(t, e.Addrs(), time.Minute)
 	putFlag(t, other, "job-a", 1, 0)
@@ -83,6 +84,7 @@ func TestIdleBeatIsTwoRequests(t *testing.T) {
 // heartbeat in it are read, and a kept entry that expired since is no
 // longer returned, though nothing was written.
 func TestKeptReadsFollowTheStore(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	a, other := open(t, e.Addrs(), 6*time.Second), open(t, e.Addrs(), 6*time.Second)
 	start := time.Now()
@@ -112,6 +114,7 @@ func TestKeptReadsFollowTheStore(t *testing.T) {
 // the space's version as it is (test switch) changes a space a Beat
 // kept, and the Beat returns what it kept: the version is what tells.
 func TestNegativeControlKeptReadsWithoutSpaceVersion(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	a := open(t, e.Addrs(), 6*time.Second)
 	other, err := openWith(ctxT(t, 30*time.Second), Config{Servers: e.Addrs(), Root: "/lctest", Timeout: 600 * time.Millisecond, SessionTimeout: 6 * time.Second}, setNoSpaceVersion)
@@ -132,6 +135,7 @@ func TestNegativeControlKeptReadsWithoutSpaceVersion(t *testing.T) {
 // wrote lacks the beat znode (that Beat knew it from its write), so a
 // Beat that writes elsewhere reads the space's heartbeats afresh.
 func TestKeptReadOfAnotherWrittenSpace(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	a := open(t, e.Addrs(), 6*time.Second)
 	beat := func(space string, read ...string) lease.BeatResult {

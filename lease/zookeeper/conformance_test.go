@@ -20,6 +20,7 @@ const conformanceTTL = 8 * time.Second
 // TestConformance runs the backend conformance suite against a real
 // 3-server ensemble.
 func TestConformance(t *testing.T) {
+	t.Parallel() // beside the lane, see besideConformance
 	e := zktest.Start(t, 3)
 	leasetest.Run(t, leasetest.Harness{
 		Name:    "zookeeper (3 servers)",

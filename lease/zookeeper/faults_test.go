@@ -56,6 +56,7 @@ func takeOver(t *testing.T, b *Backend, key string, ttl time.Duration, within ti
 // the lock over only after that validity ended (the server expired the
 // session) — never while the first one could still believe it holds.
 func TestPartitionPastSessionTimeout(t *testing.T) {
+	besideConformance(t)
 	won, last := partitionScenario(t, 0)
 	if won.Before(last) {
 		t.Errorf("another client won at %s, before the holder's validity ended at %s",
@@ -68,6 +69,7 @@ func TestPartitionPastSessionTimeout(t *testing.T) {
 // session after one) is taken over while it still believes it holds —
 // the check above catches that.
 func TestNegativeControlValidityPastSession(t *testing.T) {
+	besideConformance(t)
 	won, last := partitionScenario(t, 6*time.Second)
 	if !won.Before(last) {
 		t.Errorf("the check found no overlap: taken over at %s, holder valid until %s",
@@ -124,6 +126,7 @@ func partitionScenario(t *testing.T, unsafeSpan time.Duration) (won, last time.T
 // TestHoldDoneBeforeValidityOnPause pauses every server: the Hold reports
 // the loss before its validity ends.
 func TestHoldDoneBeforeValidityOnPause(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	const ttl = 2 * time.Second
 	a := open(t, e.Addrs(), ttl)
@@ -147,6 +150,7 @@ func TestHoldDoneBeforeValidityOnPause(t *testing.T) {
 // lease survives the election, or its loss is reported before its
 // validity ends; a second client never holds it meanwhile.
 func TestKillLeader(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 3)
 	const ttl = 3 * time.Second
 	a, b := open(t, e.Addrs(), ttl), open(t, e.Addrs(), ttl)

@@ -32,6 +32,7 @@ const frozenTTL = 6 * time.Second
 // suite's FrozenMinority holds every backend to; a hold lost before the
 // freeze is an error.
 func TestFrozenLeaderClientsGoOn(t *testing.T) {
+	besideConformance(t)
 	r := frozenLeaderScenario(t, nil)
 	for i, g := range r.gaps {
 		if g > frozenTTL {
@@ -61,6 +62,7 @@ func TestFrozenLeaderClientsGoOn(t *testing.T) {
 // another leader: the check above sees a client stalled past the TTL
 // while the others serve.
 func TestNegativeControlUnboundedHandshake(t *testing.T) {
+	besideConformance(t)
 	r := frozenLeaderScenario(t, setUnboundedConnect)
 	worst := time.Duration(0)
 	for _, g := range r.gaps {

@@ -13,7 +13,7 @@ import (
 // its error; run with -race, a caller reading what the late request
 // writes fails the test.
 func TestLateAnswerNotRead(t *testing.T) {
-	t.Parallel()
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	b := open(t, e.Addrs(), 4*time.Second)
 	ctx := context.Background()

@@ -88,6 +88,7 @@ func (k *layoutKit) create(acl []zk.ACL, paths ...string) {
 // a parent closed to the client — and a client that makes a top-level
 // znode of a root deleted and made again by hand writes it too.
 func TestRootLayout(t *testing.T) {
+	besideConformance(t)
 	k := newLayoutKit(t)
 	all := zk.WorldACL(zk.PermAll)
 	if _, err := k.open("/"); err != nil { // first, while the server holds nothing else
@@ -132,6 +133,7 @@ func TestRootLayout(t *testing.T) {
 // layout), and writing nothing — a root whose marker names another layout, and one without a marker that
 // holds a top-level znode or a key of a client from before the marker.
 func TestRootOfAnotherLayoutRefused(t *testing.T) {
+	besideConformance(t)
 	k := newLayoutKit(t)
 	all := zk.WorldACL(zk.PermAll)
 	k.opens("/next", 1)

@@ -22,6 +22,7 @@ import (
 // tenures, cut at ValidUntil, must never overlap — an orphan removal that
 // deleted a lock taken after the orphan was seen would let two hold it.
 func TestOrphansNeverFreeAHeldLock(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	var bs []*Backend
 	for range 2 {
@@ -95,6 +96,7 @@ func TestOrphansNeverFreeAHeldLock(t *testing.T) {
 // orphan's deletion must fail (it is checked against the done version read
 // before the lock) and leave the new holder's lock alone.
 func TestOrphanRemovalSparesALaterLock(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	b := open(t, e.Addrs(), 5*time.Second)
 	ctx := ctxT(t, 30*time.Second)

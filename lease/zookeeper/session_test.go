@@ -24,6 +24,7 @@ const (
 // TTL make Open refuse, with an error that names the server and the
 // setting to change.
 func TestShortSessionRefused(t *testing.T) {
+	besideConformance(t)
 	e := zktest.StartWith(t, 1, zktest.Options{MaxSessionTimeout: shortSession})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -48,6 +49,7 @@ func TestShortSessionRefused(t *testing.T) {
 // while the server and the client are fine — every job started under one
 // would be killed at once.
 func TestNegativeControlShortSessionAccepted(t *testing.T) {
+	besideConformance(t)
 	e := zktest.StartWith(t, 1, zktest.Options{MaxSessionTimeout: shortSession})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -78,6 +80,7 @@ func TestNegativeControlShortSessionAccepted(t *testing.T) {
 // the TTL is re-checked: once go-zookeeper reports it, every acquisition
 // is refused with ErrSessionTooShort.
 func TestShortLaterSessionRefused(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	b := open(t, e.Addrs(), askedSession)
 	ctx := ctxT(t, 30*time.Second)

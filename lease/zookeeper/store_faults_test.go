@@ -18,6 +18,7 @@ import (
 // last one acknowledged and every acknowledged record, once each, newest
 // first; and writes are acknowledged again after the election.
 func TestStoreAcrossLeaderKill(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 3)
 	const session = 8 * time.Second
 	w := open(t, e.Addrs(), session)

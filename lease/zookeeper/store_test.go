@@ -27,6 +27,7 @@ func skewed(d time.Duration) func() time.Time {
 // expired entry, and a reader an hour ahead finds a fresh one expired
 // (and deletes it).
 func TestEntryExpiryOnServerClock(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	const session = 5 * time.Second
 	w := open(t, e.Addrs(), session)
@@ -92,6 +93,7 @@ func TestEntryExpiryOnServerClock(t *testing.T) {
 // TestStoreOnEnsemble runs the store through different servers of a
 // 3-server ensemble.
 func TestStoreOnEnsemble(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 3)
 	lead := e.WaitLeader(15 * time.Second)
 	if lead < 0 {
@@ -255,6 +257,7 @@ func testConcurrentPuts(t *testing.T, e *zktest.Ensemble) {
 // later) changes nothing: the first append of an ID stays, whichever At
 // sorts first; records with other IDs and the limit still apply.
 func TestAppendRepeatedID(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	a, b := open(t, e.Addrs(), 5*time.Second), open(t, e.Addrs(), 5*time.Second)
 	ctx := ctxT(t, time.Minute)
@@ -297,6 +300,7 @@ func TestAppendRepeatedID(t *testing.T) {
 // TestReservedKeys: the znodes of entries, logs and the clock cannot be
 // taken as lease keys (job names cannot hold '@').
 func TestReservedKeys(t *testing.T) {
+	besideConformance(t)
 	for _, k := range []string{entriesNode, logsNode, clockNode} {
 		if err := checkKey(k); err == nil {
 			t.Errorf("checkKey(%q) accepted the store's znode", k)

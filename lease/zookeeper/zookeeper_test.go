@@ -33,6 +33,7 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 // TestBasics: exclusion between two sessions, refusal detail, epochs,
 // fencing order, release and completion.
 func TestBasics(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	a, b := open(t, e.Addrs(), 3*time.Second), open(t, e.Addrs(), 3*time.Second)
 	if got := a.SessionTimeout(); got != 3*time.Second {
@@ -112,6 +113,7 @@ func TestBasics(t *testing.T) {
 // locks at once; a holder's session expiring lets another take over only
 // after the first one's validity ended.
 func TestCloseFreesLocks(t *testing.T) {
+	besideConformance(t)
 	e := zktest.Start(t, 1)
 	a, b := open(t, e.Addrs(), 2*time.Second), open(t, e.Addrs(), 2*time.Second)
 	ctx := ctxT(t, 30*time.Second)
@@ -126,6 +128,7 @@ func TestCloseFreesLocks(t *testing.T) {
 
 // TestCheckConfig: bad configs are refused without a server.
 func TestCheckConfig(t *testing.T) {
+	besideConformance(t)
 	for _, tc := range []struct {
 		cfg  Config
 		want string

@@ -1,11 +1,12 @@
 // Package etcdtest runs a real etcd cluster for tests: Start launches
-// three /usr/bin/etcd members on free 127.0.0.1 client and peer ports,
-// each with its data directory in t.TempDir(), with short heartbeat and
-// election timeouts (50 ms and 500 ms) so that failovers take about a
-// second. Members can be killed (SIGKILL), restarted on the same ports
-// from the same data directory (they rejoin), and paused (SIGSTOP); Leader
-// says which member leads. Proxies (netproxy.Proxy, one per member) sit
-// between a client and the members to cut or blackhole that one client.
+// three /usr/bin/etcd members (or as many as WithMembers says) on free
+// 127.0.0.1 client and peer ports, each with its data directory in
+// t.TempDir(), with short heartbeat and election timeouts (50 ms and 500
+// ms) so that failovers take about a second. Members can be killed
+// (SIGKILL), restarted on the same ports from the same data directory
+// (they rejoin), and paused (SIGSTOP); Leader says which member leads.
+// Proxies (netproxy.Proxy, one per member) sit between a client and the
+// members to cut or blackhole that one client.
 //
 // Every process is started by this package and killed by PID at the
 // test's cleanup (SIGCONT first if paused, then SIGKILL, then reaped). As a

@@ -24,7 +24,8 @@ import (
 )
 
 const (
-	// Members is the size of the cluster Start launches.
+	// Members is the size of the cluster Start launches unless
+	// WithMembers says otherwise.
 	Members = 3
 	// HeartbeatMS and ElectionMS are the members' raft timings.
 	HeartbeatMS, ElectionMS = 50, 500
@@ -34,11 +35,13 @@ const (
 	killTimeout = 10 * time.Second
 )
 
-// Cluster is a running 3-member etcd cluster owned by a test. Methods
-// that can fail call t.Fatalf: call them from the test's goroutine.
+// Cluster is a running etcd cluster (Members members, or WithMembers)
+// owned by a test. Methods that can fail call t.Fatalf: call them from
+// the test's goroutine.
 type Cluster struct {
 	t       testing.TB
 	bin     string
+	size    int // members to start
 	members []*member
 	tlsOn   bool
 	tls     *TLS
@@ -71,11 +74,16 @@ func Binary(t testing.TB) string {
 	return p
 }
 
-// Start launches a 3-member cluster and waits until every member is
-// healthy (knows a leader). t.Cleanup kills every member.
+// WithMembers makes Start launch a cluster of n members (at least 1)
+// instead of Members: one serves a test that faults no member and only
+// needs an etcd to talk to, at a third of the processes.
+func WithMembers(n int) Option { return func(c *Cluster) { c.size = max(n, 1) } }
+
+// Start launches a cluster (Members members unless WithMembers) and
+// waits until every member is healthy (knows a leader). t.Cleanup kills every member.
 func Start(t testing.TB, opts ...Option) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, bin: Binary(t)}
+	c := &Cluster{t: t, bin: Binary(t), size: Members}
 	for _, o := range opts {
 		o(c)
 	}
@@ -84,7 +92,7 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	}
 	_ = t.TempDir() // its removal runs after killAll (see zktest.StartWith)
 	t.Cleanup(c.killAll)
-	if err := proctest.StartOnFreePorts(2*Members, c.tryStart); err != nil {
+	if err := proctest.StartOnFreePorts(2*c.size, c.tryStart); err != nil {
 		t.Fatalf("etcdtest: starting the cluster: %v", err)
 	}
 	return c
@@ -95,7 +103,7 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 func (c *Cluster) tryStart(ports []int) error {
 	var peers []string
 	c.members = nil
-	for i := range Members {
+	for i := range c.size {
 		m := &member{name: fmt.Sprintf("m%d", i), client: ports[2*i], peer: ports[2*i+1]}
 		m.dir = filepath.Join(c.t.TempDir(), "data")
 		m.log = filepath.Join(filepath.Dir(m.dir), "etcd.log")

@@ -25,18 +25,34 @@ import (
 // time, to debug one) is kept. Call it from TestMain before m.Run; it
 // parses the command line if nothing did yet.
 func Widen(k int) {
+	setParallel(func(n int) int { return widened(n, k, runtime.GOMAXPROCS(0)) })
+}
+
+// AtLeast raises the package's -test.parallel to n, for a package whose
+// tests queue for a resource of their own after t.Parallel (each holding
+// a slot of -parallel while it waits): with fewer slots than waiting
+// tests, a test that does not queue, or a parallel subtest of the one
+// holding the resource, waits for a slot too. An explicit -parallel 1 is
+// kept. Call it from TestMain before m.Run.
+func AtLeast(n int) {
+	setParallel(func(was int) int { return max(was, n) })
+}
+
+// setParallel sets -test.parallel to f of its value, unless that is 1 or
+// less (one test at a time, asked for).
+func setParallel(f func(int) int) {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
-	f := flag.Lookup("test.parallel")
-	if f == nil || k <= 1 {
+	fl := flag.Lookup("test.parallel")
+	if fl == nil {
 		return
 	}
-	n, err := strconv.Atoi(f.Value.String())
+	n, err := strconv.Atoi(fl.Value.String())
 	if err != nil || n <= 1 {
 		return
 	}
-	if err := flag.Set("test.parallel", strconv.Itoa(widened(n, k, runtime.GOMAXPROCS(0)))); err != nil {
+	if err := flag.Set("test.parallel", strconv.Itoa(f(n))); err != nil {
 		fmt.Fprintf(os.Stderr, "waitbound: %v\n", err)
 	}
 }

@@ -46,3 +46,26 @@ func TestWidened(t *testing.T) {
 		}
 	}
 }
+
+// TestAtLeast: AtLeast raises -test.parallel, never lowers it, and keeps
+// an explicit 1.
+func TestAtLeast(t *testing.T) {
+	f := flag.Lookup("test.parallel")
+	was := f.Value.String()
+	t.Cleanup(func() { _ = f.Value.Set(was) })
+	for _, c := range []struct {
+		from string
+		n    int
+		want string
+	}{
+		{"3", 64, "64"}, {"80", 64, "80"}, {"1", 64, "1"},
+	} {
+		if err := f.Value.Set(c.from); err != nil {
+			t.Fatal(err)
+		}
+		AtLeast(c.n)
+		if got := f.Value.String(); got != c.want {
+			t.Errorf("AtLeast(%d) with -parallel %s: %s, want %s", c.n, c.from, got, c.want)
+		}
+	}
+}
