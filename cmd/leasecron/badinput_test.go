@@ -140,11 +140,13 @@ func TestBadNodesTriggerAndStatus(t *testing.T) {
 
 // TestBadNodesRunRunsNothing: a daemon whose nodes cannot give a lease
 // keeps running (a node may be fixed without restarting the fleet) but
-// runs no job, says why in its log, and stops cleanly.
+// runs no job, says why in its log, and stops cleanly. The cases run at
+// once, a daemon each: none changes the servers.
 func TestBadNodesRunRunsNothing(t *testing.T) {
 	t.Parallel()
 	for _, tc := range badNodes(t) {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			time.Sleep(time.Until(tc.ready))
 			config, marker := markerJob(t, tc.nodes, "@every 1s")
 			d := startDaemon(t, "-c", writeConfig(t, config), "--log-format", "json")

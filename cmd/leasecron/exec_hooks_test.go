@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/leasecron/leasecron/scheduler"
 )
@@ -55,9 +54,8 @@ jobs:
 		}
 		return cmd.ProcessState.ExitCode()
 	}
-	slot := time.Now().Truncate(30 * time.Second).Add(30 * time.Second)
-	time.Sleep(time.Until(slot.Add(100 * time.Millisecond)))
-	args := []string{"--name", "nightly", "--schedule", "@every 30s", "--grace", "1s", "--", "sh", "-c", "echo broken; exit 4"}
+	slot := awaitExecSlot()
+	args := []string{"--name", "nightly", "--schedule", execSlotSchedule, "--grace", "1s", "--", "sh", "-c", "echo broken; exit 4"}
 	if code := run(args...); code != 4 {
 		t.Fatalf("exec: exit %d, want the command's 4", code)
 	}

@@ -350,16 +350,12 @@ jobs:
 		}
 		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 	}
-	// A slot that begins after the servers vote (a fresh server's data is
-	// younger than earlier slots: it does not vote for them), and both
-	// runs below well within it.
-	slot := time.Now().Truncate(30 * time.Second).Add(30 * time.Second)
-	time.Sleep(time.Until(slot.Add(100 * time.Millisecond)))
-	every30s := []string{"--name", "daily", "--schedule", "@every 30s", "--grace", "1s"}
-	if code, out, errOut := run(append(every30s, "--", "sh", "-c", "echo hello; echo oops >&2; exit 3")...); code != 3 || out != "hello\n" || !strings.Contains(errOut, "oops") {
+	awaitExecSlot()
+	daily := []string{"--name", "daily", "--schedule", execSlotSchedule, "--grace", "1s"}
+	if code, out, errOut := run(append(daily, "--", "sh", "-c", "echo hello; echo oops >&2; exit 3")...); code != 3 || out != "hello\n" || !strings.Contains(errOut, "oops") {
 		t.Fatalf("first run: exit %d, stdout %q, stderr %q; want 3 and the command's output", code, out, errOut)
 	}
-	if code, out, errOut := run(append(append([]string{"--skipped-exit", "9"}, every30s...), "--", "sh", "-c", "echo again")...); code != 9 || out != "" {
+	if code, out, errOut := run(append(append([]string{"--skipped-exit", "9"}, daily...), "--", "sh", "-c", "echo again")...); code != 9 || out != "" {
 		t.Errorf("the completed slot again: exit %d, stdout %q, stderr %q; want 9 and no run", code, out, errOut)
 	}
 	code, out, errOut := cli(t, "history", "-c", path, "daily", "--json")
@@ -372,6 +368,20 @@ jobs:
 	if code, out, errOut := run("--name", "held-back", "--schedule", "@every 30s", "--grace", "1s", "--skipped-exit", "7", "--", "echo", "ran"); code != 7 || out != "" {
 		t.Errorf("a paused job: exit %d, stdout %q, stderr %q; want 7 and no run", code, out, errOut)
 	}
+}
+
+// execSlotSchedule is the schedule of the exec tests that run a slot's
+// command twice, and awaitExecSlot waits until 100 ms into its next slot
+// and returns it: a slot that begins after the servers vote (a fresh
+// server's data is younger than earlier slots: it does not vote for
+// them), with the runs well within it.
+const execSlotSchedule = "@every 10s"
+
+func awaitExecSlot() time.Time {
+	const period = 10 * time.Second
+	slot := time.Now().Truncate(period).Add(period)
+	time.Sleep(time.Until(slot.Add(100 * time.Millisecond)))
+	return slot
 }
 
 // TestExecNoBackend: a config without a backend section is a config

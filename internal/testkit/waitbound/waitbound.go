@@ -28,12 +28,14 @@ func Widen(k int) {
 	setParallel(func(n int) int { return widened(n, k, runtime.GOMAXPROCS(0)) })
 }
 
-// AtLeast raises the package's -test.parallel to n, for a package whose
+// AtLeast raises the package's -test.parallel to n (a larger value, and
+// an explicit -parallel 1, are kept): for a package whose tests wait on
+// real time and whose CPU at -parallel leaves room for n, or one whose
 // tests queue for a resource of their own after t.Parallel (each holding
-// a slot of -parallel while it waits): with fewer slots than waiting
+// a slot of -parallel while it waits; with fewer slots than waiting
 // tests, a test that does not queue, or a parallel subtest of the one
-// holding the resource, waits for a slot too. An explicit -parallel 1 is
-// kept. Call it from TestMain before m.Run.
+// holding the resource, waits for a slot too). Call it from TestMain
+// before m.Run.
 func AtLeast(n int) {
 	setParallel(func(was int) int { return max(was, n) })
 }
