@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/leasecron/leasecron/internal/testkit/waitbound"
 )
 
 // binDir holds the daemon and recorder, built at most once per test binary
@@ -22,12 +20,8 @@ var (
 	buildErr error
 )
 
-// TestMain runs four fleets at once when go test would run fewer (make
-// test's -parallel 3): their tests mostly wait on schedules, TTLs and
-// faults (docs/development.md: where the time goes).
 func TestMain(m *testing.M) {
 	flag.Parse()
-	waitbound.AtLeast(4)
 	dir, err := os.MkdirTemp("", "faultsuite-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faultsuite:", err)

@@ -140,8 +140,8 @@ func TestBadNodesTriggerAndStatus(t *testing.T) {
 
 // TestBadNodesRunRunsNothing: a daemon whose nodes cannot give a lease
 // keeps running (a node may be fixed without restarting the fleet) but
-// runs no job, says why in its log, and stops cleanly. The cases run at
-// once, a daemon each: none changes the servers.
+// runs no job, says why in its log, and stops cleanly. The cases run in
+// parallel, a daemon each: none changes the servers.
 func TestBadNodesRunRunsNothing(t *testing.T) {
 	t.Parallel()
 	for _, tc := range badNodes(t) {

@@ -43,7 +43,7 @@ jobs:
     on_failure: {url: "`+srv.URL+`/failure"}
 `)
 	waitVoting(t, path)
-	run := func(args ...string) int {
+	run := func(args ...string) (int, string) {
 		cmd := execProc(path, args...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -52,15 +52,15 @@ jobs:
 		if err != nil && !errors.As(err, &ee) {
 			t.Fatal(err)
 		}
-		return cmd.ProcessState.ExitCode()
+		return cmd.ProcessState.ExitCode(), out.String()
 	}
 	slot := awaitExecSlot()
-	args := []string{"--name", "nightly", "--schedule", execSlotSchedule, "--grace", "1s", "--", "sh", "-c", "echo broken; exit 4"}
-	if code := run(args...); code != 4 {
-		t.Fatalf("exec: exit %d, want the command's 4", code)
+	args := append(append([]string{"--name", "nightly"}, execSlotArgs...), "--", "sh", "-c", "echo broken; exit 4")
+	if code, out := run(args...); code != 4 {
+		t.Fatalf("exec: exit %d, want the command's 4: %s", code, out)
 	}
-	if code := run(args...); code != 0 {
-		t.Errorf("exec of the completed slot: exit %d, want 0 (skipped)", code)
+	if code, out := run(args...); code != 0 || skippedLate(out) {
+		t.Errorf("exec of the completed slot: exit %d, want 0 (skipped as completed, not late): %s", code, out)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -25,8 +25,9 @@ import (
 
 // execBackends are the backend sections the exec tests run on, each
 // starting its servers. No test here faults a server, so etcd and
-// ZooKeeper run one each: how a client rides out a member's loss is
-// their packages' and the fault suite's to test.
+// ZooKeeper run one each: how a client rides out a member's loss, and
+// reads through a server other than the writer's, are their packages'
+// and the fault suite's to test (its fleets run on several).
 var execBackends = map[string]func(t *testing.T) string{
 	"redis": func(t *testing.T) string {
 		return "redis:\n  nodes: [" + strings.Join(redistest.Start(t, 3).URLs(), ", ") + "]\n"
@@ -351,12 +352,12 @@ jobs:
 		return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 	}
 	awaitExecSlot()
-	daily := []string{"--name", "daily", "--schedule", execSlotSchedule, "--grace", "1s"}
+	daily := append([]string{"--name", "daily"}, execSlotArgs...)
 	if code, out, errOut := run(append(daily, "--", "sh", "-c", "echo hello; echo oops >&2; exit 3")...); code != 3 || out != "hello\n" || !strings.Contains(errOut, "oops") {
 		t.Fatalf("first run: exit %d, stdout %q, stderr %q; want 3 and the command's output", code, out, errOut)
 	}
-	if code, out, errOut := run(append(append([]string{"--skipped-exit", "9"}, daily...), "--", "sh", "-c", "echo again")...); code != 9 || out != "" {
-		t.Errorf("the completed slot again: exit %d, stdout %q, stderr %q; want 9 and no run", code, out, errOut)
+	if code, out, errOut := run(append(append([]string{"--skipped-exit", "9"}, daily...), "--", "sh", "-c", "echo again")...); code != 9 || out != "" || skippedLate(errOut) {
+		t.Errorf("the completed slot again: exit %d, stdout %q, stderr %q; want 9 and no run, not for the deadline", code, out, errOut)
 	}
 	code, out, errOut := cli(t, "history", "-c", path, "daily", "--json")
 	if code != 0 || !strings.Contains(out, `"result": "failed"`) || !strings.Contains(out, `"exit": 3`) {
@@ -365,23 +366,35 @@ jobs:
 	if code, _, errOut := cli(t, "pause", "-c", path, "held-back", "--reason", "test"); code != 0 {
 		t.Fatalf("pause: exit %d: %s", code, errOut)
 	}
-	if code, out, errOut := run("--name", "held-back", "--schedule", "@every 30s", "--grace", "1s", "--skipped-exit", "7", "--", "echo", "ran"); code != 7 || out != "" {
-		t.Errorf("a paused job: exit %d, stdout %q, stderr %q; want 7 and no run", code, out, errOut)
+	awaitExecSlot() // a slot of its own, far from its deadline
+	heldBack := append(append([]string{"--name", "held-back", "--skipped-exit", "7"}, execSlotArgs...), "--", "echo", "ran")
+	if code, out, errOut := run(heldBack...); code != 7 || out != "" || skippedLate(errOut) {
+		t.Errorf("a paused job: exit %d, stdout %q, stderr %q; want 7 and no run, not for the deadline", code, out, errOut)
 	}
 }
 
-// execSlotSchedule is the schedule of the exec tests that run a slot's
-// command twice, and awaitExecSlot waits until 100 ms into its next slot
-// and returns it: a slot that begins after the servers vote (a fresh
-// server's data is younger than earlier slots: it does not vote for
-// them), with the runs well within it.
-const execSlotSchedule = "@every 10s"
+// execSlot is the slot of the exec tests that run a command twice in one
+// slot, and execSlotArgs are its exec flags: a run may start until a
+// second before the slot ends (the default deadline is half of it), so
+// that a second run skipped on a loaded machine is skipped because the
+// slot completed, not because it was late (skippedLate tells).
+const execSlot = 10 * time.Second
 
+var execSlotArgs = []string{"--schedule", "@every " + execSlot.String(), "--deadline", (execSlot - time.Second).String(), "--grace", "1s"}
+
+// awaitExecSlot waits until 100 ms into the next slot and returns it: a
+// slot that begins after the servers vote (a fresh server's data is
+// younger than earlier slots: it does not vote for them).
 func awaitExecSlot() time.Time {
-	const period = 10 * time.Second
-	slot := time.Now().Truncate(period).Add(period)
+	slot := time.Now().Truncate(execSlot).Add(execSlot)
 	time.Sleep(time.Until(slot.Add(100 * time.Millisecond)))
 	return slot
+}
+
+// skippedLate reports whether exec's stderr says it skipped the slot for
+// its deadline.
+func skippedLate(stderr string) bool {
+	return strings.Contains(stderr, "deadline had passed")
 }
 
 // TestExecNoBackend: a config without a backend section is a config

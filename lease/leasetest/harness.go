@@ -146,6 +146,11 @@ type Harness struct {
 	// declared; a caller whose work may outlive a lease it stopped renewing
 	// must wait for its validity before Close (the daemon does).
 	CloseFreesLeases bool
+
+	// SteadyAtOnce, if above 0, is how many of the light subtests (those
+	// of "Steady") run at once, whatever -parallel allows: for a package
+	// that raises -parallel for reasons of its own. 0: as -parallel lets.
+	SteadyAtOnce int
 }
 
 // BadInput is one bad configuration and what using it returned.

@@ -74,11 +74,19 @@ func Run(t *testing.T, h Harness) {
 	if got := len(b.Servers()); got != h.Servers {
 		t.Fatalf("leasetest: %s: Servers() lists %d servers %q, the harness says %d", h.Name, got, b.Servers(), h.Servers)
 	}
+	var atOnce chan struct{} // nil: no bound but -parallel's
+	if h.SteadyAtOnce > 0 {
+		atOnce = make(chan struct{}, h.SteadyAtOnce)
+	}
 	t.Run("Steady", func(t *testing.T) {
 		for _, st := range subtests {
 			if !st.alone {
 				t.Run(st.name, func(t *testing.T) {
 					t.Parallel()
+					if atOnce != nil {
+						atOnce <- struct{}{}
+						defer func() { <-atOnce }()
+					}
 					st.run(t, s)
 				})
 			}

@@ -51,11 +51,14 @@ func TestConformance(t *testing.T) {
 		// Close ends the session, and ZooKeeper deletes its ephemeral
 		// locks with it.
 		CloseFreesLeases: true,
-		Kill:             func(_ testing.TB, i int) { e.Servers[i].Kill() },
-		Restart:          func(_ testing.TB, i int) { e.Servers[i].Start() },
-		Pause:            func(_ testing.TB, i int) { e.Servers[i].Pause() },
-		Serving:          e.Serving,
-		Resume:           func(_ testing.TB, i int) { e.Servers[i].Resume() },
+		// -parallel is raised for the lane (lane_test.go): the light
+		// subtests stay three at a time, as make test runs them.
+		SteadyAtOnce: 3,
+		Kill:         func(_ testing.TB, i int) { e.Servers[i].Kill() },
+		Restart:      func(_ testing.TB, i int) { e.Servers[i].Start() },
+		Pause:        func(_ testing.TB, i int) { e.Servers[i].Pause() },
+		Serving:      e.Serving,
+		Resume:       func(_ testing.TB, i int) { e.Servers[i].Resume() },
 		Ready: func(t testing.TB) {
 			e.WaitServing()
 			// A session through a plain client first: an ensemble that

@@ -28,7 +28,9 @@ func besideConformance(t *testing.T) {
 
 // TestMain gives every test a slot of -parallel (those waiting for the
 // lane hold one while they wait), so that the conformance suite and its
-// parallel subtests, which do not wait for it, never wait for a slot.
+// parallel subtests, which do not wait for it, never wait for a slot:
+// 64 is more than the package's tests (28) and the suite's light
+// subtests (16, three at a time: Harness.SteadyAtOnce) together.
 func TestMain(m *testing.M) {
 	waitbound.AtLeast(64)
 	os.Exit(m.Run())

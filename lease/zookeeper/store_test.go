@@ -300,7 +300,7 @@ func TestAppendRepeatedID(t *testing.T) {
 // TestReservedKeys: the znodes of entries, logs and the clock cannot be
 // taken as lease keys (job names cannot hold '@').
 func TestReservedKeys(t *testing.T) {
-	besideConformance(t)
+	t.Parallel()
 	for _, k := range []string{entriesNode, logsNode, clockNode} {
 		if err := checkKey(k); err == nil {
 			t.Errorf("checkKey(%q) accepted the store's znode", k)

@@ -128,7 +128,7 @@ func TestCloseFreesLocks(t *testing.T) {
 
 // TestCheckConfig: bad configs are refused without a server.
 func TestCheckConfig(t *testing.T) {
-	besideConformance(t)
+	t.Parallel()
 	for _, tc := range []struct {
 		cfg  Config
 		want string

@@ -84,3 +84,25 @@ func TestProxyBlackhole(t *testing.T) {
 	}
 	t.Fatalf("no put after heal: %v", last)
 }
+
+// TestOneMember: WithMembers(1) starts a single member that serves
+// writes and reads on its own.
+func TestOneMember(t *testing.T) {
+	c := Start(t, WithMembers(1))
+	if eps := c.Endpoints(); len(eps) != 1 {
+		t.Fatalf("endpoints %q, want one", eps)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := cli.Get(ctx, "a"); err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "1" {
+		t.Fatalf("get a: %v %v, want 1", r, err)
+	}
+}

@@ -29,13 +29,11 @@ func Widen(k int) {
 }
 
 // AtLeast raises the package's -test.parallel to n (a larger value, and
-// an explicit -parallel 1, are kept): for a package whose tests wait on
-// real time and whose CPU at -parallel leaves room for n, or one whose
-// tests queue for a resource of their own after t.Parallel (each holding
-// a slot of -parallel while it waits; with fewer slots than waiting
-// tests, a test that does not queue, or a parallel subtest of the one
-// holding the resource, waits for a slot too). Call it from TestMain
-// before m.Run.
+// an explicit -parallel 1, are kept), for a package whose tests queue for
+// a resource of their own after t.Parallel, each holding a slot of
+// -parallel while it waits: with fewer slots than waiting tests, a test
+// that does not queue, or a parallel subtest of the one holding the
+// resource, waits for a slot too. Call it from TestMain before m.Run.
 func AtLeast(n int) {
 	setParallel(func(was int) int { return max(was, n) })
 }
