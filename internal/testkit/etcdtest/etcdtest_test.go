@@ -14,16 +14,7 @@ import (
 // directory and sees the writes made while it was down.
 func TestClusterKillRestartLeader(t *testing.T) {
 	c := Start(t)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := cli.Put(ctx, "a", "1"); err != nil {
-		t.Fatal(err)
-	}
+	cli, ctx := putA(t, c)
 	old := c.Leader()
 	c.Kill(old)
 	if c.PID(old) != 0 {
@@ -92,17 +83,26 @@ func TestOneMember(t *testing.T) {
 	if eps := c.Endpoints(); len(eps) != 1 {
 		t.Fatalf("endpoints %q, want one", eps)
 	}
+	cli, ctx := putA(t, c)
+	if r, err := cli.Get(ctx, "a"); err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "1" {
+		t.Fatalf("get a: %v %v, want 1", r, err)
+	}
+}
+
+// putA opens a client on c's members (closed with the test) and writes
+// a=1 through it; it returns the client and a context for the test's
+// further requests.
+func putA(t *testing.T, c *Cluster) (*clientv3.Client, context.Context) {
+	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
+	t.Cleanup(func() { _ = cli.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	if _, err := cli.Put(ctx, "a", "1"); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := cli.Get(ctx, "a"); err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "1" {
-		t.Fatalf("get a: %v %v, want 1", r, err)
-	}
+	return cli, ctx
 }
