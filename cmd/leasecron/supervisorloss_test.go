@@ -317,6 +317,28 @@ func TestRunLeasedNoBusyLoop(t *testing.T) {
 	}
 }
 
+// openStdoutPipe opens for writing the pipe that is pid's stdout. While
+// the shell runs the `echo $$ >> OUT/runs` that told the test its pid,
+// its fd 1 is that file (a builtin's redirection): what is opened is
+// kept only once it is a pipe.
+func openStdoutPipe(t *testing.T, pid int) *os.File {
+	t.Helper()
+	path := filepath.Join("/proc", strconv.Itoa(pid), "fd", "1")
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatalf("open the stdout of job %d: %v", pid, err)
+		}
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+			return f
+		}
+		_ = f.Close()
+		if time.Now().After(end) {
+			t.Fatalf("the stdout of job %d is not a pipe after 5s", pid)
+		}
+	}
+}
+
 // TestJobOutputHeldOutsideGroup: a process outside the job's tree (here
 // the test itself, through /proc/PID/fd/1) holds the job's stdout open
 // after the job has exited. The run still ends — its output is closed
@@ -326,10 +348,7 @@ func TestJobOutputHeldOutsideGroup(t *testing.T) {
 	t.Parallel()
 	d := startProcDaemon(t, `echo $$ >> OUT/runs; sleep 1`, 0)
 	job, _ := d.firstRun(t)
-	held, err := os.OpenFile(filepath.Join("/proc", strconv.Itoa(job), "fd", "1"), os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatalf("open the job's stdout: %v", err)
-	}
+	held := openStdoutPipe(t, job)
 	defer held.Close()
 	for end := time.Now().Add(20 * time.Second); len(d.runs()) < 2; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(end) {
